@@ -1,0 +1,96 @@
+package fec
+
+import "fmt"
+
+// MaxK is the largest block: k is 1 to 255.
+const MaxK = 255
+
+// CheckK reports whether k is a block size CREM allows.
+func CheckK(k int) error {
+	if k < 1 || k > MaxK {
+		return fmt.Errorf("fec: k = %d: %w", k, ErrK)
+	}
+	return nil
+}
+
+// CheckIndex reports whether Repair Index i may be used in a block of k positions. The draft
+// requires i + k <= 255: then every x_i = 255 - i differs from every y_j = j, and every square
+// submatrix of the coefficients is non-singular.
+func CheckIndex(i, k int) error {
+	if err := CheckK(k); err != nil {
+		return err
+	}
+	if i < 0 || i+k > MaxK {
+		return fmt.Errorf("fec: Repair Index %d with k = %d (i + k must not exceed 255): %w", i, k, ErrIndex)
+	}
+	return nil
+}
+
+// Coefficient returns C(i, j) = 1/(x_i + y_j) with x_i = 255 - i and y_j = j. It exists when
+// i + j < 255.
+func Coefficient(i, j int) (byte, error) {
+	if i < 0 || j < 0 || i+j >= MaxK {
+		return 0, fmt.Errorf("fec: coefficient C(%d, %d) (i + j must be below 255): %w", i, j, ErrIndex)
+	}
+	return coef(i, j), nil
+}
+
+// coef is Coefficient for indices already checked.
+func coef(i, j int) byte { return gfInv[byte(255-i)^byte(j)] }
+
+// CauchyRows returns the coefficient rows of Repair Indices idx over k positions,
+// rows[r][j] = C(idx[r], j): the parity rows klauspost/reedsolomon's WithCustomMatrix takes.
+func CauchyRows(k int, idx ...int) ([][]byte, error) {
+	rows := make([][]byte, len(idx))
+	for r, i := range idx {
+		if err := CheckIndex(i, k); err != nil {
+			return nil, err
+		}
+		rows[r] = make([]byte, k)
+		for j := range k {
+			rows[r][j] = coef(i, j)
+		}
+	}
+	return rows, nil
+}
+
+// cauchyInverse writes into inv (row-major, inv[c*u+r]) the inverse of the u x u Cauchy matrix
+// A[r][c] = C(rows[r], cols[c]), u = len(rows) = len(cols). It uses the closed form of the
+// Cauchy inverse, O(u^2), which in characteristic 2 needs no signs:
+//
+//	inv[c][r] = A[r][c] * g_r * h_c
+//	g_r = prod_l (x_r + y_l) / prod_{l != r} (x_r + x_l)
+//	h_c = prod_l (x_l + y_c) / prod_{l != c} (y_c + y_l)
+//
+// Repair Indices must be distinct and valid for the block, positions distinct.
+func cauchyInverse(inv []byte, rows, cols []int) {
+	u := len(rows)
+	var g, h [MaxK]byte
+	for r := range u {
+		xr := byte(255 - rows[r])
+		num, den := byte(1), byte(1)
+		for l := range u {
+			num = gfMul[num][xr^byte(cols[l])]
+			if l != r {
+				den = gfMul[den][xr^byte(255-rows[l])]
+			}
+		}
+		g[r] = gfMul[num][gfInv[den]]
+	}
+	for c := range u {
+		yc := byte(cols[c])
+		num, den := byte(1), byte(1)
+		for l := range u {
+			num = gfMul[num][byte(255-rows[l])^yc]
+			if l != c {
+				den = gfMul[den][yc^byte(cols[l])]
+			}
+		}
+		h[c] = gfMul[num][gfInv[den]]
+	}
+	for c := range u {
+		for r := range u {
+			inv[c*u+r] = gfMul[gfMul[coef(rows[r], cols[c])][g[r]]][h[c]]
+		}
+	}
+}

@@ -1,0 +1,19 @@
+// Package fec is CREM's erasure code: the repair symbols a CREM sender computes over a block of
+// RDMA packets and the solve a CREM receiver runs to restore the packets it lost.
+//
+// It provides GF(2^8) arithmetic with the polynomial 0x11D, the Cauchy coefficients
+// C(i, j) = 1/(x_i + y_j) with x_i = 255 - i and y_j = j, source symbols
+// uint16(len(P)) || P || zero padding to T, and the three FEC schemes of the draft (RULINGS C1):
+// 0 Source Copy, 1 Cauchy Reed-Solomon over any set L of positions, 2 XOR parity.
+//
+// The receiver side is split in two. [Block] is the bookkeeping alone: which positions are
+// present and known, which repair rows are held over which sets L, whether the unknowns can be
+// solved and, if not, what is missing. It holds no symbol bytes, so a simulator can run the
+// protocol symbolically on it. [Decoder] adds the bytes: it keeps the symbols, subtracts what is
+// known and inverts the Cauchy submatrix in closed form.
+//
+// The byte work runs on github.com/klauspost/reedsolomon's SIMD kernels: its fused multi-row
+// encoder where a whole block is coded, and its single-row LowLevel kernels elsewhere.
+//
+// Nothing here knows packets, sockets or time.
+package fec

@@ -1,0 +1,192 @@
+package fec
+
+import (
+	"fmt"
+
+	"github.com/crem-project/crem/psn"
+	"github.com/klauspost/reedsolomon"
+)
+
+// Encoder computes repair symbols. It keeps a bounded cache of fused coders and scratch
+// buffers, so it is not safe for concurrent use: give each goroutine its own.
+type Encoder struct {
+	low    reedsolomon.LowLevel
+	coders coders
+	shards [][]byte
+	pos    []int
+	zero   []byte
+}
+
+// Option configures an Encoder or a Decoder.
+type Option func(*options) error
+
+type options struct {
+	coders int
+}
+
+// DefaultCoders is how many fused coders an Encoder keeps unless told otherwise.
+const DefaultCoders = 8
+
+// WithCoders sets how many fused coders (one per k and range of Repair Indices) are kept.
+func WithCoders(n int) Option {
+	return func(o *options) error {
+		if n < 1 || n > 1024 {
+			return fmt.Errorf("fec: WithCoders(%d): want 1 to 1024: %w", n, ErrArgs)
+		}
+		o.coders = n
+		return nil
+	}
+}
+
+func buildOptions(opts []Option) (options, error) {
+	o := options{coders: DefaultCoders}
+	for _, opt := range opts {
+		if err := opt(&o); err != nil {
+			return o, err
+		}
+	}
+	return o, nil
+}
+
+// NewEncoder returns an Encoder.
+func NewEncoder(opts ...Option) (*Encoder, error) {
+	o, err := buildOptions(opts)
+	if err != nil {
+		return nil, err
+	}
+	return &Encoder{coders: coders{max: o.coders}}, nil
+}
+
+// Encode computes the scheme 1 repair symbols R_i[L] = sum over j in L of C(i, j) * S_j, one
+// for each Repair Index indices[r], into dst[r]. src holds one entry per position of the block
+// (k = len(src)); entries outside L are not read and may be nil, so absent positions and
+// positions outside a coded retransmission's L are zero symbols. All of dst and the entries in L
+// are T octets long.
+//
+// An ordinary repair symbol has L = all present positions; a coded retransmission has L = the
+// lost sources named in the request. When the indices are consecutive and L covers at least
+// half of the block, the symbols are computed together by klauspost's fused multi-row kernel;
+// otherwise one row at a time by its single-row kernels.
+func (e *Encoder) Encode(dst [][]byte, indices []int, over psn.Bitmap, src [][]byte) error {
+	k, T, err := checkEncode(dst, indices, over, src)
+	if err != nil || len(dst) == 0 {
+		return err
+	}
+	e.pos = over.Positions(e.pos[:0])
+	if consecutive(indices) && 2*len(e.pos) >= k {
+		return e.fused(dst, indices[0], k, T, over, src)
+	}
+	for r, i := range indices {
+		if len(e.pos) == 0 {
+			clear(dst[r])
+			continue
+		}
+		for n, j := range e.pos {
+			if n == 0 {
+				e.low.GalMulSlice(coef(i, j), src[j], dst[r])
+			} else {
+				e.low.GalMulSliceXor(coef(i, j), src[j], dst[r])
+			}
+		}
+	}
+	return nil
+}
+
+// fused codes the whole block at once with a cached klauspost encoder whose parity rows are the
+// CREM Cauchy rows first..first+len(dst)-1; positions outside L are fed as zero shards.
+func (e *Encoder) fused(dst [][]byte, first, k, T int, over psn.Bitmap, src [][]byte) error {
+	enc, err := e.coders.get(coderKey{k: k, first: first, n: len(dst)})
+	if err != nil {
+		return err
+	}
+	if len(e.zero) < T {
+		e.zero = make([]byte, T)
+	}
+	shards := e.shards[:0]
+	for j := range k {
+		if over.Has(j) {
+			shards = append(shards, src[j])
+		} else {
+			shards = append(shards, e.zero[:T])
+		}
+	}
+	shards = append(shards, dst...)
+	e.shards = shards
+	if err := enc.Encode(shards); err != nil {
+		return fmt.Errorf("fec: fused encode k = %d, T = %d: %w", k, T, err)
+	}
+	return nil
+}
+
+// XOR computes the scheme 2 repair symbol (Repair Index 0): the exclusive-or of the source
+// symbols at the positions in present. Coded retransmission is not defined for this scheme,
+// so the set is always the block's present positions.
+func (e *Encoder) XOR(dst []byte, present psn.Bitmap, src [][]byte) error {
+	if err := CheckK(len(src)); err != nil {
+		return err
+	}
+	if err := CheckT(len(dst)); err != nil {
+		return err
+	}
+	if err := checkSources(len(dst), present, src); err != nil {
+		return err
+	}
+	clear(dst)
+	present.Each(func(j int) { e.low.GalMulSliceXor(1, src[j], dst) })
+	return nil
+}
+
+// checkEncode validates Encode's arguments before anything is written.
+func checkEncode(dst [][]byte, indices []int, over psn.Bitmap, src [][]byte) (k, T int, err error) {
+	k = len(src)
+	if err := CheckK(k); err != nil {
+		return 0, 0, err
+	}
+	if len(dst) != len(indices) {
+		return 0, 0, fmt.Errorf("fec: %d output symbols for %d Repair Indices: %w", len(dst), len(indices), ErrArgs)
+	}
+	if len(dst) == 0 {
+		return k, 0, nil
+	}
+	T = len(dst[0])
+	if err := CheckT(T); err != nil {
+		return 0, 0, err
+	}
+	for r := range dst {
+		if len(dst[r]) != T {
+			return 0, 0, fmt.Errorf("fec: output symbol %d has %d octets, output 0 has %d: %w", r, len(dst[r]), T, ErrSymbolLength)
+		}
+	}
+	for _, i := range indices {
+		if err := CheckIndex(i, k); err != nil {
+			return 0, 0, err
+		}
+	}
+	if err := checkSources(T, over, src); err != nil {
+		return 0, 0, err
+	}
+	return k, T, nil
+}
+
+// checkSources reports whether every position of the set is in the block and holds T octets.
+func checkSources(T int, over psn.Bitmap, src [][]byte) error {
+	if over.Beyond(len(src)) {
+		return fmt.Errorf("fec: set names a position at or beyond k = %d: %w", len(src), ErrSet)
+	}
+	for j := range src {
+		if over.Has(j) && len(src[j]) != T {
+			return fmt.Errorf("fec: source symbol %d has %d octets, want T = %d: %w", j, len(src[j]), T, ErrSymbolLength)
+		}
+	}
+	return nil
+}
+
+// consecutive reports whether indices are i, i+1, i+2, ...
+func consecutive(indices []int) bool {
+	for r := 1; r < len(indices); r++ {
+		if indices[r] != indices[0]+r {
+			return false
+		}
+	}
+	return true
+}
