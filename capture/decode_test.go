@@ -51,7 +51,7 @@ func withIPv6Extensions(t *testing.T, eth []byte, kinds ...byte) []byte {
 // Section 6 (pcap verify finds RoCEv2 over IPv4 and IPv6 with VLAN tags): Ethernet with zero to
 // three VLAN tags, IPv4 with and without options, IPv6 with and without extension headers, and
 // the other link types, all yield the IP header, UDP header and payload, link padding cut off.
-func TestDecodeUDPFindsTheDatagram(t *testing.T) {
+func TestDecodeUDPFindsTheDatagramSection6(t *testing.T) {
 	payload := []byte("RoCE!")
 	v4 := FrameHeader{SrcMAC: macA, DstMAC: macB, Src: v4A, Dst: v4B}
 	v6 := FrameHeader{SrcMAC: macA, DstMAC: macB, Src: v6A, Dst: v6B}
@@ -95,7 +95,7 @@ func TestDecodeUDPFindsTheDatagram(t *testing.T) {
 
 // Section 6: frames that carry no UDP are skipped cheaply; fragments, truncated frames and
 // malformed headers are told apart; nothing panics.
-func TestDecodeUDPRefuses(t *testing.T) {
+func TestDecodeUDPRefusesSection6(t *testing.T) {
 	v4 := frame(t, FrameHeader{Src: v4A, Dst: v4B}, []byte("0123456789"))
 	v6 := frame(t, FrameHeader{Src: v6A, Dst: v6B}, []byte("0123456789"))
 	set := func(b []byte, i int, v ...byte) []byte {
@@ -146,7 +146,7 @@ func TestDecodeUDPRefuses(t *testing.T) {
 }
 
 // Decoding allocates nothing, whether it finds UDP or skips the frame.
-func TestDecodeUDPAllocatesNothing(t *testing.T) {
+func TestDecodeUDPAllocatesNothingSection6(t *testing.T) {
 	v6 := frame(t, FrameHeader{Src: v6A, Dst: v6B, VLANs: []uint16{1, 2}}, make([]byte, 1000))
 	tcp := frame(t, FrameHeader{Src: v4A, Dst: v4B}, nil)
 	tcp[14+9] = 6

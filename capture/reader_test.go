@@ -35,7 +35,7 @@ func readAll(t testing.TB, r io.Reader) ([]Frame, *Reader) {
 
 // Section 6 (pcap verify reads pcap): the real capture, a big-endian microsecond pcap, reads
 // as 123 Ethernet frames with tshark's timestamps and lengths, and 105 of them are UDP to 4791.
-func TestReadRealPcap(t *testing.T) {
+func TestReadRealPcapSection6(t *testing.T) {
 	f, err := os.Open(realCapture(t))
 	if err != nil {
 		t.Fatal(err)
@@ -144,7 +144,7 @@ func (g *ngWriter) spb(data []byte) {
 // Section 6 (pcap verify reads pcapng): sections of both byte orders, several interfaces with
 // their own link types and timestamp resolutions (decimal and binary) and offsets, enhanced and
 // simple packet blocks, a snap length that cuts a frame, and blocks the reader must skip.
-func TestReadPcapNG(t *testing.T) {
+func TestReadPcapNGSection6(t *testing.T) {
 	eth := frame(t, FrameHeader{SrcMAC: macA, DstMAC: macB, Src: v4A, Dst: v4B}, []byte("one"))
 	raw := eth[14:]
 	sll2 := append(append([]byte{0x08, 0x00}, make([]byte, 18)...), raw...)
@@ -159,7 +159,7 @@ func TestReadPcapNG(t *testing.T) {
 	be := &ngWriter{o: binary.BigEndian}
 	be.shb()
 	be.idb(LinkLinuxSLL2, 30, 9, []byte{0x80 | 10}) // 2^-10 s, snap length 30
-	be.epb(0, 3*1024+512, sll2[:30], len(sll2)) // cut by the writer
+	be.epb(0, 3*1024+512, sll2[:30], len(sll2))     // cut by the writer
 	be.spb(sll2)
 	frames, r := readAll(t, bytes.NewReader(append(le.b, be.b...)))
 	if r.Format() != FormatPcapNG {
@@ -198,7 +198,7 @@ func TestReadPcapNG(t *testing.T) {
 
 // Section 6: the pcapng reader agrees with the pcap reader on the real capture converted by
 // editcap (skipped without editcap, which comes with tshark).
-func TestReadPcapNGFromEditcap(t *testing.T) {
+func TestReadPcapNGFromEditcapSection6(t *testing.T) {
 	src := realCapture(t)
 	editcap, err := exec.LookPath("editcap")
 	if err != nil {
@@ -224,7 +224,7 @@ func TestReadPcapNGFromEditcap(t *testing.T) {
 
 // Section 6: files that end inside a record, are not captures, or hold impossible lengths give
 // errors, never a panic or a silent short read.
-func TestReadBadFiles(t *testing.T) {
+func TestReadBadFilesSection6(t *testing.T) {
 	var buf bytes.Buffer
 	w, _ := NewWriter(&buf)
 	_ = w.WriteFrame(time.Unix(1, 0), frame(t, FrameHeader{Src: v4A, Dst: v4B}, []byte("x")))
@@ -278,7 +278,7 @@ func TestReadBadFiles(t *testing.T) {
 }
 
 // A pcap of the other byte order with microsecond stamps reads the same frames.
-func TestReadPcapByteOrders(t *testing.T) {
+func TestReadPcapByteOrdersSection6(t *testing.T) {
 	data := frame(t, FrameHeader{Src: v4A, Dst: v4B}, []byte("payload"))
 	for _, c := range []struct {
 		o     binary.AppendByteOrder

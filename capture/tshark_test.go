@@ -13,7 +13,7 @@ import (
 // Writer, against an independent decoder: tshark reads what Writer writes and sees the same
 // VLAN IDs, addresses, ports, lengths, IPv4 flags and TTL, IPv6 traffic class and flow label,
 // with the IPv4 header checksum and the IPv6 UDP checksum good.
-func TestTsharkReadsWrittenCapture(t *testing.T) {
+func TestTsharkReadsWrittenCaptureSection6(t *testing.T) {
 	bin, err := exec.LookPath("tshark")
 	if err != nil {
 		t.Skip("tshark is not installed (apt-get install -y tshark); the independent-decoder check is skipped")

@@ -12,7 +12,7 @@ import (
 // datagram decodes to its addresses, ports and payload; the IPv4 header has DF, the given
 // Identification, TTL 64 by default and a correct checksum, and UDP checksum 0; the IPv6
 // datagram a correct UDP checksum; short frames are padded to 60 octets.
-func TestWriterRoundTrip(t *testing.T) {
+func TestWriterRoundTripSection6(t *testing.T) {
 	var buf bytes.Buffer
 	w, err := NewWriter(&buf)
 	if err != nil {
@@ -88,7 +88,7 @@ func TestWriterRoundTrip(t *testing.T) {
 }
 
 // Writer refuses what it cannot write and reports the writer's errors.
-func TestWriterRefuses(t *testing.T) {
+func TestWriterRefusesSection6(t *testing.T) {
 	if _, err := AppendUDPFrame([]byte{1}, FrameHeader{Src: v4A, Dst: v6B}, nil); err == nil {
 		t.Error("mixed IP versions accepted")
 	}

@@ -15,7 +15,7 @@ var ErrInvalid = errors.New("invalid field")
 var ErrUnknownOpcode = errors.New("unknown opcode")
 
 // ErrICRC reports a packet whose ICRC does not match its contents.
-var ErrICRC = errors.New("roce: icrc mismatch")
+var ErrICRC = errors.New("icrc mismatch")
 
 func errShort(what string, need, have int) error {
 	return fmt.Errorf("roce: %s: need %d octets, have %d: %w", what, need, have, ErrShort)

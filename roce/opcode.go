@@ -5,7 +5,7 @@ import "fmt"
 // Opcode is the BTH OpCode: a 3-bit transport prefix and a 5-bit operation.
 type Opcode uint8
 
-// The RC opcodes (IBTA), and the RoCEv2 congestion notification packet.
+// The RC opcodes (IBTA), the RoCEv2 congestion notification packet and the two UD SENDs.
 const (
 	OpSendFirst               Opcode = 0x00
 	OpSendMiddle              Opcode = 0x01
@@ -33,10 +33,10 @@ const (
 	OpCNP                     Opcode = 0x81
 	OpUDSendOnly              Opcode = 0x64
 	OpUDSendOnlyWithImmediate Opcode = 0x65
-	opUCBase                  Opcode = 0x20
-	transportMask             Opcode = 0xe0
-	operationMask             Opcode = 0x1f
 )
+
+// operationMask keeps the operation bits of an opcode, below the 3-bit transport prefix.
+const operationMask Opcode = 0x1f
 
 // Transport is the service an opcode belongs to (its top three bits).
 type Transport uint8

@@ -25,15 +25,19 @@ and its IP and UDP headers except the fields routers may change (IPv4 TOS, TTL a
 checksum; IPv6 traffic class, flow label and hop limit; the UDP checksum; BTH octet 4), as
 Linux Soft-RoCE computes it.
 
-The last line on standard output is always
+Once FILE is open, the last line on standard output is
   roce: N packets, N icrc ok, N icrc bad
-and diagnostics go to standard error. Exit status: 0 when no ICRC is bad, 1 when any is,
-2 when FILE cannot be read.
+and diagnostics (which frames are bad and why, frames that could not be checked) go to
+standard error. Exit status: 0 when no ICRC is bad, 1 when any is, 2 when FILE cannot be
+read (missing, not a capture, or cut short; the reason is on standard error).
 
 With --each, one line per RoCEv2 packet comes first:
   frame 15: 192.168.70.4:69 -> 192.168.70.6:4791 qp 0x000048 SEND_ONLY_WITH_IMMEDIATE psn 0 icrc ok
 (frame number as tshark counts, source and destination address:port, destination QP, opcode,
-PSN, verdict). Flags may come before or after FILE.`
+PSN, verdict). Flags may come before or after FILE.
+
+Example:
+  crem pcap verify --each trace.pcapng`
 
 func runPcap(args []string, s stdio) int {
 	fs := newFlagSet("pcap", "crem pcap <subcommand> [flags] FILE", pcapDescription, s)

@@ -160,11 +160,13 @@ func roceTraffic() []rocePkt {
 	b4r := netip.MustParseAddrPort("10.1.0.1:4791")
 	a6 := netip.MustParseAddrPort("[2001:db8::1]:50000")
 	b6 := netip.MustParseAddrPort("[2001:db8::2]:4791")
+	a6r := netip.MustParseAddrPort("[2001:db8::2]:50001") // RoCEv2 answers go to 4791 as well
+	b6r := netip.MustParseAddrPort("[2001:db8::1]:4791")
 	bth := func(op roce.Opcode, qp uint32, p psn.PSN) roce.BTH {
 		return roce.BTH{OpCode: op, PKey: 0xffff, DestQP: qp, PSN: p}
 	}
 	kb := bytes.Repeat([]byte{0x5a}, 1024)
-	tc := roce.TCAETH{LastFinished: 101, NumSegs: 1, Segs: [3]roce.Segment{{103, 104}}}
+	tc := roce.TCAETH{LastFinished: 101, NumSegs: 1, Segs: [3]roce.Segment{{Left: 103, Right: 104}}}
 	return []rocePkt{
 		{a4, b4, nil, roce.Packet{BTH: bth(roce.OpSendFirst, 0x11, 100), Payload: kb}},
 		{a4, b4, nil, roce.Packet{BTH: bth(roce.OpSendMiddle, 0x11, 101), Payload: kb}},
@@ -175,9 +177,9 @@ func roceTraffic() []rocePkt {
 		{a4r, b4r, []uint16{100, 200}, roce.Packet{BTH: bth(roce.OpReadResponseFirst, 0x22, 104), AETH: roce.ACK(31, 2), Payload: kb}},
 		{a4r, b4r, []uint16{100, 200}, roce.Packet{BTH: bth(roce.OpReadResponseLast, 0x22, 105), AETH: roce.ACK(31, 2), Payload: kb}},
 		{a6, b6, nil, roce.Packet{BTH: bth(roce.OpFetchAdd, 0x33, 7), AtomicETH: roce.AtomicETH{VA: 0x3000, RKey: 9, SwapAdd: 1}}},
-		{b6, a6, nil, roce.Packet{BTH: bth(roce.OpAtomicAcknowledge, 0x44, 7), AETH: roce.ACK(31, 3), AtomicAckETH: roce.AtomicAckETH{OrigRemData: 41}}},
+		{a6r, b6r, nil, roce.Packet{BTH: bth(roce.OpAtomicAcknowledge, 0x44, 7), AETH: roce.ACK(31, 3), AtomicAckETH: roce.AtomicAckETH{OrigRemData: 41}}},
 		{a6, b6, nil, roce.Packet{BTH: bth(roce.OpSendOnlyWithImmediate, 0x33, 8), ImmDt: 0xfeed, Payload: []byte("6")}},
-		{b6, a6, nil, roce.Packet{BTH: bth(roce.OpAcknowledge, 0x44, 8), AETH: roce.NAK(roce.NAKPSNSequenceError, 3)}},
+		{a6r, b6r, nil, roce.Packet{BTH: bth(roce.OpAcknowledge, 0x44, 8), AETH: roce.NAK(roce.NAKPSNSequenceError, 3)}},
 		{a4r, b4r, nil, roce.Packet{BTH: bth(roce.OpAcknowledge, 0x22, 101), Headers: roce.HasTCAETH, AETH: roce.ACK(31, 1), TCAETH: tc}},
 		{a4r, b4r, nil, roce.Packet{BTH: bth(roce.OpCNP, 0x22, 0), Payload: make([]byte, 16)}},
 	}
