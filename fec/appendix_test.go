@@ -113,10 +113,7 @@ func TestAppendixCodedRetransmission(t *testing.T) {
 // TestAppendixRecovery: Sections 7.2 and 7.4 and the Appendix: S0, S1, S2 from S3, R0, R1
 // and R2[L], byte-exact, with the payloads back.
 func TestAppendixRecovery(t *testing.T) {
-	d, err := NewDecoder()
-	if err != nil {
-		t.Fatal(err)
-	}
+	d := newDecoder(t)
 	all := psn.FirstK(4)
 	if err := d.Reset(SchemeCauchy, 4, appendixT, all); err != nil {
 		t.Fatal(err)

@@ -120,10 +120,10 @@ func BenchmarkEncode(b *testing.B) {
 
 // BenchmarkDecode: restoring u lost sources of a block of k = 32 from the k - u sources left
 // and u ordinary repair symbols (Section 7.4), a different loss pattern every iteration.
-// CREM's Decoder takes the payloads as a receiver gets them, builds their symbols, subtracts
-// and solves in closed form; klauspost's ReconstructData inverts the k x k matrix of the
-// shards at hand (inversion cache off, as every pattern is new). Bytes are the block's
-// source octets.
+// CREM's Decoder takes the payloads as a receiver holds them (by reference, as klauspost takes
+// its shards), copies the repair symbols, subtracts and solves in closed form; klauspost's
+// ReconstructData inverts the k x k matrix of the shards at hand (inversion cache off, as every
+// pattern is new). Bytes are the block's source octets.
 func BenchmarkDecode(b *testing.B) {
 	for _, c := range []struct{ k, u, T int }{{32, 4, 1058}, {32, 8, 4130}} {
 		blk := newBenchBlock(b, c.k, c.u, c.T)
@@ -147,7 +147,7 @@ func BenchmarkDecode(b *testing.B) {
 				}
 				for j := range c.k {
 					if !lost.Has(j) {
-						if err := d.AddSource(j, blk.payloads[j]); err != nil {
+						if err := d.AddSourceRef(j, blk.payloads[j]); err != nil {
 							b.Fatal(err)
 						}
 					}

@@ -64,33 +64,37 @@ func CauchyRows(k int, idx ...int) ([][]byte, error) {
 //
 // Repair Indices must be distinct and valid for the block, positions distinct.
 func cauchyInverse(inv []byte, rows, cols []int) {
+	// In logarithms, so the products and quotients are sums and differences mod 255.
 	u := len(rows)
-	var g, h [MaxK]byte
+	var g, h [MaxK]int
 	for r := range u {
 		xr := byte(255 - rows[r])
-		num, den := byte(1), byte(1)
+		lg := 0
 		for l := range u {
-			num = gfMul[num][xr^byte(cols[l])]
+			lg += int(gfLog[xr^byte(cols[l])])
 			if l != r {
-				den = gfMul[den][xr^byte(255-rows[l])]
+				lg += 255 - int(gfLog[xr^byte(255-rows[l])])
 			}
 		}
-		g[r] = gfMul[num][gfInv[den]]
+		g[r] = lg % 255
 	}
 	for c := range u {
 		yc := byte(cols[c])
-		num, den := byte(1), byte(1)
+		lh := 0
 		for l := range u {
-			num = gfMul[num][byte(255-rows[l])^yc]
+			lh += int(gfLog[byte(255-rows[l])^yc])
 			if l != c {
-				den = gfMul[den][yc^byte(cols[l])]
+				lh += 255 - int(gfLog[yc^byte(cols[l])])
 			}
 		}
-		h[c] = gfMul[num][gfInv[den]]
+		h[c] = lh % 255
 	}
 	for c := range u {
+		yc := byte(cols[c])
 		for r := range u {
-			inv[c*u+r] = gfMul[gfMul[coef(rows[r], cols[c])][g[r]]][h[c]]
+			// A[r][c] = 1/(x_r + y_c): its logarithm is the negated one of x_r + y_c.
+			la := 255 - int(gfLog[byte(255-rows[r])^yc])
+			inv[c*u+r] = gfExp[(la+g[r]+h[c])%255]
 		}
 	}
 }

@@ -1,6 +1,7 @@
 package fec
 
 import (
+	"encoding/binary"
 	"fmt"
 
 	"github.com/crem-project/crem/psn"
@@ -11,13 +12,21 @@ import (
 // symbols that arrived: the bookkeeping of Block plus the symbol bytes. Reset reuses every
 // buffer, so a Decoder serving blocks of one configuration allocates nothing once warm. It is
 // not safe for concurrent use.
+//
+// Symbols are held in 64-octet aligned buffers of T rounded up to a multiple of 64, the
+// octets beyond T kept zero: the SIMD kernels then run without a scalar tail, and a short
+// source is multiplied only over the octets it fills.
 type Decoder struct {
-	blk Block
-	T   int
-	low reedsolomon.LowLevel
+	blk    Block
+	symLen int // T
+	stride int // T rounded up to 64
+	low    reedsolomon.LowLevel
 
-	src [MaxK][]byte // source symbols by position, valid where the block knows them
-	rep [][]byte     // repair symbols by row, as Block.Rows numbers them
+	src  [MaxK][]byte // source symbols by position, valid where the block knows them
+	span [MaxK]int    // octets of src[j] that can be non-zero, a multiple of 64
+	ref  [MaxK][]byte // payloads held by reference (AddSourceRef), whose symbol is not built
+	refs psn.Bitmap   // positions held by reference
+	rep  [][]byte     // repair symbols by row, as Block.Rows numbers them
 
 	plan []int
 	idx  []int // Repair Indices of the planned rows
@@ -25,7 +34,8 @@ type Decoder struct {
 	inv  []byte
 }
 
-// NewDecoder returns a Decoder; call Reset before use.
+// NewDecoder returns a Decoder; call Reset before use. No Option applies to it yet; the
+// zero Decoder is as good.
 func NewDecoder(opts ...Option) (*Decoder, error) {
 	if _, err := buildOptions(opts); err != nil {
 		return nil, err
@@ -42,20 +52,52 @@ func (d *Decoder) Reset(s Scheme, k, T int, present psn.Bitmap) error {
 	if err := d.blk.Reset(s, k, present); err != nil {
 		return err
 	}
-	d.T = T
+	d.symLen = T
+	d.stride = roundUp64(T)
+	d.refs.Each(func(j int) { d.ref[j] = nil }) // let the caller's buffers go
+	d.refs = psn.Bitmap{}
 	return nil
 }
 
-// AddSource records the received source packet with UDP payload P at position j.
+func roundUp64(n int) int { return (n + 63) &^ 63 }
+
+// buffer returns b as a buffer of stride octets, reusing it when it is large enough.
+func (d *Decoder) buffer(b []byte) []byte {
+	if cap(b) >= d.stride {
+		return b[:d.stride]
+	}
+	return reedsolomon.AllocAligned(1, d.stride)[0][:d.stride]
+}
+
+// AddSource records the received source packet with UDP payload P at position j; the
+// Decoder keeps its own copy of the source symbol.
 func (d *Decoder) AddSource(j int, payload []byte) error {
 	if err := d.blk.checkSource(j); err != nil {
 		return err
 	}
-	sym, err := AppendSymbol(d.src[j][:0], payload, d.T)
-	if err != nil {
-		return fmt.Errorf("fec: source %d: %w", j, err)
+	if len(payload) > d.symLen-2 {
+		return fmt.Errorf("fec: source %d: payload of %d octets with T = %d: %w", j, len(payload), d.symLen, ErrPayloadLong)
 	}
-	d.src[j] = sym
+	b := d.buffer(d.src[j])
+	binary.BigEndian.PutUint16(b, uint16(len(payload)))
+	n := 2 + copy(b[2:], payload)
+	clear(b[n:])
+	d.src[j], d.span[j] = b, roundUp64(n)
+	return d.blk.AddSource(j)
+}
+
+// AddSourceRef is AddSource without the copy: the Decoder keeps payload itself and reads it
+// when it decodes, so the caller must leave it unchanged until the next Reset. A receiver that
+// holds its packets until the block ends anyway saves a copy of every packet.
+func (d *Decoder) AddSourceRef(j int, payload []byte) error {
+	if err := d.blk.checkSource(j); err != nil {
+		return err
+	}
+	if len(payload) > d.symLen-2 {
+		return fmt.Errorf("fec: source %d: payload of %d octets with T = %d: %w", j, len(payload), d.symLen, ErrPayloadLong)
+	}
+	d.ref[j] = payload
+	d.refs.Set(j)
 	return d.blk.AddSource(j)
 }
 
@@ -66,13 +108,16 @@ func (d *Decoder) AddSourceSymbol(j int, sym []byte) error {
 	if err := d.blk.checkSource(j); err != nil {
 		return err
 	}
-	if len(sym) != d.T {
-		return fmt.Errorf("fec: source symbol %d of %d octets, block T = %d: %w", j, len(sym), d.T, ErrSymbolLength)
+	if len(sym) != d.symLen {
+		return fmt.Errorf("fec: source symbol %d of %d octets, block T = %d: %w", j, len(sym), d.symLen, ErrSymbolLength)
 	}
-	if _, err := Payload(sym); err != nil {
+	p, err := Payload(sym)
+	if err != nil {
 		return fmt.Errorf("fec: source symbol %d: %w", j, err)
 	}
-	d.src[j] = append(d.src[j][:0], sym...)
+	b := d.buffer(d.src[j])
+	clear(b[copy(b, sym):])
+	d.src[j], d.span[j] = b, roundUp64(2+len(p))
 	return d.blk.AddSource(j)
 }
 
@@ -80,8 +125,8 @@ func (d *Decoder) AddSourceSymbol(j int, sym []byte) error {
 // positions for an ordinary symbol, the request's lost set for a coded retransmission). A
 // Repair Index already held yields an error wrapping ErrDuplicate and is ignored.
 func (d *Decoder) AddRepair(i int, over psn.Bitmap, sym []byte) error {
-	if len(sym) != d.T {
-		return fmt.Errorf("fec: repair symbol %d of %d octets, block T = %d: %w", i, len(sym), d.T, ErrSymbolLength)
+	if len(sym) != d.symLen {
+		return fmt.Errorf("fec: repair symbol %d of %d octets, block T = %d: %w", i, len(sym), d.symLen, ErrSymbolLength)
 	}
 	if err := d.blk.AddRepair(i, over); err != nil {
 		return err
@@ -90,9 +135,14 @@ func (d *Decoder) AddRepair(i int, over psn.Bitmap, sym []byte) error {
 	if r == len(d.rep) {
 		d.rep = append(d.rep, nil)
 	}
-	d.rep[r] = append(d.rep[r][:0], sym...)
+	b := d.buffer(d.rep[r])
+	clear(b[copy(b, sym):])
+	d.rep[r] = b
 	return nil
 }
+
+// SymbolLength returns the block's symbol length T.
+func (d *Decoder) SymbolLength() int { return d.symLen }
 
 // Status says which sources are unknown and how many further repair symbols the block needs.
 func (d *Decoder) Status() Status { return d.blk.Status() }
@@ -106,17 +156,24 @@ func (d *Decoder) Known() psn.Bitmap { return d.blk.known }
 // Rows returns the held repair rows in arrival order (read only).
 func (d *Decoder) Rows() []Row { return d.blk.rows }
 
-// Symbol returns source symbol j if it is known. The slice is the Decoder's until Reset.
+// Symbol returns source symbol j (T octets) if it is known. The slice is the Decoder's until
+// Reset.
 func (d *Decoder) Symbol(j int) ([]byte, error) {
 	if j < 0 || j >= d.blk.k || !d.blk.known.Has(j) {
 		return nil, fmt.Errorf("fec: source symbol %d is not known: %w", j, ErrIndex)
 	}
-	return d.src[j][:d.T], nil
+	if d.refs.Has(j) {
+		d.buildRef(j)
+	}
+	return d.src[j][:d.symLen], nil
 }
 
 // Payload returns the UDP payload of source j if it is known; an error if a restored symbol
 // does not parse (which only a wrong repair symbol can cause).
 func (d *Decoder) Payload(j int) ([]byte, error) {
+	if j >= 0 && j < d.blk.k && d.refs.Has(j) {
+		return d.ref[j], nil
+	}
 	sym, err := d.Symbol(j)
 	if err != nil {
 		return nil, err
@@ -141,32 +198,33 @@ func (d *Decoder) Decode() (psn.Bitmap, error) {
 	if err != nil || s.U == 0 {
 		return psn.Bitmap{}, err
 	}
-	T := d.T
+	d.subtractKnown(plan)
+	d.cols = s.Unknown.Positions(d.cols[:0])
 	if d.blk.scheme == SchemeXOR {
-		d.subtractKnown(plan)
-		j := firstPosition(&s.Unknown)
-		d.src[j] = append(d.src[j][:0], d.rep[plan[0]][:T]...)
+		j := d.cols[0]
+		d.src[j] = d.buffer(d.src[j])
+		copy(d.src[j], d.rep[plan[0]])
+		d.span[j] = d.stride
 		return d.blk.Restore()
 	}
 	u := s.U
-	d.cols = s.Unknown.Positions(d.cols[:0])
 	d.idx = d.idx[:0]
 	for _, r := range plan {
 		d.idx = append(d.idx, d.blk.rows[r].Index)
 	}
-	d.subtractKnown(plan)
 	if cap(d.inv) < u*u {
 		d.inv = make([]byte, u*u)
 	}
 	inv := d.inv[:u*u]
 	cauchyInverse(inv, d.idx, d.cols)
-	// S_U = inv * R': row by row of R', so each input is read once while the u outputs stay
+	// S_U = inv * R', one row of R' at a time, so each is read once while the u outputs stay
 	// in the first-level cache.
 	for _, j := range d.cols {
-		d.src[j] = growTo(d.src[j], T)
+		d.src[j] = d.buffer(d.src[j])
+		d.span[j] = d.stride
 	}
 	for n, r := range plan {
-		in := d.rep[r][:T]
+		in := d.rep[r]
 		for c, j := range d.cols {
 			if n == 0 {
 				d.low.GalMulSlice(inv[c*u+n], in, d.src[j])
@@ -187,10 +245,15 @@ func (d *Decoder) subtractKnown(plan []int) {
 		touched = touched.Or(d.blk.rows[r].Over)
 	}
 	touched = touched.And(d.blk.known)
-	T := d.T
 	xor := d.blk.scheme == SchemeXOR
 	touched.Each(func(j int) {
-		s := d.src[j][:T]
+		byRef := d.refs.Has(j)
+		var s []byte
+		if byRef {
+			s = d.ref[j]
+		} else {
+			s = d.src[j][:d.span[j]]
+		}
 		for _, r := range plan {
 			row := &d.blk.rows[r]
 			if !row.Over.Has(j) {
@@ -200,26 +263,26 @@ func (d *Decoder) subtractKnown(plan []int) {
 			if !xor {
 				c = coef(row.Index, j)
 			}
-			d.low.GalMulSliceXor(c, s, d.rep[r][:T])
+			acc := d.rep[r]
+			if byRef {
+				// The symbol is uint16(len(P)) || P || zeros: the prefix by hand, P by kernel.
+				acc[0] ^= mulLog(c, byte(len(s)>>8))
+				acc[1] ^= mulLog(c, byte(len(s)))
+				acc = acc[2:]
+			}
+			d.low.GalMulSliceXor(c, s, acc)
 		}
 	})
 }
 
-// growTo returns b resized to n octets, reusing its storage when it can.
-func growTo(b []byte, n int) []byte {
-	if cap(b) >= n {
-		return b[:n]
-	}
-	return make([]byte, n)
-}
-
-// firstPosition returns the lowest position in b, or -1.
-func firstPosition(b *psn.Bitmap) int {
-	j := -1
-	b.Each(func(p int) {
-		if j < 0 {
-			j = p
-		}
-	})
-	return j
+// buildRef turns a source held by reference into a symbol of the Decoder's own.
+func (d *Decoder) buildRef(j int) {
+	p := d.ref[j]
+	b := d.buffer(d.src[j])
+	binary.BigEndian.PutUint16(b, uint16(len(p)))
+	n := 2 + copy(b[2:], p)
+	clear(b[n:])
+	d.src[j], d.span[j] = b, roundUp64(n)
+	d.ref[j] = nil
+	d.refs.Clear(j)
 }

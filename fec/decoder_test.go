@@ -249,3 +249,70 @@ func TestDecoderReusesBuffers(t *testing.T) {
 		t.Errorf("%v allocations per block in steady state", allocs)
 	}
 }
+
+// TestDecodeSourcesByReference: Section 7.4 with sources held by reference (AddSourceRef): the
+// prefix and payload are subtracted without building their symbols, late sources included;
+// their symbols and payloads read back exactly, and Reset lets the caller's buffers go.
+func TestDecodeSourcesByReference(t *testing.T) {
+	rng := rand.New(rand.NewPCG(41, 42))
+	enc, d := newEncoder(t), newDecoder(t)
+	present := bitmapOf(0, 1, 2, 3, 5, 6, 7, 8, 9)
+	b := newTestBlock(t, rng, 10, 300, present)
+	b.payloads[9] = b.payloads[9][:0] // a zero-length payload
+	b.src[9], _ = AppendSymbol(nil, nil, 300)
+	if err := d.Reset(SchemeCauchy, 10, 300, present); err != nil {
+		t.Fatal(err)
+	}
+	for _, j := range []int{0, 3, 6, 9} {
+		if err := d.AddSourceRef(j, b.payloads[j]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := d.AddSource(8, b.payloads[8]); err != nil {
+		t.Fatal(err)
+	}
+	lost := bitmapOf(1, 2, 5, 7)
+	if err := d.AddRepair(0, present, b.repair(t, enc, 0, present)); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.AddRepair(1, present, b.repair(t, enc, 1, present)); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.AddRepair(5, lost, b.repair(t, enc, 5, lost)); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.AddSourceRef(7, b.payloads[7]); err != nil { // late, inside the coded row's L
+		t.Fatal(err)
+	}
+	if restored, err := d.Decode(); err != nil || restored != bitmapOf(1, 2, 5) {
+		t.Fatalf("Decode = %v, %v", restored.Positions(nil), err)
+	}
+	b.checkRestored(t, d)
+	if err := d.Reset(SchemeCauchy, 10, 300, present); err != nil {
+		t.Fatal(err)
+	}
+	for j := range d.ref {
+		if d.ref[j] != nil {
+			t.Fatalf("Reset kept a reference to the payload of position %d", j)
+		}
+	}
+}
+
+// TestEncodeCodedRetransmissionAllocatesNothing: the single-row path (a coded retransmission
+// over the lost set) runs without allocation once the Encoder is warm.
+func TestEncodeCodedRetransmissionAllocatesNothing(t *testing.T) {
+	rng := rand.New(rand.NewPCG(43, 44))
+	enc := newEncoder(t)
+	b := newTestBlock(t, rng, 32, 1058, psn.FirstK(32))
+	dst := symbols(2, 1058)
+	lost := bitmapOf(4, 9, 30)
+	encode := func() {
+		if err := enc.Encode(dst, []int{6, 7}, lost, b.src); err != nil {
+			t.Fatal(err)
+		}
+	}
+	encode()
+	if allocs := testing.AllocsPerRun(50, encode); allocs != 0 {
+		t.Errorf("%v allocations per coded retransmission", allocs)
+	}
+}

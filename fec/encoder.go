@@ -17,7 +17,7 @@ type Encoder struct {
 	zero   []byte
 }
 
-// Option configures an Encoder or a Decoder.
+// Option configures an Encoder (or, in time, a Decoder).
 type Option func(*options) error
 
 type options struct {
@@ -72,10 +72,10 @@ func (e *Encoder) Encode(dst [][]byte, indices []int, over psn.Bitmap, src [][]b
 	if err != nil || len(dst) == 0 {
 		return err
 	}
-	e.pos = over.Positions(e.pos[:0])
-	if consecutive(indices) && 2*len(e.pos) >= k {
+	if consecutive(indices) && 2*over.Count() >= k {
 		return e.fused(dst, indices[0], k, T, over, src)
 	}
+	e.pos = over.Positions(e.pos[:0])
 	for r, i := range indices {
 		if len(e.pos) == 0 {
 			clear(dst[r])
@@ -111,8 +111,10 @@ func (e *Encoder) fused(dst [][]byte, first, k, T int, over psn.Bitmap, src [][]
 		}
 	}
 	shards = append(shards, dst...)
+	err = enc.Encode(shards)
+	clear(shards) // hold no caller buffer beyond the call
 	e.shards = shards
-	if err := enc.Encode(shards); err != nil {
+	if err != nil {
 		return fmt.Errorf("fec: fused encode k = %d, T = %d: %w", k, T, err)
 	}
 	return nil
@@ -173,10 +175,14 @@ func checkSources(T int, over psn.Bitmap, src [][]byte) error {
 	if over.Beyond(len(src)) {
 		return fmt.Errorf("fec: set names a position at or beyond k = %d: %w", len(src), ErrSet)
 	}
-	for j := range src {
-		if over.Has(j) && len(src[j]) != T {
-			return fmt.Errorf("fec: source symbol %d has %d octets, want T = %d: %w", j, len(src[j]), T, ErrSymbolLength)
+	bad := -1
+	over.Each(func(j int) {
+		if bad < 0 && len(src[j]) != T {
+			bad = j
 		}
+	})
+	if bad >= 0 {
+		return fmt.Errorf("fec: source symbol %d has %d octets, want T = %d: %w", bad, len(src[bad]), T, ErrSymbolLength)
 	}
 	return nil
 }

@@ -26,9 +26,10 @@ func exhaustivePresent(k int) []psn.Bitmap {
 }
 
 // TestEveryLossPatternUpToM: Section 4.3.1, "as many symbols as there are present sources
-// recover the block": for every k <= 8, m <= 4, every pattern of at most m lost symbols among
+// recover the block": for every k <= 8, m <= 6, every pattern of at most m lost symbols among
 // the present sources and the m ordinary repair symbols is restored byte-exact, whether the
-// repair symbols arrive before or after the sources.
+// repair symbols arrive before or after the sources, and whether the sources are copied or
+// held by reference.
 func TestEveryLossPatternUpToM(t *testing.T) {
 	rng := rand.New(rand.NewPCG(31, 32))
 	enc, d := newEncoder(t), newDecoder(t)
@@ -38,7 +39,7 @@ func TestEveryLossPatternUpToM(t *testing.T) {
 		for _, present := range exhaustivePresent(k) {
 			pos := present.Positions(nil)
 			b := newTestBlock(t, rng, k, T, present)
-			for m := 1; m <= 4; m++ {
+			for m := 1; m <= 6; m++ {
 				rep := make([][]byte, m)
 				for i := range m {
 					rep[i] = b.repair(t, enc, i, present)
@@ -48,7 +49,8 @@ func TestEveryLossPatternUpToM(t *testing.T) {
 					if bits.OnesCount(uint(mask)) > m {
 						continue
 					}
-					for _, repairFirst := range []bool{false, true} {
+					for mode := range 4 {
+						repairFirst, byRef := mode&1 == 1, mode&2 == 2
 						patterns++
 						if err := d.Reset(SchemeCauchy, k, T, present); err != nil {
 							t.Fatal(err)
@@ -56,7 +58,11 @@ func TestEveryLossPatternUpToM(t *testing.T) {
 						addSources := func() {
 							for s, j := range pos {
 								if mask&(1<<s) == 0 {
-									if err := d.AddSource(j, b.payloads[j]); err != nil {
+									add := d.AddSource
+									if byRef {
+										add = d.AddSourceRef
+									}
+									if err := add(j, b.payloads[j]); err != nil {
 										t.Fatal(err)
 									}
 								}

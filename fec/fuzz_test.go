@@ -41,7 +41,11 @@ func FuzzDecoder(f *testing.F) {
 			case 0:
 				j := a%(k+2) - 1
 				if j >= 0 && j < k && present.Has(j) {
-					_ = d.AddSource(j, b.payloads[j])
+					if c&1 == 1 {
+						_ = d.AddSourceRef(j, b.payloads[j])
+					} else {
+						_ = d.AddSource(j, b.payloads[j])
+					}
 				} else {
 					_ = d.AddSource(j, []byte("x"))
 				}

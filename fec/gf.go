@@ -41,3 +41,12 @@ func Inv(a byte) byte { return gfInv[a] }
 
 // Div returns a / b. Division by zero is undefined; Div(a, 0) is 0.
 func Div(a, b byte) byte { return gfMul[a][gfInv[b]] }
+
+// mulLog is Mul through the logarithm tables, which stay in the first-level cache where the
+// full product table would not.
+func mulLog(a, b byte) byte {
+	if a == 0 || b == 0 {
+		return 0
+	}
+	return gfExp[int(gfLog[a])+int(gfLog[b])]
+}

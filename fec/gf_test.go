@@ -7,8 +7,8 @@ import "testing"
 func TestGFTablesMatchReference(t *testing.T) {
 	for a := range 256 {
 		for b := range 256 {
-			if got, want := Mul(byte(a), byte(b)), mulRef(byte(a), byte(b)); got != want {
-				t.Fatalf("Mul(%#x, %#x) = %#x, reference %#x", a, b, got, want)
+			if got, want := Mul(byte(a), byte(b)), mulRef(byte(a), byte(b)); got != want || mulLog(byte(a), byte(b)) != want {
+				t.Fatalf("Mul(%#x, %#x) = %#x, by logarithms %#x, reference %#x", a, b, got, mulLog(byte(a), byte(b)), want)
 			}
 			if b != 0 {
 				if got := Mul(Div(byte(a), byte(b)), byte(b)); got != byte(a) {

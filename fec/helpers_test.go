@@ -83,15 +83,6 @@ func newEncoder(tb testing.TB) *Encoder {
 	return e
 }
 
-func newDecoder(tb testing.TB) *Decoder {
-	tb.Helper()
-	d, err := NewDecoder()
-	if err != nil {
-		tb.Fatal(err)
-	}
-	return d
-}
-
 // bitmapOf returns the set of the given positions.
 func bitmapOf(pos ...int) psn.Bitmap {
 	var b psn.Bitmap
@@ -110,4 +101,13 @@ func randomSubset(rng *rand.Rand, s psn.Bitmap) psn.Bitmap {
 		}
 	})
 	return out
+}
+
+func newDecoder(tb tester) *Decoder {
+	tb.Helper()
+	d, err := NewDecoder()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return d
 }

@@ -104,8 +104,13 @@ func TestPropertyDecodeMixedRows(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
+		byRef := rapid.Bool().Draw(t, "sources by reference")
 		addSource := func(j int) {
-			if err := d.AddSource(j, b.payloads[j]); err != nil {
+			add := d.AddSource
+			if byRef {
+				add = d.AddSourceRef
+			}
+			if err := add(j, b.payloads[j]); err != nil {
 				t.Fatal(err)
 			}
 			if err := blk.AddSource(j); err != nil {
