@@ -25,6 +25,7 @@ func commands() []command {
 		{"fec", "compute CREM repair symbols (Cauchy Reed-Solomon, XOR, Source Copy) from the shell", runFec},
 		{"wire", "decode a CREM message from hex into JSON", runWire},
 		{"pcap", "check the ICRC of every RoCEv2 packet in a capture", runPcap},
+		{"netem", "impair UDP between clients and a server: loss, delay, jitter, rate, queue, ECN", runNetem},
 		{"version", "print the version of crem", runVersion},
 	}
 }

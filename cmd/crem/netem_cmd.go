@@ -1,0 +1,509 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	"github.com/crem-project/crem/netem"
+	"github.com/crem-project/crem/udpproxy"
+	"github.com/crem-project/crem/units"
+)
+
+const netemDescription = `Runs an impairment proxy for UDP: the path emulator of the project, since this machine's
+kernel has no netem qdisc. Clients send their datagrams to --listen; the proxy sends them on to
+--forward through an emulated path, and the answers from --forward come back to the client
+they answer through a second emulated path, the reverse direction. Each client (source
+address) gets its own socket toward --forward, so several clients can share the proxy.
+
+A path is a bottleneck queue drained at --rate, then a propagation delay (--delay, one way,
+plus --jitter), with losses from a loss model. Both directions get the same impairment by
+default, each with its own random generators (the reverse direction's seed is --seed + 1);
+every --reverse-* flag overrides its counterpart for the reverse direction alone.
+
+Loss (--loss) is a fraction (0.01, 1%) or a loss model of the simulator:
+  bernoulli:0.01                 each datagram lost independently
+  gilbert:p=0.001,r=0.25         Gilbert-Elliott bursts (optional h=, k=)
+  gilbert-burst:rate=0.01,burst=4
+  every:n=1,of=1000              exactly n in every window of N datagrams
+  script:3,17,18                 exactly those datagrams (0-based, per direction)
+or give the model with --loss-model and the rate with --loss: --loss-model bernoulli,
+--loss-model gilbert-burst:burst=4, or --loss-model gilbert:r=0.25 (p is then chosen to
+give the mean loss --loss).
+
+The queue (--queue) holds 1000 datagrams by default; give a plain number for a limit in
+datagrams or a size (64KiB, 1MB) for a limit in octets. It only fills with a --rate. An
+ECN-capable datagram (ECT(0), ECT(1)) that finds --ecn-threshold or more datagrams ahead of
+it is forwarded with CE set; datagrams keep their TOS otherwise.
+
+--drop-log FILE writes one JSON object per line for every datagram dropped: direction, index,
+reason (lost or overflow), length, client, and for RoCEv2 datagrams the opcode, destination QP
+and PSN. --pcap FILE records what is forwarded and dropped (dropped frames have IP TTL 1).
+
+On SIGINT or SIGTERM, or after --duration, the proxy stops reading, delivers what is still in
+flight (for up to the one-way delay plus jitter plus one second), and prints a summary table
+on standard output (a JSON object with --json). Progress goes to standard error. Exit status:
+0 after a clean stop, 1 when a log could not be written, 2 for bad flags or when the sockets
+cannot be opened.
+
+Example: emulate 10 ms each way, 1 percent loss and a 500 Mbit/s bottleneck in front of a
+server on port 9001, logging the drops, for one minute:
+  crem netem --listen 127.0.0.1:9000 --forward 127.0.0.1:9001 \
+      --delay 10ms --loss 0.01 --rate 500Mbit --drop-log drops.jsonl --duration 1m`
+
+// durationFlag is a non-negative Go duration.
+type durationFlag time.Duration
+
+func (d durationFlag) String() string { return time.Duration(d).String() }
+
+func (d *durationFlag) Set(v string) error {
+	x, err := units.ParseDuration(v)
+	if err != nil {
+		return err
+	}
+	*d = durationFlag(x)
+	return nil
+}
+
+// queueLimit is a queue limit in datagrams (a plain number) or octets (a size with a unit).
+type queueLimit struct {
+	packets, octets int
+}
+
+func (q queueLimit) String() string {
+	if q.octets > 0 {
+		return units.FormatSize(int64(q.octets))
+	}
+	return strconv.Itoa(q.packets)
+}
+
+func (q *queueLimit) Set(v string) error {
+	v = strings.TrimSpace(v)
+	if n, err := strconv.Atoi(v); err == nil {
+		if n < 0 {
+			return fmt.Errorf("%d datagrams is negative", n)
+		}
+		*q = queueLimit{packets: n}
+		return nil
+	}
+	n, err := units.ParseSize(v)
+	if err != nil {
+		return fmt.Errorf("neither a number of datagrams nor a size such as 64KiB: %w", err)
+	}
+	if n > 1<<40 {
+		return fmt.Errorf("%s is too large", v)
+	}
+	*q = queueLimit{octets: int(n)}
+	return nil
+}
+
+// netemLinkFlags are the impairment flags of one direction.
+type netemLinkFlags struct {
+	delay, jitter durationFlag
+	jitterDist    string
+	rate          units.Rate
+	loss          string
+	lossModel     string
+	queue         queueLimit
+	ecn           int
+	reorder       units.Fraction
+	reorderDelay  durationFlag
+}
+
+func (l *netemLinkFlags) register(fs *flag.FlagSet, prefix string) {
+	help := func(name, text string) string {
+		if prefix == "" {
+			return text
+		}
+		ph := ""
+		if i := strings.IndexByte(text, '`'); i >= 0 {
+			if j := strings.IndexByte(text[i+1:], '`'); j >= 0 {
+				ph = " `" + text[i+1:i+1+j] + "`"
+			}
+		}
+		return "--" + name + ph + " for the reverse direction (default: as --" + name + ")"
+	}
+	fs.Var(&l.delay, prefix+"delay", help("delay", "one-way propagation `DURATION`, a Go duration (10ms)"))
+	fs.Var(&l.jitter, prefix+"jitter", help("jitter", "spread of the delay, uniform in +-`DURATION`; never reorders"))
+	fs.StringVar(&l.jitterDist, prefix+"jitter-dist", l.jitterDist, help("jitter-dist", "jitter distribution `DIST`: uniform or normal"))
+	fs.Var(&l.rate, prefix+"rate", help("rate", "bottleneck `RATE` (500Mbit, 1Gbps); 0 is unlimited"))
+	fs.StringVar(&l.loss, prefix+"loss", l.loss, help("loss", "`LOSS`: a fraction (0.01, 1%) or a loss model (see above)"))
+	fs.StringVar(&l.lossModel, prefix+"loss-model", l.lossModel, help("loss-model", "loss `MODEL` whose mean loss --loss gives: bernoulli, gilbert:r=R, gilbert-burst:burst=B"))
+	fs.Var(&l.queue, prefix+"queue", help("queue", "queue `LIMIT`: datagrams (1000) or octets (64KiB); 0 is unbounded"))
+	fs.IntVar(&l.ecn, prefix+"ecn-threshold", l.ecn, help("ecn-threshold", "mark CE on ECN-capable datagrams that find `N` or more ahead in the queue; 0 is off"))
+	fs.Var(&l.reorder, prefix+"reorder", help("reorder", "`FRACTION` of datagrams held back by --reorder-delay, so later ones overtake them"))
+	fs.Var(&l.reorderDelay, prefix+"reorder-delay", help("reorder-delay", "how long a reordered datagram is held back, a `DURATION`"))
+}
+
+// config turns the flags into a link configuration with the given seed.
+func (l *netemLinkFlags) config(seed uint64) (netem.Config, string, error) {
+	spec, err := lossSpec(l.loss, l.lossModel)
+	if err != nil {
+		return netem.Config{}, "", err
+	}
+	dist, err := netem.ParseJitterDist(l.jitterDist)
+	if err != nil {
+		return netem.Config{}, "", err
+	}
+	if l.ecn < 0 {
+		return netem.Config{}, "", fmt.Errorf("ECN threshold %d is negative", l.ecn)
+	}
+	if l.reorder > 0 && l.reorderDelay == 0 {
+		return netem.Config{}, "", errors.New("a reorder fraction needs a positive reorder delay")
+	}
+	cfg := netem.Config{
+		Rate:         int64(l.rate),
+		Delay:        time.Duration(l.delay),
+		Jitter:       time.Duration(l.jitter),
+		JitterDist:   dist,
+		QueuePackets: l.queue.packets,
+		QueueBytes:   l.queue.octets,
+		ECNThreshold: l.ecn,
+		Loss:         spec.New(seed),
+		ReorderProb:  float64(l.reorder),
+		ReorderDelay: time.Duration(l.reorderDelay),
+		Seed:         seed,
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "delay %v", cfg.Delay)
+	if cfg.Jitter > 0 {
+		fmt.Fprintf(&b, " jitter %v (%v)", cfg.Jitter, dist)
+	}
+	if cfg.Rate > 0 {
+		fmt.Fprintf(&b, ", rate %s, queue %v", units.FormatRate(cfg.Rate), l.queue)
+		if l.queue.octets == 0 && l.queue.packets > 0 {
+			b.WriteString(" datagrams")
+		}
+		if cfg.ECNThreshold > 0 {
+			fmt.Fprintf(&b, ", ECN mark at %d", cfg.ECNThreshold)
+		}
+	} else {
+		b.WriteString(", rate unlimited")
+	}
+	fmt.Fprintf(&b, ", loss %v", spec)
+	if cfg.ReorderProb > 0 {
+		fmt.Fprintf(&b, ", reorder %s by %v", units.FormatFraction(cfg.ReorderProb), cfg.ReorderDelay)
+	}
+	fmt.Fprintf(&b, ", seed %d", seed)
+	return cfg, b.String(), nil
+}
+
+// lossSpec combines --loss and --loss-model into one loss specification. Without a model,
+// loss is a fraction or any specification netem reads. With one, loss is the mean loss
+// rate for a model that takes one (bernoulli, gilbert-burst:burst=B, gilbert:r=R[,h=H,k=K]
+// with p chosen so the mean is the rate); a model complete in itself (gilbert with p, every,
+// script) takes no --loss. A loss of "none" or 0 is no loss whatever the model.
+func lossSpec(loss, model string) (netem.LossSpec, error) {
+	loss, model = strings.TrimSpace(loss), strings.TrimSpace(model)
+	if model == "" {
+		if loss == "" {
+			return netem.LossSpec{}, nil
+		}
+		return netem.ParseLossSpec(loss)
+	}
+	if strings.EqualFold(loss, "none") {
+		return netem.LossSpec{}, nil
+	}
+	kind, args, _ := strings.Cut(model, ":")
+	kind = strings.ToLower(strings.TrimSpace(kind))
+	args = strings.TrimSpace(args)
+	var rate float64
+	if loss != "" {
+		var err error
+		if rate, err = units.ParseFraction(loss); err != nil {
+			return netem.LossSpec{}, fmt.Errorf("loss %q: with a loss model it must be a fraction: %w", loss, err)
+		}
+		if rate == 0 {
+			return netem.LossSpec{}, nil
+		}
+	}
+	has := func(name string) bool {
+		for f := range strings.SplitSeq(args, ",") {
+			if k, _, _ := strings.Cut(f, "="); strings.EqualFold(strings.TrimSpace(k), name) {
+				return true
+			}
+		}
+		return false
+	}
+	takes := false // the model takes its rate from --loss
+	var spec string
+	r := strconv.FormatFloat(rate, 'g', -1, 64)
+	switch {
+	case kind == "bernoulli" && args == "":
+		takes, spec = true, "bernoulli:"+r
+	case kind == "gilbert-burst" && !has("rate"):
+		takes, spec = true, "gilbert-burst:rate="+r
+		if args != "" {
+			spec += "," + args
+		}
+	case (kind == "gilbert" || kind == "gilbert-elliott") && !has("p"):
+		takes = true
+		// Check r, h and k first, then choose p so that (h p + k r)/(p + r) = rate.
+		probe := "gilbert:p=0"
+		if args != "" {
+			probe += "," + args
+		}
+		if _, err := netem.ParseLossSpec(probe); err != nil {
+			return netem.LossSpec{}, fmt.Errorf("loss model %q: %w", model, err)
+		}
+		g := map[string]float64{"h": 1, "k": 0}
+		for f := range strings.SplitSeq(args, ",") {
+			k, v, _ := strings.Cut(f, "=")
+			x, _ := units.ParseFraction(strings.TrimSpace(v))
+			g[strings.ToLower(strings.TrimSpace(k))] = x
+		}
+		if loss != "" {
+			h, k, rr := g["h"], g["k"], g["r"]
+			if !(rate > k && rate < h) || rr == 0 {
+				return netem.LossSpec{}, fmt.Errorf("loss model %q cannot have mean loss %v (it must lie between k=%v and h=%v, with r > 0)", model, rate, k, h)
+			}
+			p := rr * (rate - k) / (h - rate)
+			if p > 1 {
+				return netem.LossSpec{}, fmt.Errorf("loss model %q cannot have mean loss %v: it would need p=%v > 1", model, rate, p)
+			}
+			spec = "gilbert:p=" + strconv.FormatFloat(p, 'g', -1, 64) + "," + args
+		}
+	}
+	switch {
+	case takes && loss == "":
+		return netem.LossSpec{}, fmt.Errorf("loss model %q takes its mean loss from --loss, which is missing", model)
+	case !takes && loss != "":
+		return netem.LossSpec{}, fmt.Errorf("loss model %q fixes its own loss; drop --loss %s or give the model without its rate", model, loss)
+	case takes:
+		return netem.ParseLossSpec(spec)
+	}
+	return netem.ParseLossSpec(model)
+}
+
+// netemSummary is what --json prints.
+type netemSummary struct {
+	Listen     string         `json:"listen_addr"`
+	Forward    string         `json:"forward_addr"`
+	ElapsedS   float64        `json:"elapsed_s"`
+	ForwardImp string         `json:"forward_impairment"`
+	ReverseImp string         `json:"reverse_impairment"`
+	Stats      udpproxy.Stats `json:"stats"`
+}
+
+func runNetem(args []string, s stdio) int {
+	fs := newFlagSet("netem", "crem netem --listen ADDR --forward ADDR [flags]", netemDescription, s)
+	var (
+		listen, forward   string
+		fwdF              = netemLinkFlags{jitterDist: "uniform", queue: queueLimit{packets: 1000}}
+		revF              netemLinkFlags
+		seed, revSeed     uint64
+		dropLog, pcapFile string
+		statsInterval     durationFlag
+		duration          durationFlag
+		idle              = durationFlag(udpproxy.DefaultIdleTimeout)
+		maxClients        = udpproxy.DefaultMaxClients
+		asJSON            bool
+	)
+	fs.StringVar(&listen, "listen", "", "`ADDR` (host:port) clients send to (required)")
+	fs.StringVar(&forward, "forward", "", "`ADDR` (host:port) datagrams are forwarded to (required)")
+	fwdF.register(fs, "")
+	revF.register(fs, "reverse-") // zero defaults: what is not given is inherited below
+	fs.Uint64Var(&seed, "seed", 1, "`SEED` of the forward direction's loss, jitter and reordering draws")
+	fs.Uint64Var(&revSeed, "reverse-seed", 0, "`SEED` of the reverse direction's draws (default: --seed + 1)")
+	fs.StringVar(&dropLog, "drop-log", "", "write one JSON line per dropped datagram to `FILE`")
+	fs.StringVar(&pcapFile, "pcap", "", "record forwarded and dropped datagrams to `FILE` (classic pcap, Ethernet)")
+	fs.Var(&statsInterval, "stats-interval", "print counters to standard error every `DURATION` (0: never)")
+	fs.Var(&duration, "duration", "stop after `DURATION` (0: run until SIGINT or SIGTERM)")
+	fs.Var(&idle, "idle-timeout", "close a client's socket after `DURATION` without traffic")
+	fs.IntVar(&maxClients, "max-clients", maxClients, "clients served at once; a new one evicts the one idle longest")
+	fs.BoolVar(&asJSON, "json", false, "print the final summary as a JSON object")
+
+	fail := func(err error) int {
+		fmt.Fprintf(s.err, "crem netem: %s\n", strings.ReplaceAll(err.Error(), "\n", "; "))
+		return 2
+	}
+	fs.SetOutput(io.Discard)
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			fs.SetOutput(s.out)
+			fs.Usage()
+			return 0
+		}
+		return fail(fmt.Errorf("%w (see crem netem --help)", err))
+	}
+	switch {
+	case fs.NArg() > 0:
+		return fail(fmt.Errorf("unexpected argument %q (see crem netem --help)", fs.Arg(0)))
+	case listen == "":
+		return fail(errors.New("--listen is required (see crem netem --help)"))
+	case forward == "":
+		return fail(errors.New("--forward is required (see crem netem --help)"))
+	case maxClients <= 0:
+		return fail(fmt.Errorf("--max-clients %d: must be at least 1", maxClients))
+	}
+
+	// Every reverse flag not given takes its forward counterpart's value.
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	inherit := func(name string, dst, src any) {
+		if set["reverse-"+name] {
+			return
+		}
+		switch d := dst.(type) {
+		case *durationFlag:
+			*d = *src.(*durationFlag)
+		case *string:
+			*d = *src.(*string)
+		case *units.Rate:
+			*d = *src.(*units.Rate)
+		case *queueLimit:
+			*d = *src.(*queueLimit)
+		case *int:
+			*d = *src.(*int)
+		case *units.Fraction:
+			*d = *src.(*units.Fraction)
+		}
+	}
+	inherit("delay", &revF.delay, &fwdF.delay)
+	inherit("jitter", &revF.jitter, &fwdF.jitter)
+	inherit("jitter-dist", &revF.jitterDist, &fwdF.jitterDist)
+	inherit("rate", &revF.rate, &fwdF.rate)
+	inherit("queue", &revF.queue, &fwdF.queue)
+	inherit("ecn-threshold", &revF.ecn, &fwdF.ecn)
+	inherit("reorder", &revF.reorder, &fwdF.reorder)
+	inherit("reorder-delay", &revF.reorderDelay, &fwdF.reorderDelay)
+	if !set["reverse-loss"] && !set["reverse-loss-model"] {
+		revF.loss, revF.lossModel = fwdF.loss, fwdF.lossModel
+	} else {
+		inherit("loss", &revF.loss, &fwdF.loss)
+		inherit("loss-model", &revF.lossModel, &fwdF.lossModel)
+	}
+	if !set["reverse-seed"] {
+		revSeed = seed + 1
+	}
+
+	fwdCfg, fwdDesc, err := fwdF.config(seed)
+	if err != nil {
+		return fail(err)
+	}
+	revCfg, revDesc, err := revF.config(revSeed)
+	if err != nil {
+		return fail(fmt.Errorf("reverse direction: %w", err))
+	}
+
+	var closers []func() error
+	defer func() {
+		for _, c := range closers {
+			c()
+		}
+	}()
+	cfg := udpproxy.Config{
+		Listen:      listen,
+		Forward:     forward,
+		ForwardLink: fwdCfg,
+		ReverseLink: revCfg,
+		MaxClients:  maxClients,
+		IdleTimeout: time.Duration(idle),
+		Logger:      slog.New(slog.NewTextHandler(s.err, &slog.HandlerOptions{Level: slog.LevelWarn})),
+	}
+	if dropLog != "" {
+		f, err := os.Create(dropLog)
+		if err != nil {
+			return fail(fmt.Errorf("drop log: %w", err))
+		}
+		closers = append(closers, f.Close)
+		cfg.DropLog = f
+	}
+	if pcapFile != "" {
+		f, err := os.Create(pcapFile)
+		if err != nil {
+			return fail(fmt.Errorf("pcap: %w", err))
+		}
+		closers = append(closers, f.Close)
+		cfg.Pcap = f
+	}
+	p, err := udpproxy.New(cfg)
+	if err != nil {
+		return fail(err)
+	}
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if duration > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, time.Duration(duration))
+		defer cancel()
+	}
+	fmt.Fprintf(s.err, "crem netem: listening on %v, forwarding to %v\n", p.Addr(), p.ForwardAddr())
+	fmt.Fprintf(s.err, "crem netem: forward: %s\n", fwdDesc)
+	fmt.Fprintf(s.err, "crem netem: reverse: %s\n", revDesc)
+
+	statsDone := make(chan struct{})
+	go func() {
+		defer close(statsDone)
+		if statsInterval <= 0 {
+			return
+		}
+		t := time.NewTicker(time.Duration(statsInterval))
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				fmt.Fprintln(s.err, netemStatsLine(p.Stats()))
+			}
+		}
+	}()
+	runErr := p.Run(ctx)
+	<-statsDone
+	st := p.Stats()
+	code := 0
+	if runErr != nil {
+		fmt.Fprintf(s.err, "crem netem: %v\n", runErr)
+		code = 1
+	}
+	if asJSON {
+		sum := netemSummary{
+			Listen: p.Addr().String(), Forward: p.ForwardAddr().String(),
+			ElapsedS: st.Elapsed.Seconds(), ForwardImp: fwdDesc, ReverseImp: revDesc, Stats: st,
+		}
+		b, _ := json.MarshalIndent(sum, "", "  ")
+		fmt.Fprintf(s.out, "%s\n", b)
+		return code
+	}
+	writeNetemTable(s.out, p, st)
+	return code
+}
+
+func netemStatsLine(st udpproxy.Stats) string {
+	d := func(x udpproxy.DirStats) string {
+		return fmt.Sprintf("rx %d fwd %d lost %d overflow %d ce %d in-flight %d",
+			x.Received, x.Forwarded, x.DroppedLoss, x.DroppedOverflow, x.CEMarked, x.InFlight)
+	}
+	return fmt.Sprintf("crem netem: %s forward: %s | reverse: %s | clients %d",
+		units.FormatDuration(st.Elapsed), d(st.Forward), d(st.Reverse), st.Clients)
+}
+
+func writeNetemTable(w io.Writer, p *udpproxy.Proxy, st udpproxy.Stats) {
+	fmt.Fprintf(w, "crem netem: %v -> %v, %s, clients: %d (%d evicted, %d closed idle)\n",
+		p.Addr(), p.ForwardAddr(), units.FormatDuration(st.Elapsed), st.ClientsOpened,
+		st.ClientsEvicted, st.ClientsExpired)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "direction\treceived\tforwarded\tlost\toverflow\tce-marked\twrite-errors\tunsent\tbytes-in\tbytes-out\t")
+	for _, r := range []struct {
+		name string
+		d    udpproxy.DirStats
+	}{{"forward", st.Forward}, {"reverse", st.Reverse}} {
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t\n", r.name, r.d.Received, r.d.Forwarded,
+			r.d.DroppedLoss, r.d.DroppedOverflow, r.d.CEMarked, r.d.WriteErrors, r.d.Unsent,
+			r.d.ReceivedBytes, r.d.ForwardedBytes)
+	}
+	tw.Flush()
+}

@@ -1,0 +1,266 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"io"
+	"math"
+	"net"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// lockedBuffer is a bytes.Buffer safe for a writer and a reader in two goroutines.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// startNetemEcho runs a UDP echo server on 127.0.0.1 for the test.
+func startNetemEcho(t *testing.T) netip.AddrPort {
+	t.Helper()
+	c, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		buf := make([]byte, 65535)
+		for {
+			n, from, err := c.ReadFromUDPAddrPort(buf)
+			if err != nil {
+				return
+			}
+			c.WriteToUDPAddrPort(buf[:n], from)
+		}
+	}()
+	t.Cleanup(func() { c.Close(); <-done })
+	return c.LocalAddr().(*net.UDPAddr).AddrPort()
+}
+
+// TestNetemHelp: --help explains the command to a newcomer, with an example, and exits 0.
+func TestNetemHelp(t *testing.T) {
+	var out, errb bytes.Buffer
+	code := run([]string{"netem", "--help"}, stdio{in: strings.NewReader(""), out: &out, err: &errb})
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errb.String())
+	}
+	for _, want := range []string{"Example", "-listen", "-forward", "-delay", "-jitter", "-rate",
+		"-loss", "-loss-model", "-queue", "-ecn-threshold", "-seed", "-reverse-loss", "-reverse-seed",
+		"-drop-log", "-pcap", "-stats-interval", "-duration", "-json", "script:", "gilbert",
+		"PSN", "CE"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("help lacks %q", want)
+		}
+	}
+}
+
+// TestNetemBadFlags: each bad flag gets one clear error line on standard error and exit 2.
+func TestNetemBadFlags(t *testing.T) {
+	base := []string{"netem", "--listen", "127.0.0.1:0", "--forward", "127.0.0.1:9"}
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"netem", "--forward", "127.0.0.1:9"}, "--listen is required"},
+		{[]string{"netem", "--listen", "127.0.0.1:0"}, "--forward is required"},
+		{append(base, "--loss", "2"), "above 1"},
+		{append(base, "--loss", "gilbert:p=0.1"), "missing r="},
+		{append(base, "--loss-model", "pareto", "--loss", "0.1"), "pareto"},
+		{append(base, "--loss-model", "gilbert:p=0.1,r=0.5", "--loss", "0.01"), "fixes its own loss"},
+		{append(base, "--loss-model", "bernoulli"), "missing"},
+		{append(base, "--loss-model", "gilbert", "--loss", "0.01"), "missing r="},
+		{append(base, "--loss-model", "bernoulli", "--loss", "script:1"), "must be a fraction"},
+		{append(base, "--rate", "100MBps"), "-rate"},
+		{append(base, "--delay", "-5ms"), "-delay"},
+		{append(base, "--delay", "10"), "-delay"},
+		{append(base, "--queue", "lots"), "-queue"},
+		{append(base, "--ecn-threshold", "-1"), "negative"},
+		{append(base, "--reverse-loss", "1.5"), "reverse direction"},
+		{append(base, "--reorder", "0.1"), "reorder delay"},
+		{append(base, "--jitter-dist", "pareto"), "pareto"},
+		{append(base, "--no-such-flag"), "no-such-flag"},
+		{append(base, "extra"), "unexpected argument"},
+		{append(base, "--max-clients", "0"), "max-clients"},
+		{[]string{"netem", "--listen", "127.0.0.1:99999", "--forward", "127.0.0.1:9"}, "listen"},
+		{[]string{"netem", "--listen", "127.0.0.1:0", "--forward", "127.0.0.1:0"}, "forward address"},
+		{append(base, "--drop-log", filepath.Join(t.TempDir(), "no", "such", "dir", "log")), "drop log"},
+	} {
+		var out, errb bytes.Buffer
+		code := run(c.args, stdio{in: strings.NewReader(""), out: &out, err: &errb})
+		msg := errb.String()
+		if code != 2 || strings.Count(msg, "\n") != 1 || !strings.HasPrefix(msg, "crem netem: ") ||
+			!strings.Contains(msg, c.want) || out.Len() != 0 {
+			t.Errorf("%v: exit %d, stderr %q (want one line with %q), stdout %q", c.args[1:], code, msg, c.want, out.String())
+		}
+	}
+}
+
+// TestNetemLossSpec: --loss and --loss-model combine into the simulator's loss models.
+func TestNetemLossSpec(t *testing.T) {
+	for _, c := range []struct {
+		loss, model, want string
+		mean              float64
+	}{
+		{"", "", "none", 0},
+		{"0.01", "", "bernoulli:0.01", 0.01},
+		{"1%", "", "bernoulli:0.01", 0.01},
+		{"gilbert:p=0.001,r=0.25", "", "gilbert:p=0.001,r=0.25", 0.001 / 0.251},
+		{"0.01", "bernoulli", "bernoulli:0.01", 0.01},
+		{"0.01", "gilbert-burst:burst=4", "gilbert-burst:rate=0.01,burst=4", 0.01},
+		{"0.02", "gilbert:r=0.25", "", 0.02},
+		{"0.02", "gilbert:r=0.5,h=0.5,k=0.01", "", 0.02},
+		{"", "gilbert:p=0.01,r=0.5", "gilbert:p=0.01,r=0.5", 0.01 / 0.51},
+		{"", "every:n=1,of=100", "every:n=1,of=100", 0.01},
+		{"none", "bernoulli", "none", 0},
+		{"0", "gilbert-burst:burst=4", "none", 0},
+	} {
+		s, err := lossSpec(c.loss, c.model)
+		if err != nil {
+			t.Errorf("lossSpec(%q, %q): %v", c.loss, c.model, err)
+			continue
+		}
+		if c.want != "" && s.String() != c.want || math.Abs(s.MeanLoss()-c.mean) > 1e-12 {
+			t.Errorf("lossSpec(%q, %q) = %v (mean %v), want %q (mean %v)", c.loss, c.model, s, s.MeanLoss(), c.want, c.mean)
+		}
+	}
+}
+
+// TestNetemRunsAndSummarizes: the command proxies real datagrams on 127.0.0.1 for --duration,
+// drops exactly the scripted one, logs it, and prints a JSON summary whose counters add up.
+func TestNetemRunsAndSummarizes(t *testing.T) {
+	echo := startNetemEcho(t)
+	dropLog := filepath.Join(t.TempDir(), "drops.jsonl")
+	var out bytes.Buffer
+	var errb lockedBuffer
+	done := make(chan int, 1)
+	go func() {
+		done <- run([]string{"netem", "--listen", "127.0.0.1:0", "--forward", echo.String(),
+			"--delay", "5ms", "--loss", "script:1", "--reverse-loss", "none", "--duration", "1500ms",
+			"--drop-log", dropLog, "--stats-interval", "200ms", "--json"},
+			stdio{in: strings.NewReader(""), out: &out, err: &errb})
+	}()
+	var proxy netip.AddrPort
+	for deadline := time.Now().Add(5 * time.Second); !proxy.IsValid() && time.Now().Before(deadline); {
+		for line := range strings.Lines(errb.String()) {
+			if a, ok := strings.CutPrefix(strings.TrimSpace(line), "crem netem: listening on "); ok {
+				addr, _, _ := strings.Cut(a, ",")
+				proxy = netip.MustParseAddrPort(addr)
+			}
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if !proxy.IsValid() {
+		t.Fatalf("no listening line: %s", errb.String())
+	}
+	c, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	for i := range 5 {
+		c.WriteToUDPAddrPort([]byte{byte(i)}, proxy)
+	}
+	answers := 0
+	buf := make([]byte, 64)
+	for answers < 4 {
+		c.SetReadDeadline(time.Now().Add(3 * time.Second))
+		if _, _, err := c.ReadFromUDPAddrPort(buf); err != nil {
+			break
+		}
+		answers++
+	}
+	code := <-done
+	if code != 0 || answers != 4 {
+		t.Fatalf("exit %d, %d answers of 4; stderr:\n%s", code, answers, errb.String())
+	}
+	var sum struct {
+		Listen  string  `json:"listen_addr"`
+		Elapsed float64 `json:"elapsed_s"`
+		Stats   struct {
+			Forward, Reverse struct {
+				Received    uint64 `json:"received"`
+				Forwarded   uint64 `json:"forwarded"`
+				DroppedLoss uint64 `json:"dropped_loss"`
+			}
+		} `json:"stats"`
+	}
+	dec := json.NewDecoder(bytes.NewReader(out.Bytes()))
+	if err := dec.Decode(&sum); err != nil || dec.More() {
+		t.Fatalf("standard output is not one JSON object (%v):\n%s", err, out.String())
+	}
+	f, r := sum.Stats.Forward, sum.Stats.Reverse
+	if f.Received != 5 || f.Forwarded != 4 || f.DroppedLoss != 1 || r.Received != 4 || r.Forwarded != 4 ||
+		sum.Listen != proxy.String() || sum.Elapsed < 1 {
+		t.Errorf("summary %+v", sum)
+	}
+	// The snake_case names are the contract for scripts.
+	for _, key := range []string{`"dropped_loss": 1`, `"forwarded": 4`, `"ce_marked"`, `"dropped_overflow"`, `"write_errors"`} {
+		if !strings.Contains(out.String(), key) {
+			t.Errorf("JSON summary lacks %s:\n%s", key, out.String())
+		}
+	}
+	if !strings.Contains(errb.String(), "forward: rx") {
+		t.Errorf("no --stats-interval line on standard error:\n%s", errb.String())
+	}
+	lf, err := os.Open(dropLog)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lf.Close()
+	lines, _ := io.ReadAll(lf)
+	sc := bufio.NewScanner(bytes.NewReader(lines))
+	n := 0
+	for sc.Scan() {
+		var e struct {
+			Dir    string `json:"dir"`
+			Index  int    `json:"index"`
+			Reason string `json:"reason"`
+		}
+		if err := json.Unmarshal(sc.Bytes(), &e); err != nil || e.Dir != "forward" || e.Index != 1 || e.Reason != "lost" {
+			t.Errorf("drop log line %q (%v)", sc.Text(), err)
+		}
+		n++
+	}
+	if n != 1 {
+		t.Errorf("drop log has %d lines, want 1:\n%s", n, lines)
+	}
+}
+
+// TestNetemTable: without --json the summary is a table, one row per direction.
+func TestNetemTable(t *testing.T) {
+	echo := startNetemEcho(t)
+	var out, errb bytes.Buffer
+	code := run([]string{"netem", "--listen", "127.0.0.1:0", "--forward", echo.String(), "--duration", "50ms"},
+		stdio{in: strings.NewReader(""), out: &out, err: &errb})
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errb.String())
+	}
+	for _, want := range []string{"direction", "received", "forwarded", "lost", "overflow", "ce-marked", "forward", "reverse"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("table lacks %q:\n%s", want, out.String())
+		}
+	}
+	if !strings.Contains(errb.String(), "reverse: delay 0s") || !strings.Contains(errb.String(), "seed 2") {
+		t.Errorf("the reverse direction's line should show its own seed:\n%s", errb.String())
+	}
+}

@@ -1,0 +1,58 @@
+// Package udpproxy is the project's path emulator on real sockets: a userspace UDP proxy that
+// puts a netem link in each direction between clients and a forward address, so that loss,
+// delay, jitter, a rate-limited queue with ECN marking and reordering can be tried on loopback
+// (this machine's kernel has no netem qdisc). `crem netem` runs it from the command line.
+//
+// Clients send to the listening address; each client (source address) gets its own upstream
+// socket connected to the forward address, and what arrives on that socket goes back to that
+// client from the listening address. Clients are bounded (Config.MaxClients, the one idle
+// longest is evicted to make room) and closed after Config.IdleTimeout without traffic.
+//
+// # Driving the links
+//
+// The links are netem's pure state machines. Each direction has exactly one loop that owns its
+// link and a real timer: readers pass it datagrams, it stamps them with a monotonic clock
+// (time since Run started), calls Send, and at the link's NextDeadline calls Deliver and writes
+// what comes out. Datagrams are never delivered before their time; a busy machine can only make
+// them later. The i-th datagram a direction receives (counting from 0) is the one its loss model
+// decides i-th, as long as no datagram before it overflowed the queue, so `script:3,17`
+// drops exactly datagrams 3 and 17 of that direction.
+//
+// On Linux, datagrams are read and written in batches with recvmmsg and sendmmsg, through
+// buffers allocated once; received datagrams are copied into pooled buffers of a few size
+// classes, so steady traffic allocates nothing. Elsewhere one datagram moves per system call.
+//
+// # ECN
+//
+// On Linux the proxy asks for the TOS (IP_RECVTOS; IPV6_RECVTCLASS on IPv6 sockets) of every
+// received datagram and sends each datagram on with the same TOS or traffic class, per
+// datagram, in an IP_TOS or IPV6_TCLASS control message. When the link's queue marks an
+// ECN-capable datagram, it goes out with CE. Elsewhere the TOS is neither read nor set, and
+// nothing is ECN-capable.
+//
+// # The drop log
+//
+// With Config.DropLog, each datagram a link drops produces one JSON object on a line:
+//
+//	{"time":"2026-11-29T20:01:02.123456789Z","t":1.234567890,"dir":"forward","index":17,
+//	 "reason":"lost","len":1078,"client":"127.0.0.1:40000","tos":2,
+//	 "opcode":"RDMA_WRITE_MIDDLE","qp":18,"psn":1234}
+//
+// (on one line). time is the wall clock, t the seconds since the proxy started, dir forward
+// (client to forward address) or reverse, index the datagram's 0-based index in its direction,
+// reason lost (the loss model) or overflow (the queue was full), len the UDP payload length,
+// client the client's address, tos the TOS as received (when known). opcode, qp and psn appear
+// when the datagram is a RoCEv2 packet (see RoCE): its opcode as package roce names it, its
+// destination QP and its PSN. The log is buffered and flushed at least once a second and when
+// the proxy stops, so a reader can follow it as it grows.
+//
+// # The capture
+//
+// With Config.Pcap, every datagram forwarded (when it is sent on) or dropped (when it is
+// dropped) is recorded as an Ethernet/IP/UDP frame between the two ends the proxy stands
+// between: the client and the forward address, whichever way it goes, with the TOS as sent.
+// The source MAC address names the direction (02:63:72:65:6d:01 forward, :02 reverse); the
+// destination MAC address what became of the datagram (02:63:72:65:6d:00 sent on, :d1 lost,
+// :d2 queue overflow), and dropped datagrams carry IPv4 TTL (IPv6 hop limit) 1 instead of 64,
+// so Wireshark's filter ip.ttl == 1 shows the drops.
+package udpproxy

@@ -1,0 +1,5 @@
+//go:build !race
+
+package udpproxy
+
+const raceEnabled = false
