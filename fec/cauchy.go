@@ -79,15 +79,7 @@ func cauchyInverse(inv []byte, rows, cols []int) {
 		g[r] = lg % 255
 	}
 	for c := range u {
-		yc := byte(cols[c])
-		lh := 0
-		for l := range u {
-			lh += int(gfLog[byte(255-rows[l])^yc])
-			if l != c {
-				lh += 255 - int(gfLog[yc^byte(cols[l])])
-			}
-		}
-		h[c] = lh % 255
+		h[c] = cauchyLogH(rows, cols, c)
 	}
 	for c := range u {
 		yc := byte(cols[c])
@@ -96,5 +88,40 @@ func cauchyInverse(inv []byte, rows, cols []int) {
 			la := 255 - int(gfLog[byte(255-rows[r])^yc])
 			inv[c*u+r] = gfExp[(la+g[r]+h[c])%255]
 		}
+	}
+}
+
+// cauchyLogH returns the logarithm of h_c = prod_l (x_l + y_c) / prod_{l != c} (y_c + y_l), the
+// column factor of the Cauchy inverse (see cauchyInverse).
+func cauchyLogH(rows, cols []int, c int) int {
+	yc := byte(cols[c])
+	lh := 0
+	for l := range rows {
+		lh += int(gfLog[byte(255-rows[l])^yc])
+		if l != c {
+			lh += 255 - int(gfLog[yc^byte(cols[l])])
+		}
+	}
+	return lh % 255
+}
+
+// cauchyProject writes into z[c*stride] (c < u) the coefficients that give column j of the
+// Cauchy rows as a combination of the columns cols: with A[r][c] = C(rows[r], cols[c]),
+// z = A^-1 * (C(rows[r], j))_r. j must not be in cols. lh[c] = cauchyLogH(rows, cols, c).
+//
+// In closed form, O(u): the partial fractions of prod_r (X + x_r) / ((X + y_j) prod_c (X + y_c)),
+// which vanishes at every x_r, give in characteristic 2
+//
+//	z_c = h_c * b_j / (y_c + y_j)
+//	b_j = prod_c (y_j + y_c) / prod_r (y_j + x_r)
+func cauchyProject(z []byte, stride int, rows, cols, lh []int, j int) {
+	yj := byte(j)
+	lb := 0
+	for l := range rows {
+		lb += int(gfLog[yj^byte(cols[l])]) + 255 - int(gfLog[yj^byte(255-rows[l])])
+	}
+	lb %= 255
+	for c := range cols {
+		z[c*stride] = gfExp[(lh[c]+lb+255-int(gfLog[yj^byte(cols[c])]))%255]
 	}
 }

@@ -15,6 +15,13 @@ type Encoder struct {
 	shards [][]byte
 	pos    []int
 	zero   []byte
+
+	// The fused kernels (encodeFused): coefficients, inputs and scratch.
+	coef        []byte
+	ins         [][]byte
+	tins, touts [][]byte
+	mat         []uint64
+	tail        []byte
 }
 
 // Option configures an Encoder (or, in time, a Decoder).
@@ -27,7 +34,8 @@ type options struct {
 // DefaultCoders is how many fused coders an Encoder keeps unless told otherwise.
 const DefaultCoders = 8
 
-// WithCoders sets how many fused coders (one per k and range of Repair Indices) are kept.
+// WithCoders sets how many fused coders (one per k and range of Repair Indices) are kept. They
+// serve only where the package's own fused kernel does not run (no AVX-512 and GFNI).
 func WithCoders(n int) Option {
 	return func(o *options) error {
 		if n < 1 || n > 1024 {
@@ -64,13 +72,19 @@ func NewEncoder(opts ...Option) (*Encoder, error) {
 // are T octets long.
 //
 // An ordinary repair symbol has L = all present positions; a coded retransmission has L = the
-// lost sources named in the request. When the indices are consecutive and L covers at least
-// half of the block, the symbols are computed together by klauspost's fused multi-row kernel;
-// otherwise one row at a time by its single-row kernels.
+// lost sources named in the request. On a processor with AVX-512 and GFNI the symbols are
+// computed together by the package's fused kernel, whatever the indices and L, reading each
+// source once. Elsewhere, when the indices are consecutive and L covers at least half of the
+// block, they are computed together by klauspost's fused multi-row kernel; otherwise one row at
+// a time by its single-row kernels.
 func (e *Encoder) Encode(dst [][]byte, indices []int, over psn.Bitmap, src [][]byte) error {
 	k, T, err := checkEncode(dst, indices, over, src)
 	if err != nil || len(dst) == 0 {
 		return err
+	}
+	if useFused {
+		e.encodeFused(dst, indices, T, over, src)
+		return nil
 	}
 	if consecutive(indices) && 2*over.Count() >= k {
 		return e.fused(dst, indices[0], k, T, over, src)
@@ -90,6 +104,56 @@ func (e *Encoder) Encode(dst [][]byte, indices []int, over psn.Bitmap, src [][]b
 		}
 	}
 	return nil
+}
+
+// encodeFused computes the symbols with the fused kernel of gfni_amd64.s over the whole
+// 64-octet columns, and the last partial column from a zero-padded copy. It allocates only
+// while its scratch grows.
+func (e *Encoder) encodeFused(dst [][]byte, indices []int, T int, over psn.Bitmap, src [][]byte) {
+	e.pos = over.Positions(e.pos[:0])
+	m, nin := len(dst), len(e.pos)
+	if nin == 0 {
+		for r := range dst {
+			clear(dst[r])
+		}
+		return
+	}
+	if cap(e.coef) < m*nin {
+		e.coef = make([]byte, m*nin)
+	}
+	cf := e.coef[:m*nin]
+	e.ins = e.ins[:0]
+	for t, j := range e.pos {
+		for r, i := range indices {
+			cf[r*nin+t] = coef(i, j)
+		}
+		e.ins = append(e.ins, src[j])
+	}
+	n64 := T &^ 63
+	if n64 > 0 {
+		e.mat = fusedMul(e.mat, cf, e.ins, dst, n64)
+	}
+	if tl := T - n64; tl > 0 {
+		if need := (nin + m) * 64; cap(e.tail) < need {
+			e.tail = make([]byte, need)
+		}
+		tail := e.tail[:(nin+m)*64]
+		e.tins, e.touts = e.tins[:0], e.touts[:0]
+		for t, in := range e.ins {
+			b := tail[t*64 : (t+1)*64]
+			clear(b[copy(b, in[n64:T]):])
+			e.tins = append(e.tins, b)
+		}
+		for r := range m {
+			e.touts = append(e.touts, tail[(nin+r)*64:(nin+r+1)*64])
+		}
+		e.mat = fusedMul(e.mat, cf, e.tins, e.touts, 64)
+		for r := range m {
+			copy(dst[r][n64:T], e.touts[r][:tl])
+		}
+	}
+	clear(e.ins) // hold no caller buffer beyond the call
+	e.ins = e.ins[:0]
 }
 
 // fused codes the whole block at once with a cached klauspost encoder whose parity rows are the
