@@ -1,0 +1,211 @@
+package crf
+
+import (
+	"encoding/binary"
+	"testing"
+	"time"
+
+	"github.com/crem-project/crem/flow"
+	"github.com/crem-project/crem/psn"
+	"github.com/crem-project/crem/wire"
+)
+
+// TestOrderedDeliveryC7a: for a go-back-N receiver the CRF delivers in PSN order: packets after
+// a gap are held until the gap is restored, then released in order.
+func TestOrderedDeliveryC7a(t *testing.T) {
+	r := newReceiver(t, Settings{Ordered: true})
+	id := open(t, r, 0, cfg8)
+	b := newBlock(0x100, 8)
+	var v []Verdict
+	for j := range 8 {
+		if j != 2 {
+			v = append(v, r.Observe(0, id, b.pkts[j], false))
+		}
+	}
+	if v[0] != Forward || v[1] != Forward || v[2] != Held || v[6] != Held {
+		t.Fatalf("verdicts %v", v)
+	}
+	r.Handle(0, testCSF, b.repair(t, id, 0, psn.Bitmap{}, 0), false)
+	ds := drainDel(r)
+	if len(ds) != 6 {
+		t.Fatalf("%d deliveries", len(ds))
+	}
+	for i, d := range ds {
+		if d.PSN != psn.PSN(0x102+i) || (i == 0) != (d.Kind == Restored) {
+			t.Fatalf("delivery %d: %v %v", i, d.PSN, d.Kind)
+		}
+	}
+	if st, _ := r.FlowStats(id); st.HeldPackets != 5 || st.Released != 5 {
+		t.Fatalf("%+v", st)
+	}
+}
+
+// TestOrderedHoldTimeoutC7a: when the hold time passes, the held packets go out in order and
+// the gap is left to the RDMA transport.
+func TestOrderedHoldTimeoutC7a(t *testing.T) {
+	r := newReceiver(t, Settings{Ordered: true, Reorder: 2 * time.Millisecond})
+	id := open(t, r, 0, cfg8)
+	b := newBlock(0x100, 8)
+	r.Observe(0, id, b.pkts[0], false)
+	r.Observe(time.Millisecond, id, b.pkts[2], false)
+	r.Observe(time.Millisecond, id, b.pkts[3], false)
+	if len(drainDel(r)) != 0 {
+		t.Fatal("released early")
+	}
+	r.Tick(3 * time.Millisecond)
+	ds := drainDel(r)
+	if len(ds) != 2 || ds[0].PSN != 0x102 || ds[1].PSN != 0x103 {
+		t.Fatalf("%+v", ds)
+	}
+	if st, _ := r.FlowStats(id); st.GapsSkipped != 1 {
+		t.Fatalf("gaps %d", st.GapsSkipped)
+	}
+}
+
+// TestOrderedHoldBoundC15: the hold is bounded in packets; beyond it everything goes out.
+func TestOrderedHoldBoundC15(t *testing.T) {
+	r := newReceiver(t, Settings{Ordered: true, HoldPackets: 3})
+	id := open(t, r, 0, cfg8)
+	r.Observe(0, id, packet(0x100, 100), false)
+	for p := psn.PSN(0x102); p < 0x106; p++ {
+		r.Observe(0, id, packet(p, 100), false)
+	}
+	if st, _ := r.FlowStats(id); st.HoldOverflows != 1 {
+		t.Fatalf("%+v", st)
+	}
+	ds := drainDel(r)
+	if len(ds) != 4 || ds[0].PSN != 0x102 || ds[3].PSN != 0x105 {
+		t.Fatalf("released %+v", ds)
+	}
+}
+
+// TestLossReportEverySRTT: LOSS_REPORT goes once per SRTT while the flow is active, with the
+// interval's counters before restoration.
+func TestLossReportEverySRTT(t *testing.T) {
+	r := newReceiver(t, Settings{})
+	id := open(t, r, 0, cfg8)
+	b := newBlock(0x100, 8)
+	for j := range 8 {
+		if j != 4 {
+			r.Observe(time.Millisecond, id, b.pkts[j], j == 1)
+		}
+	}
+	r.Handle(time.Millisecond, testCSF, b.repair(t, id, 0, psn.Bitmap{}, 0), true)
+	r.Tick(10 * time.Millisecond)
+	var lr *wire.LossReport
+	for _, m := range drainMsgs(r) {
+		if l, ok := m.(*wire.LossReport); ok {
+			lr = l
+		}
+	}
+	want := wire.LossReport{FlowID: id, IntervalUS: 10000, Expected: 8, Received: 7, Restored: 1, CEMarked: 1,
+		RepairsReceived: 1, RepairsCEMarked: 1}
+	if lr == nil || *lr != want {
+		t.Fatalf("LOSS_REPORT %+v, want %+v", lr, want)
+	}
+	r.Tick(20 * time.Millisecond) // idle interval: nothing to report
+	if len(drainMsgs(r)) != 0 {
+		t.Fatal("report for an empty interval")
+	}
+}
+
+// TestTransparentTemplateC12: in transparent mode a restored packet is verified under the
+// header template of the latest received source packet.
+func TestTransparentTemplateC12(t *testing.T) {
+	r := newReceiver(t, Settings{Verify: VerifyTemplate})
+	id := open(t, r, 0, cfg8)
+	b := newBlock(0x100, 8)
+	hdr, err := testFlow.LogicalHeader().AppendIPUDP(nil, len(b.pkts[1]))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for j := 1; j < 8; j++ {
+		r.Observe(0, id, b.pkts[j], false)
+	}
+	// No template yet: the restored packet cannot be checked and is not delivered.
+	r.Handle(0, testCSF, b.repair(t, id, 0, psn.Bitmap{}, 0), false)
+	if st, _ := r.FlowStats(id); st.ICRCMismatch != 1 {
+		t.Fatalf("%+v", st)
+	}
+	r2 := newReceiver(t, Settings{Verify: VerifyTemplate})
+	id = open(t, r2, 0, cfg8)
+	binary.BigEndian.PutUint16(hdr[4:], 0x1234) // a real sender's Identification: masked? no, kept
+	if err := r2.SetTemplate(id, hdr[:20], hdr[20:]); err != nil {
+		t.Fatal(err)
+	}
+	for j := 1; j < 8; j++ {
+		r2.Observe(0, id, b.pkts[j], false)
+	}
+	r2.Handle(0, testCSF, b.repair(t, id, 0, psn.Bitmap{}, 0), false)
+	if st, _ := r2.FlowStats(id); st.ICRCMismatch != 1 {
+		t.Fatal("packet sealed with Identification 0 verified under a template with another one")
+	}
+	r3 := newReceiver(t, Settings{Verify: VerifyTemplate})
+	id = open(t, r3, 0, cfg8)
+	binary.BigEndian.PutUint16(hdr[4:], 0)
+	_ = r3.SetTemplate(id, hdr[:20], hdr[20:])
+	for j := 1; j < 8; j++ {
+		r3.Observe(0, id, b.pkts[j], false)
+	}
+	r3.Handle(0, testCSF, b.repair(t, id, 0, psn.Bitmap{}, 0), false)
+	if ds := drainDel(r3); len(ds) != 1 || ds[0].Kind != Restored {
+		t.Fatalf("%+v", ds)
+	}
+}
+
+// TestConfigReleasedAfterNewerUsed: an older configuration stays acceptable until a REPAIR of a
+// newer acknowledged one arrives and the older one's blocks have ended; then it is released.
+func TestConfigReleasedAfterNewerUsed(t *testing.T) {
+	r := newReceiver(t, Settings{})
+	id := open(t, r, 0, cfg8)
+	pu := wire.ParamUpdate{FlowID: id, ConfigID: 2, Scheme: wire.SchemeCauchy, K: 8, M: 3, T: testT}
+	r.Handle(0, testCSF, msg(t, &pu), false)
+	drainMsgs(r)
+	b := newBlock(0x100, 8)
+	r.Handle(0, testCSF, b.repair(t, id, 0, psn.Bitmap{}, 0), false) // config 1 still accepted
+	m, _ := wire.ParseRepair(newBlock(0x200, 8).repair(t, id, 0, psn.Bitmap{}, 0))
+	m.ConfigID = 2
+	r.Handle(0, testCSF, msg(t, &m), false)
+	if st := r.Stats(); st.ConfigsReleased != 0 {
+		t.Fatal("released while a block of config 1 is open")
+	}
+	for j := range 8 {
+		r.Observe(0, id, b.pkts[j], false)
+	}
+	m.BlockStartPSN = 0x300
+	m.ConfigID = 2
+	r.Handle(0, testCSF, msg(t, &m), false)
+	old, _ := wire.ParseRepair(newBlock(0x400, 8).repair(t, id, 0, psn.Bitmap{}, 0))
+	r.releaseConfigs(r.flows[id], 2)
+	r.Handle(0, testCSF, msg(t, &old), false)
+	if st, _ := r.FlowStats(id); st.RepairUnknownConfig != 1 || r.Stats().ConfigsReleased != 1 {
+		t.Fatalf("config 1 not released: %+v", st)
+	}
+}
+
+// TestReceiverNoAllocs: the per-packet path without loss allocates nothing once warm.
+func TestReceiverNoAllocs(t *testing.T) {
+	r := newReceiver(t, Settings{})
+	id := open(t, r, 0, flow.Config{ID: 1, Scheme: wire.SchemeCauchy, K: 32, M: 4, T: 1058})
+	pkt := packet(0, 1024)
+	rep := wire.Repair{FlowID: id, ConfigID: 1, Scheme: wire.SchemeCauchy, K: 32, Present: psn.FirstK(32), Symbol: make([]byte, 1058)}
+	rb := msg(t, &rep)
+	i := 0
+	step := func() {
+		p := psn.PSN(i)
+		pkt[9], pkt[10], pkt[11] = byte(p>>16), byte(p>>8), byte(p)
+		r.Observe(time.Duration(i), id, pkt, false)
+		if i%32 == 31 {
+			s := p.Add(-31)
+			rb[12], rb[13], rb[14] = byte(s>>16), byte(s>>8), byte(s)
+			r.Handle(time.Duration(i), testCSF, rb, false)
+		}
+		i++
+	}
+	for range 70000 {
+		step()
+	}
+	if a := testing.AllocsPerRun(10000, step); a != 0 {
+		t.Fatalf("%v allocations per packet", a)
+	}
+}

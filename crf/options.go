@@ -1,0 +1,152 @@
+package crf
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/crem-project/crem/flow"
+)
+
+// Option configures a Receiver; it returns an error for a value it cannot use.
+type Option func(*options) error
+
+type options struct {
+	limits     flow.Limits
+	rand       func() uint64
+	settings   func(flow.Descriptor) (Settings, bool)
+	maxFlows   int
+	initialRTT time.Duration
+	queue      int
+	deliveries int
+	firstReqID uint16
+	memory     int // per-flow decoding memory a configuration may reserve (PARAM_ACK status 3 beyond)
+}
+
+func defaults() options {
+	return options{limits: flow.DefaultLimits(), maxFlows: 1024, initialRTT: flow.DefaultInitialRTT,
+		queue: 4096, deliveries: 8192, memory: 64 << 20}
+}
+
+// Verify selects how a restored packet's ICRC is checked (RULINGS C12).
+type Verify int
+
+const (
+	// VerifyLogical checks under the flow's logical header (relay mode, own transport).
+	VerifyLogical Verify = iota
+	// VerifyTemplate checks under the header the driver set with SetTemplate from the flow's
+	// latest received source packet (transparent mode).
+	VerifyTemplate
+	// VerifyFunc checks with Settings.Verifier (flow kinds whose packets are not RoCEv2).
+	VerifyFunc
+)
+
+// Settings are a flow's local choices, made by the driver when HELLO arrives.
+type Settings struct {
+	// Ordered delivers in PSN order for go-back-N receivers, holding packets after a gap
+	// (C7 a); otherwise sources pass at once and restored packets follow when decoded.
+	Ordered bool
+	// Verify and Verifier choose the ICRC check of restored packets.
+	Verify   Verify
+	Verifier func(pkt []byte) error
+	// SrcPort is the flow's UDP source port, part of its logical header (C12); HELLO does not
+	// carry it, so the driver supplies it from its configuration or the first source packet.
+	SrcPort uint16
+	// HoldPackets and HoldBytes bound the ordered-mode hold (C15: Max Open Blocks x k packets,
+	// 64 MiB); 0 takes the defaults.
+	HoldPackets, HoldBytes int
+	// Reorder is the reorder allowance of C7 f (0: max(1 ms, SRTT/8)).
+	Reorder time.Duration
+	// Idle ends the flow with CLOSE reason 1 after this long without source packets (0: 30 s).
+	Idle time.Duration
+}
+
+// WithLimits sets the CRF's limits for HELLO_ACK, Max Open Blocks included.
+func WithLimits(l flow.Limits) Option {
+	return func(o *options) error {
+		if err := l.Check(); err != nil {
+			return fmt.Errorf("crf: WithLimits: %w", err)
+		}
+		o.limits = l
+		return nil
+	}
+}
+
+// WithRandom sets the source of Flow IDs and Request IDs (required: no global randomness).
+func WithRandom(r func() uint64) Option {
+	return func(o *options) error {
+		if r == nil {
+			return fmt.Errorf("crf: WithRandom(nil)")
+		}
+		o.rand = r
+		return nil
+	}
+}
+
+// WithSettings sets the callback that chooses a new flow's settings; returning false refuses
+// the flow (its HELLO is dropped silently and counted, C3).
+func WithSettings(f func(flow.Descriptor) (Settings, bool)) Option {
+	return func(o *options) error {
+		if f == nil {
+			return fmt.Errorf("crf: WithSettings(nil)")
+		}
+		o.settings = f
+		return nil
+	}
+}
+
+// WithMaxFlows bounds the flows served at once (default 1024).
+func WithMaxFlows(n int) Option {
+	return func(o *options) error {
+		if n < 1 {
+			return fmt.Errorf("crf: WithMaxFlows(%d): want >= 1", n)
+		}
+		o.maxFlows = n
+		return nil
+	}
+}
+
+// WithInitialRTT sets the RTT assumed before the first sample (C4; default 10 ms).
+func WithInitialRTT(d time.Duration) Option {
+	return func(o *options) error {
+		if d <= 0 {
+			return fmt.Errorf("crf: WithInitialRTT(%v): want > 0", d)
+		}
+		o.initialRTT = d
+		return nil
+	}
+}
+
+// WithQueues bounds the CREM messages and the deliveries waiting to be drained.
+func WithQueues(messages, deliveries int) Option {
+	return func(o *options) error {
+		if messages < 1 || deliveries < 1 {
+			return fmt.Errorf("crf: WithQueues(%d, %d): want >= 1", messages, deliveries)
+		}
+		o.queue, o.deliveries = messages, deliveries
+		return nil
+	}
+}
+
+// WithFirstRequestID makes every new flow number its Request IDs from id (tests reproducing
+// the Appendix); by default each flow starts at a random nonzero value.
+func WithFirstRequestID(id uint16) Option {
+	return func(o *options) error {
+		if id == 0 {
+			return fmt.Errorf("crf: WithFirstRequestID(0): Request IDs are never 0 (C4)")
+		}
+		o.firstReqID = id
+		return nil
+	}
+}
+
+// WithMemory bounds the decoding memory (Max Open Blocks x k x T) one configuration may
+// reserve; a larger one is refused with PARAM_ACK status 3 (default 64 MiB).
+func WithMemory(n int) Option {
+	return func(o *options) error {
+		if n < 1 {
+			return fmt.Errorf("crf: WithMemory(%d): want >= 1", n)
+		}
+		o.memory = n
+		return nil
+	}
+}

@@ -1,0 +1,219 @@
+package crf
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"net/netip"
+	"time"
+
+	"github.com/crem-project/crem/flow"
+	"github.com/crem-project/crem/roce"
+	"github.com/crem-project/crem/wire"
+)
+
+// Receiver is a CREM receiver function serving many flows.
+type Receiver struct {
+	o      options
+	flows  map[uint32]*rflow
+	byKey  map[flow.Key]uint32
+	q      *flow.Queue
+	dq     deliveries
+	st     Stats
+	closed FlowStats // counters of flows already released
+	ops    [256]bool // opcodes that take a new PSN (C13), tabulated once
+	last   *rflow
+}
+
+// New returns a Receiver. WithRandom is required.
+func New(opts ...Option) (*Receiver, error) {
+	o := defaults()
+	for _, opt := range opts {
+		if err := opt(&o); err != nil {
+			return nil, err
+		}
+	}
+	if o.rand == nil {
+		return nil, errors.New("crf: New: WithRandom is required (no global randomness)")
+	}
+	r := &Receiver{o: o, flows: make(map[uint32]*rflow), byKey: make(map[flow.Key]uint32),
+		q: flow.NewQueue(o.queue), dq: deliveries{max: o.deliveries}}
+	for op := range r.ops {
+		info := roce.Opcode(op).Info()
+		r.ops[op] = info.Known && info.Source
+	}
+	return r, nil
+}
+
+// Lookup returns the Flow ID serving the flow with this key, if any: a driver finds the flow of
+// an arriving RoCEv2 packet by its addresses and destination QP.
+func (r *Receiver) Lookup(k flow.Key) (uint32, bool) {
+	id, ok := r.byKey[k]
+	return id, ok
+}
+
+// Flows returns the Flow IDs served (allocates; for tests and tools).
+func (r *Receiver) Flows() []uint32 {
+	out := make([]uint32, 0, len(r.flows))
+	for id := range r.flows {
+		out = append(out, id)
+	}
+	return out
+}
+
+// Drain hands every CREM message the Receiver wants sent to out; Payload is valid only during
+// the call.
+func (r *Receiver) Drain(out func(flow.Datagram)) { r.q.Drain(out) }
+
+// DrainDeliveries hands every packet for the RDMA receiver (and every PSN abandoned to the RDMA
+// transport) to out, in order; Packet is valid only during the call.
+func (r *Receiver) DrainDeliveries(out func(Delivery)) { r.dq.drain(out) }
+
+// Stats returns the Receiver's counters, the flows' summed.
+func (r *Receiver) Stats() Stats {
+	s := r.st
+	s.Flows = r.closed
+	for _, f := range r.flows {
+		s.Flows.add(&f.st)
+	}
+	return s
+}
+
+// FlowStats returns one flow's counters.
+func (r *Receiver) FlowStats(id uint32) (FlowStats, bool) {
+	f, ok := r.flows[id]
+	if !ok {
+		return FlowStats{}, false
+	}
+	return f.st, true
+}
+
+// Handle takes a CREM message that arrived from from; ce says whether it carried a CE mark.
+func (r *Receiver) Handle(now time.Duration, from netip.AddrPort, msg []byte, ce bool) {
+	if len(msg) >= wire.HeaderLen && msg[0] == wire.Version<<4|uint8(wire.TypeRepair) {
+		// The common case, parsed once by ParseRepair.
+		f := r.flow(binary.BigEndian.Uint32(msg[4:]))
+		switch {
+		case f == nil:
+			r.st.UnknownFlow++
+		case from != f.from:
+			r.st.MessagesWrongSource++
+		default:
+			r.onRepair(now, f, msg, ce)
+		}
+		return
+	}
+	h, err := wire.ParseHeader(msg)
+	if err != nil {
+		if errors.Is(err, wire.ErrDiscard) {
+			r.st.MessagesIgnored++
+		} else {
+			r.st.MessagesMalformed++
+		}
+		return
+	}
+	if h.Type == wire.TypeHello {
+		r.onHello(now, from, msg)
+		return
+	}
+	f := r.flow(h.FlowID)
+	if f == nil {
+		r.st.UnknownFlow++
+		return
+	}
+	if from != f.from {
+		// C14: the flow's messages come from where HELLO came from.
+		r.st.MessagesWrongSource++
+		return
+	}
+	switch h.Type {
+	case wire.TypeRepair:
+		r.onRepair(now, f, msg, ce)
+	case wire.TypeParamUpdate:
+		r.onParamUpdate(now, f, msg)
+	case wire.TypeClose:
+		m, err := wire.ParseClose(msg)
+		if err != nil {
+			r.st.MessagesMalformed++
+			return
+		}
+		r.st.CloseReceived++
+		r.st.CloseReceivedByReason[min(int(m.Reason), 5)]++
+		r.release(f)
+	default:
+		r.st.MessagesIgnored++
+	}
+}
+
+// flow returns flow id, remembering the last one looked up (packets come in runs).
+func (r *Receiver) flow(id uint32) *rflow {
+	if r.last != nil && r.last.id == id {
+		return r.last
+	}
+	f := r.flows[id]
+	if f != nil {
+		r.last = f
+	}
+	return f
+}
+
+// send queues m for to; false (counted) when the queue is full.
+func (r *Receiver) send(to netip.AddrPort, m wire.Message) bool {
+	b := r.q.Next()
+	if b == nil {
+		r.st.QueueFull++
+		return false
+	}
+	b, err := m.Append(b)
+	if err != nil {
+		r.st.EncodeErrors++
+		return false
+	}
+	r.q.Commit(to, b)
+	return true
+}
+
+// Close sends CLOSE with the reason for flow id and releases it (RULINGS C2).
+func (r *Receiver) Close(now time.Duration, id uint32, reason wire.Reason) error {
+	f := r.flows[id]
+	if f == nil {
+		return fmt.Errorf("crf: Close: no flow %#x", id)
+	}
+	if r.send(f.from, &wire.Close{FlowID: id, Reason: reason}) {
+		r.st.CloseSent++
+		r.st.CloseSentByReason[min(int(reason), 5)]++
+	}
+	r.release(f)
+	return nil
+}
+
+// release forgets a flow and everything it held.
+func (r *Receiver) release(f *rflow) {
+	r.closed.add(&f.st)
+	if r.last == f {
+		r.last = nil
+	}
+	delete(r.flows, f.id)
+	if r.byKey[f.key] == f.id {
+		delete(r.byKey, f.key)
+	}
+}
+
+// NextDeadline returns when Tick should next be called, if ever.
+func (r *Receiver) NextDeadline() (time.Duration, bool) {
+	var d time.Duration
+	have := false
+	for _, f := range r.flows {
+		if t, ok := f.deadline(); ok && (!have || t < d) {
+			d, have = t, true
+		}
+	}
+	return d, have
+}
+
+// Tick runs every timer due at now.
+func (r *Receiver) Tick(now time.Duration) {
+	for _, f := range r.flows {
+		r.tickFlow(now, f)
+	}
+}

@@ -1,0 +1,548 @@
+package crf
+
+import (
+	"errors"
+	"time"
+
+	"github.com/crem-project/crem/fec"
+	"github.com/crem-project/crem/psn"
+	"github.com/crem-project/crem/wire"
+)
+
+// onRepair takes a REPAIR message (C7 c-e).
+func (r *Receiver) onRepair(now time.Duration, f *rflow, msg []byte, ce bool) {
+	if len(msg) >= 16 {
+		// A block that has ended takes nothing more: skip the full parse (the common case
+		// without loss, where the first REPAIR finds every source held).
+		start := psn.PSN(uint32(msg[12])<<16 | uint32(msg[13])<<8 | uint32(msg[14]))
+		if s := f.slotOf(start); s.p == start {
+			if b := f.blockOf(s); b != nil && b.ended && b.start == start && b.cfg.ID == msg[8] {
+				f.st.Repairs++
+				f.iv.RepairsReceived++
+				if ce {
+					f.st.RepairsCE++
+					f.iv.RepairsCEMarked++
+				}
+				f.st.RepairLate++
+				return
+			}
+		}
+	}
+	m, err := wire.ParseRepair(msg)
+	if err != nil {
+		r.st.MessagesMalformed++
+		return
+	}
+	f.st.Repairs++
+	f.iv.RepairsReceived++
+	if ce {
+		f.st.RepairsCE++
+		f.iv.RepairsCEMarked++
+	}
+	c := f.config(m.ConfigID)
+	switch {
+	case c == nil:
+		f.st.RepairUnknownConfig++
+		return
+	case m.Scheme != c.cfg.Scheme && m.Scheme != wire.SchemeSourceCopy && !m.Info:
+		f.st.RepairBadScheme++
+		return
+	case int(m.K) > c.cfg.K:
+		f.st.RepairBadK++
+		return
+	case !m.Info && len(m.Symbol) != c.cfg.T:
+		f.st.RepairBadT++
+		return
+	}
+	if !c.seen {
+		c.seen = true
+		r.releaseConfigs(f, c.cfg.ID)
+	}
+	b := r.blockFor(now, f, &m, c)
+	if b == nil {
+		return
+	}
+	if b.ended {
+		if m.Info {
+			f.st.InfoReceived++ // its absent positions are recorded; nothing is missing
+		} else {
+			f.st.RepairLate++
+		}
+		return
+	}
+	switch {
+	case m.Info:
+		f.st.InfoReceived++
+	case m.Scheme == wire.SchemeSourceCopy:
+		f.st.SourceCopies++
+		j := int(m.RepairIndex)
+		if err := r.ensureDecoder(f, b); err != nil {
+			return
+		}
+		if err := b.dec.AddSourceSymbol(j, m.Symbol); err != nil {
+			if errors.Is(err, fec.ErrDuplicate) {
+				f.st.RepairDuplicate++
+			} else {
+				f.st.RepairRejected++
+			}
+			break
+		}
+		p, _ := b.dec.Payload(j)
+		if !r.restored(f, b, j, p) {
+			return
+		}
+		f.st.RestoredSourceCopy++
+	default:
+		over := b.present
+		if m.Retx {
+			over = m.Lost
+			if m.RepairSessionID == b.reqID && !b.sampled && b.rounds == 1 && !b.fellBack {
+				// C4: REPAIR_REQUEST to the first RETX REPAIR of its session (Karn: first round only).
+				b.sampled = true
+				f.rtt.Sample(now - b.reqAt)
+				f.st.RTTSamples++
+			}
+		}
+		if err := r.ensureDecoder(f, b); err != nil {
+			return
+		}
+		if err := b.dec.AddRepair(int(m.RepairIndex), over, m.Symbol); err != nil {
+			if errors.Is(err, fec.ErrDuplicate) {
+				f.st.RepairDuplicate++
+			} else {
+				f.st.RepairRejected++
+			}
+			return
+		}
+	}
+	if !r.tryDecode(f, b) {
+		return
+	}
+	if b.ended {
+		return
+	}
+	// C7 f: the LAST symbol of the round has come and the block still cannot be solved.
+	if m.Last && (!m.Retx && m.Scheme != wire.SchemeSourceCopy && b.rounds == 0 ||
+		m.RepairSessionID != 0 && m.RepairSessionID == b.reqID) {
+		r.incomplete(now, f, b)
+	} else if !b.haveDue && b.rounds == 0 {
+		b.due, b.haveDue = now+f.allowance(), true
+	}
+}
+
+// blockFor finds or creates the block a REPAIR describes.
+func (r *Receiver) blockFor(now time.Duration, f *rflow, m *wire.Repair, c *cfgSlot) *rblock {
+	// Fast path: the window slot of the Block Start PSN points at the block.
+	if s := f.slotOf(m.BlockStartPSN); s.p == m.BlockStartPSN {
+		if b := f.blockOf(s); b != nil && b.start == m.BlockStartPSN {
+			if b.k != int(m.K) || b.present != m.Present || b.cfg.ID != m.ConfigID {
+				f.st.RepairInconsistent++
+				return nil
+			}
+			return b
+		}
+	}
+	if f.haveHigh && m.BlockStartPSN.Before(f.high) && m.BlockStartPSN.Forward(f.high) >= uint32(len(f.win)-int(m.K)) {
+		f.st.RepairLate++ // older than the window: its sources are gone
+		return nil
+	}
+	// A live block over any of these positions would overlap: blocks of a flow never do.
+	for j := 0; j < int(m.K); j++ {
+		p := m.BlockStartPSN.Add(j)
+		if s := f.slotOf(p); s.p == p {
+			if ob := f.blockOf(s); ob != nil && !ob.ended {
+				f.st.RepairOverlap++
+				return nil
+			}
+		}
+	}
+	if f.live >= f.eff.MaxOpenBlocks {
+		// C7 g: the oldest open block falls back to make room.
+		for n := range len(f.blocks) {
+			if ob := &f.blocks[(f.nextBlk+n)%len(f.blocks)]; ob.used && !ob.ended {
+				r.abandon(f, ob, true)
+				break
+			}
+		}
+	}
+	// Blocks are taken in a ring, so the one reused is the oldest.
+	b := &f.blocks[f.nextBlk]
+	f.nextBlk = (f.nextBlk + 1) % len(f.blocks)
+	if b.used && !b.ended {
+		r.abandon(f, b, true)
+	}
+	f.live++
+	dec := b.dec
+	f.gen++
+	f.bseq++
+	*b = rblock{idx: b.idx, used: true, gen: f.gen, seq: f.bseq, start: m.BlockStartPSN, k: int(m.K), cfg: c.cfg,
+		present: m.Present, dec: dec}
+	f.st.BlocksCreated++
+	idx := int32(b.idx)
+	held := 0
+	for j := 0; j < b.k; j++ {
+		p := b.start.Add(j)
+		s := f.slotOf(p)
+		if s.p != p {
+			if s.st != slotEmpty && p.Before(s.p) {
+				continue // gone from the window: the block cannot use it
+			}
+			r.reset(f, s, p)
+			if b.present.Has(j) && (!f.haveHigh || !p.After(f.high)) {
+				// Passed before the flow's first source, or forgotten: missing now.
+				s.st = slotMissing
+				f.missing++
+				f.st.Expected++
+				f.iv.Expected++
+			}
+		}
+		s.blk, s.gen = idx, b.gen
+		if !b.present.Has(j) {
+			if s.st == slotMissing {
+				f.missing--
+			}
+			if s.st != slotHeld {
+				s.st = slotAbsent
+			}
+			continue
+		}
+		if s.st == slotHeld || s.st == slotRestored {
+			held++
+		}
+	}
+	if held == b.present.Count() {
+		// Every source arrived: nothing to decode, no decoder needed.
+		f.st.BlocksFullyReceived++
+		r.endBlock(f, b)
+		if f.set.Ordered {
+			r.drainCursor(f)
+		}
+		return b
+	}
+	_ = now
+	return b
+}
+
+// ensureDecoder gives b a decoder holding the sources the window has for it.
+func (r *Receiver) ensureDecoder(f *rflow, b *rblock) error {
+	if b.decoding {
+		return nil
+	}
+	if b.dec == nil {
+		d, err := fec.NewDecoder()
+		if err != nil {
+			f.st.DecodeErrors++
+			return err
+		}
+		b.dec = d
+	}
+	scheme := fec.Scheme(b.cfg.Scheme)
+	if err := b.dec.Reset(scheme, b.k, b.cfg.T, b.present); err != nil {
+		f.st.DecodeErrors++
+		return err
+	}
+	b.decoding = true
+	for j := 0; j < b.k; j++ {
+		p := b.start.Add(j)
+		s := f.slotOf(p)
+		if s.p == p && b.present.Has(j) && (s.st == slotHeld || s.st == slotRestored) {
+			if err := b.dec.AddSource(j, s.buf); err != nil {
+				f.st.SourceTooLong++
+			}
+		}
+	}
+	return nil
+}
+
+// sourceIntoBlock adds an arriving source to its live block (late sources shrink the unknowns,
+// coded retransmissions included).
+func (r *Receiver) sourceIntoBlock(now time.Duration, f *rflow, b *rblock, p psn.PSN, payload []byte) {
+	j := int(b.start.Forward(p))
+	if !b.present.Has(j) {
+		f.st.SourceAtAbsent++
+		return
+	}
+	if b.decoding {
+		if err := b.dec.AddSource(j, payload); err != nil && !errors.Is(err, fec.ErrDuplicate) {
+			f.st.SourceTooLong++
+		}
+	}
+	r.tryDecode(f, b)
+}
+
+// tryDecode decodes b as soon as it can (C7 e) and ends it when complete. It returns false when
+// the block was abandoned on the way.
+func (r *Receiver) tryDecode(f *rflow, b *rblock) bool {
+	if !b.decoding {
+		if r.complete(f, b) {
+			r.endBlock(f, b)
+		}
+		return true
+	}
+	st := b.dec.Status()
+	if st.U == 0 {
+		r.endBlock(f, b)
+		return true
+	}
+	if !st.Solvable() {
+		return true
+	}
+	got, err := b.dec.Decode()
+	if err != nil {
+		f.st.DecodeErrors++
+		return true
+	}
+	f.st.BlocksDecoded++
+	ok := true
+	got.Each(func(j int) {
+		if !ok {
+			return
+		}
+		p, err := b.dec.Payload(j)
+		if err != nil {
+			f.st.ICRCMismatch++ // a symbol that is not even a packet: wrong repair bytes
+			ok = false
+			return
+		}
+		ok = r.restored(f, b, j, p)
+	})
+	if !ok {
+		r.abandon(f, b, false)
+		return false
+	}
+	r.endBlock(f, b)
+	return true
+}
+
+// complete reports whether every present position of b is held (no decoder involved).
+func (r *Receiver) complete(f *rflow, b *rblock) bool {
+	for j := 0; j < b.k; j++ {
+		if !b.present.Has(j) {
+			continue
+		}
+		p := b.start.Add(j)
+		s := f.slotOf(p)
+		if s.p != p || (s.st != slotHeld && s.st != slotRestored) {
+			return false
+		}
+	}
+	return true
+}
+
+// restored verifies a restored packet (C12) and delivers it; false on a mismatch, which is
+// counted and never delivered.
+func (r *Receiver) restored(f *rflow, b *rblock, j int, pkt []byte) bool {
+	if err := r.verify(f, pkt); err != nil {
+		f.st.ICRCMismatch++
+		return false
+	}
+	p := b.start.Add(j)
+	s := f.slotOf(p)
+	if s.p != p {
+		r.reset(f, s, p)
+		s.blk, s.gen = b.idx, b.gen
+	}
+	if s.st == slotHeld || s.st == slotRestored {
+		return true // it arrived meanwhile
+	}
+	if s.st == slotMissing {
+		f.missing--
+	}
+	f.st.Restored++
+	f.iv.Restored++
+	s.st, s.ce, s.delivered = slotRestored, false, false
+	s.buf = append(s.buf[:0], pkt...)
+	if !f.set.Ordered {
+		s.delivered = true
+		if !r.dq.push(Delivery{Flow: f.id, PSN: p, Kind: Restored, Packet: pkt}) {
+			r.st.DeliveriesDropped++
+		}
+		return true
+	}
+	if f.haveCursor && p.Before(f.cursor) {
+		r.release1(f, s) // the hold already gave up on it; late beats never
+	} else {
+		r.drainCursor(f)
+	}
+	return true
+}
+
+// endBlock marks b done: every present source held or restored (C7 g).
+func (r *Receiver) endBlock(f *rflow, b *rblock) {
+	if b.ended {
+		return
+	}
+	f.live--
+	b.ended, b.haveDue = true, false
+	f.st.BlocksComplete++
+}
+
+// abandon ends b by falling back to the RDMA transport (C9 b): its unknown PSNs are announced as
+// abandoned. evicted says it made room rather than failed.
+func (r *Receiver) abandon(f *rflow, b *rblock, evicted bool) {
+	if b == nil || b.ended {
+		return
+	}
+	f.live--
+	b.ended, b.haveDue = true, false
+	if evicted {
+		f.st.BlocksEvicted++
+	} else {
+		f.st.BlocksAbandoned++
+	}
+	for j := 0; j < b.k; j++ {
+		if !b.present.Has(j) {
+			continue
+		}
+		p := b.start.Add(j)
+		s := f.slotOf(p)
+		if s.p == p && (s.st == slotHeld || s.st == slotRestored) {
+			continue
+		}
+		if s.p == p && s.st == slotMissing {
+			f.missing--
+		}
+		if s.p == p && s.st != slotAbandoned || s.p != p {
+			f.st.Abandoned++
+			if !r.dq.push(Delivery{Flow: f.id, PSN: p, Kind: Abandoned}) {
+				r.st.DeliveriesDropped++
+			}
+		}
+		if s.p == p {
+			s.st = slotAbandoned
+		}
+	}
+	if f.set.Ordered {
+		r.drainCursor(f)
+	}
+}
+
+// incomplete handles a block whose round ended unsolved: the next coded request, the FALLBACK
+// request after two coded rounds (C9 a), or abandonment after that (C9 b).
+func (r *Receiver) incomplete(now time.Duration, f *rflow, b *rblock) {
+	if !b.incomplete {
+		b.incomplete = true
+		f.st.BlocksIncomplete++
+		f.iv.IncompleteBlocks++
+	}
+	switch {
+	case b.fellBack:
+		r.abandon(f, b, false)
+	case b.rounds < 2 && b.cfg.Scheme == wire.SchemeCauchy:
+		if b.rounds > 0 {
+			f.st.RequestRetries++
+		}
+		r.request(now, f, b, false)
+	default:
+		f.st.BlocksFallback++
+		r.request(now, f, b, true)
+	}
+}
+
+// blockTimeout is a block's timer: the reorder allowance after its first REPAIR, or 1.5 SRTT
+// after a request without an answer that solved it (C7 f).
+func (r *Receiver) blockTimeout(now time.Duration, f *rflow, b *rblock) {
+	b.haveDue = false
+	if !b.decoding {
+		if err := r.ensureDecoder(f, b); err != nil {
+			r.abandon(f, b, false)
+			return
+		}
+	}
+	if st := b.dec.Status(); st.U == 0 || st.Solvable() {
+		r.tryDecode(f, b)
+		return
+	}
+	r.incomplete(now, f, b)
+}
+
+// request sends a block-form REPAIR_REQUEST: L = the unknown sources, r = the usable repair
+// symbols held, M_s = X - r + delta (delta 1 above one percent loss), never above X.
+func (r *Receiver) request(now time.Duration, f *rflow, b *rblock, fallback bool) {
+	if !b.decoding {
+		if err := r.ensureDecoder(f, b); err != nil {
+			r.abandon(f, b, false)
+			return
+		}
+	}
+	st := b.dec.Status()
+	delta := 0
+	if f.est.P() > 0.01 {
+		delta = 1
+	}
+	x := st.U
+	ms := min(x, max(0, x-st.Usable+delta))
+	id := r.nextRequestID(f)
+	m := wire.RepairRequest{FlowID: f.id, Fallback: fallback, RequestID: id, ConfigID: b.cfg.ID,
+		Scheme: b.cfg.Scheme, K: uint8(b.k), RepairsHeld: uint8(min(st.Usable, 255)), BlockStartPSN: b.start,
+		SuggestedM: uint8(ms), Lost: st.Unknown}
+	if fallback {
+		b.fellBack = true
+		f.st.FallbackRequests++
+	} else {
+		b.rounds++
+	}
+	b.reqID, b.reqAt = id, now
+	b.due, b.haveDue = now+f.retry(), true
+	if r.send(f.from, &m) {
+		f.st.Requests++
+	}
+}
+
+func (r *Receiver) nextRequestID(f *rflow) uint16 {
+	id := f.nextReq
+	f.nextReq++
+	if f.nextReq == 0 {
+		f.nextReq = 1
+	}
+	return id
+}
+
+// requestRanges asks, in the PSN-range form, for missing PSNs no REPAIR has described, once
+// their reorder allowance has passed; it retries after 1.5 SRTT, asks for FALLBACK after two
+// rounds and then leaves them to the RDMA transport.
+func (r *Receiver) requestRanges(now time.Duration, f *rflow) {
+	ranges := f.lost[:0]
+	fallback := false
+	for i := range f.win {
+		s := &f.win[i]
+		if s.st != slotMissing || f.blockOf(s) != nil || now < s.due {
+			continue
+		}
+		if s.rounds >= 3 {
+			s.st = slotAbandoned
+			f.missing--
+			f.st.Abandoned++
+			if !r.dq.push(Delivery{Flow: f.id, PSN: s.p, Kind: Abandoned}) {
+				r.st.DeliveriesDropped++
+			}
+			continue
+		}
+		if s.rounds >= 2 {
+			fallback = true
+		}
+		s.rounds++
+		s.due = now + f.retry()
+		if n := len(ranges); n > 0 && ranges[n-1].End() == s.p && ranges[n-1].Count < 255 {
+			ranges[n-1].Count++
+		} else if n < cap(ranges) {
+			ranges = append(ranges, psn.Range{Start: s.p, Count: 1})
+		} else {
+			s.rounds-- // no room this time
+			s.due = now
+		}
+	}
+	if f.set.Ordered {
+		r.drainCursor(f)
+	}
+	if len(ranges) == 0 {
+		return
+	}
+	m := wire.RepairRequest{FlowID: f.id, RangeForm: true, Fallback: fallback, RequestID: r.nextRequestID(f), Ranges: ranges}
+	if r.send(f.from, &m) {
+		f.st.RangeRequests++
+		if fallback {
+			f.st.FallbackRequests++
+		}
+	}
+}

@@ -1,0 +1,57 @@
+package crf
+
+// FlowStats are one flow's counters, one for every outcome.
+type FlowStats struct {
+	Sources, SourcesCE, Duplicates, DuplicateMismatch, Late, Expected uint64
+	ReadAbsent, SourceAtAbsent, SourceTooLong, WindowJumps            uint64
+	Forwarded, HeldPackets, Released, HoldOverflows, GapsSkipped      uint64
+	Superseded                                                        uint64 // late originals not forwarded: the restored copy goes out in order
+
+	Repairs, RepairsCE, RepairDuplicate, RepairUnknownConfig, RepairBadScheme uint64
+	RepairBadK, RepairBadT, RepairInconsistent, RepairLate, RepairOverlap     uint64
+	RepairRejected, InfoReceived, SourceCopies                                uint64
+
+	BlocksCreated, BlocksComplete, BlocksDecoded, BlocksIncomplete, BlocksEvicted uint64
+	BlocksFallback, BlocksAbandoned, BlocksFullyReceived                          uint64
+
+	Restored, RestoredSourceCopy, ICRCMismatch, Abandoned, DecodeErrors uint64
+	Requests, RangeRequests, FallbackRequests, RequestRetries           uint64
+	LossReports, RTTSamples                                             uint64
+}
+
+// add accumulates o into s.
+func (s *FlowStats) add(o *FlowStats) {
+	a := []*uint64{&s.Sources, &s.SourcesCE, &s.Duplicates, &s.DuplicateMismatch, &s.Late, &s.Expected,
+		&s.ReadAbsent, &s.SourceAtAbsent, &s.SourceTooLong, &s.WindowJumps, &s.Forwarded, &s.HeldPackets,
+		&s.Released, &s.HoldOverflows, &s.GapsSkipped, &s.Superseded, &s.Repairs, &s.RepairsCE, &s.RepairDuplicate,
+		&s.RepairUnknownConfig, &s.RepairBadScheme, &s.RepairBadK, &s.RepairBadT, &s.RepairInconsistent,
+		&s.RepairLate, &s.RepairOverlap, &s.RepairRejected, &s.InfoReceived, &s.SourceCopies,
+		&s.BlocksCreated, &s.BlocksComplete, &s.BlocksDecoded, &s.BlocksIncomplete, &s.BlocksEvicted,
+		&s.BlocksFallback, &s.BlocksAbandoned, &s.BlocksFullyReceived, &s.Restored, &s.RestoredSourceCopy,
+		&s.ICRCMismatch, &s.Abandoned, &s.DecodeErrors, &s.Requests, &s.RangeRequests, &s.FallbackRequests,
+		&s.RequestRetries, &s.LossReports, &s.RTTSamples}
+	b := []uint64{o.Sources, o.SourcesCE, o.Duplicates, o.DuplicateMismatch, o.Late, o.Expected,
+		o.ReadAbsent, o.SourceAtAbsent, o.SourceTooLong, o.WindowJumps, o.Forwarded, o.HeldPackets,
+		o.Released, o.HoldOverflows, o.GapsSkipped, o.Superseded, o.Repairs, o.RepairsCE, o.RepairDuplicate,
+		o.RepairUnknownConfig, o.RepairBadScheme, o.RepairBadK, o.RepairBadT, o.RepairInconsistent,
+		o.RepairLate, o.RepairOverlap, o.RepairRejected, o.InfoReceived, o.SourceCopies,
+		o.BlocksCreated, o.BlocksComplete, o.BlocksDecoded, o.BlocksIncomplete, o.BlocksEvicted,
+		o.BlocksFallback, o.BlocksAbandoned, o.BlocksFullyReceived, o.Restored, o.RestoredSourceCopy,
+		o.ICRCMismatch, o.Abandoned, o.DecodeErrors, o.Requests, o.RangeRequests, o.FallbackRequests,
+		o.RequestRetries, o.LossReports, o.RTTSamples}
+	for i := range a {
+		*a[i] += b[i]
+	}
+}
+
+// Stats are the Receiver's counters: its own, and the sum over every flow it served.
+type Stats struct {
+	Flows FlowStats
+
+	HelloReceived, HelloDuplicate, HelloRefused, HelloAckSent, FlowsOpened uint64
+	ParamUpdates, ParamAccepted, ParamRejected, ConfigsReleased            uint64
+	CloseSent, CloseReceived                                               uint64
+	CloseSentByReason, CloseReceivedByReason                               [6]uint64
+	MessagesIgnored, MessagesMalformed, MessagesWrongSource, UnknownFlow   uint64
+	QueueFull, DeliveriesDropped, EncodeErrors                             uint64
+}

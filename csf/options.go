@@ -1,0 +1,239 @@
+package csf
+
+import (
+	"fmt"
+	"net/netip"
+	"time"
+
+	"github.com/crem-project/crem/flow"
+	"github.com/crem-project/crem/policy"
+	"github.com/crem-project/crem/wire"
+)
+
+// Option configures a Sender; it returns an error for a value it cannot use.
+type Option func(*options) error
+
+type options struct {
+	desc       flow.Descriptor
+	crf        netip.AddrPort
+	limits     flow.Limits
+	mtu        int
+	rand       func() uint64
+	initialRTT time.Duration
+
+	scheme wire.Scheme
+	k, m   int
+	t      int // 0: derived from the RDMA MTU
+	adapt  bool
+
+	epsilon, rho   float64
+	ceCongested    float64
+	repairFraction float64
+	burstGapMin    time.Duration
+	idle           time.Duration
+	holdOff        time.Duration
+	maxHeld        int
+	reporters      []netip.Addr
+	reverseQP      uint32
+	haveReverseQP  bool
+	queue          int
+}
+
+func defaults() options {
+	return options{
+		limits: flow.DefaultLimits(), mtu: 1024, initialRTT: flow.DefaultInitialRTT,
+		scheme: wire.SchemeCauchy, k: policy.DefaultK, m: 0, adapt: true,
+		epsilon: policy.DefaultEpsilon, rho: policy.DefaultRho, ceCongested: 0.05,
+		repairFraction: policy.DefaultRepairFraction, burstGapMin: 50 * time.Microsecond,
+		idle: 30 * time.Second, holdOff: 10 * time.Second, queue: 4096,
+	}
+}
+
+// WithFlow names the protected flow (required).
+func WithFlow(d flow.Descriptor) Option {
+	return func(o *options) error {
+		if err := d.Check(); err != nil {
+			return fmt.Errorf("csf: WithFlow: %w", err)
+		}
+		o.desc = d
+		return nil
+	}
+}
+
+// WithCRF sets the address and CREM port of the receiver function (required: there is no
+// default CREM port, RULINGS C14).
+func WithCRF(a netip.AddrPort) Option {
+	return func(o *options) error {
+		if !a.IsValid() || a.Port() == 0 {
+			return fmt.Errorf("csf: WithCRF(%v): need an address and a CREM port (no default port, C14)", a)
+		}
+		o.crf = a
+		return nil
+	}
+}
+
+// WithLimits sets the sender's own limits for HELLO.
+func WithLimits(l flow.Limits) Option {
+	return func(o *options) error {
+		if err := l.Check(); err != nil {
+			return fmt.Errorf("csf: WithLimits: %w", err)
+		}
+		o.limits = l
+		return nil
+	}
+}
+
+// WithRDMAMTU sets the RDMA connection's MTU (payload octets per packet), announced in HELLO.
+func WithRDMAMTU(mtu int) Option {
+	return func(o *options) error {
+		if mtu < 1 || mtu > 0xffff {
+			return fmt.Errorf("csf: WithRDMAMTU(%d): want 1..65535", mtu)
+		}
+		o.mtu = mtu
+		return nil
+	}
+}
+
+// WithRandom sets the source of the HELLO nonce (required: no global randomness).
+func WithRandom(r func() uint64) Option {
+	return func(o *options) error {
+		if r == nil {
+			return fmt.Errorf("csf: WithRandom(nil)")
+		}
+		o.rand = r
+		return nil
+	}
+}
+
+// WithInitialRTT sets the RTT assumed before the first sample (RULINGS C4; default 10 ms).
+func WithInitialRTT(d time.Duration) Option {
+	return func(o *options) error {
+		if d <= 0 {
+			return fmt.Errorf("csf: WithInitialRTT(%v): want > 0", d)
+		}
+		o.initialRTT = d
+		return nil
+	}
+}
+
+// WithConfig sets the first configuration's scheme, k, m and T (T 0: the RDMA MTU plus the
+// largest RoCEv2 header, ICRC and length prefix). It is clipped to the effective limits.
+func WithConfig(s wire.Scheme, k, m, T int) Option {
+	return func(o *options) error {
+		if s != wire.SchemeCauchy && s != wire.SchemeXOR {
+			return fmt.Errorf("csf: WithConfig: scheme %v cannot be a configuration", s)
+		}
+		if k < 1 || k > 255 || m < 0 || k+m > 255 || (T != 0 && (T < 2 || T > 0xffff)) {
+			return fmt.Errorf("csf: WithConfig(k=%d, m=%d, T=%d): out of range", k, m, T)
+		}
+		o.scheme, o.k, o.m, o.t = s, k, m, T
+		return nil
+	}
+}
+
+// WithAdaptation turns the RECOMMENDED policy (RULINGS C6) on or off; off keeps m as configured.
+func WithAdaptation(on bool) Option {
+	return func(o *options) error { o.adapt = on; return nil }
+}
+
+// WithPolicy sets epsilon and rho of the binomial choice of m (defaults 1e-4 and 0.01).
+func WithPolicy(epsilon, rho float64) Option {
+	return func(o *options) error {
+		if epsilon <= 0 || epsilon >= 1 || rho <= 0 || rho >= 1 {
+			return fmt.Errorf("csf: WithPolicy(%g, %g): want values in (0, 1)", epsilon, rho)
+		}
+		o.epsilon, o.rho = epsilon, rho
+		return nil
+	}
+}
+
+// WithRepairFraction sets the repair budget's share of the source rate (C11 b; default 0.5).
+func WithRepairFraction(f float64) Option {
+	return func(o *options) error {
+		if f <= 0 || f > 16 {
+			return fmt.Errorf("csf: WithRepairFraction(%g): want (0, 16]", f)
+		}
+		o.repairFraction = f
+		return nil
+	}
+}
+
+// WithBurstGap sets the floor of the burst gap that closes an open block (C5; default 50 us).
+func WithBurstGap(d time.Duration) Option {
+	return func(o *options) error {
+		if d <= 0 {
+			return fmt.Errorf("csf: WithBurstGap(%v): want > 0", d)
+		}
+		o.burstGapMin = d
+		return nil
+	}
+}
+
+// WithIdleTimeout sets how long without source packets ends the flow with CLOSE reason 1 (C15).
+func WithIdleTimeout(d time.Duration) Option {
+	return func(o *options) error {
+		if d <= 0 {
+			return fmt.Errorf("csf: WithIdleTimeout(%v): want > 0", d)
+		}
+		o.idle = d
+		return nil
+	}
+}
+
+// WithHoldOff sets the wait before HELLO is tried again after eight unanswered attempts (C3).
+func WithHoldOff(d time.Duration) Option {
+	return func(o *options) error {
+		if d <= 0 {
+			return fmt.Errorf("csf: WithHoldOff(%v): want > 0", d)
+		}
+		o.holdOff = d
+		return nil
+	}
+}
+
+// WithMaxHeldBlocks bounds the blocks whose sources are kept for retransmission (default twice
+// the CRF's Max Open Blocks). The oldest is dropped, and counted, when a new block needs room.
+func WithMaxHeldBlocks(n int) Option {
+	return func(o *options) error {
+		if n < 2 || n > 1<<16 {
+			return fmt.Errorf("csf: WithMaxHeldBlocks(%d): want 2..65536", n)
+		}
+		o.maxHeld = n
+		return nil
+	}
+}
+
+// WithReporters sets the path reporters whose PATH_REPORT is accepted (C14); none by default.
+func WithReporters(addrs ...netip.Addr) Option {
+	return func(o *options) error {
+		for _, a := range addrs {
+			if !a.IsValid() {
+				return fmt.Errorf("csf: WithReporters: invalid address %v", a)
+			}
+			o.reporters = append(o.reporters, a.Unmap())
+		}
+		return nil
+	}
+}
+
+// WithReverseQP makes ObserveReverse accept only ACKs to this queue pair (the requester's QP).
+func WithReverseQP(qp uint32) Option {
+	return func(o *options) error {
+		if qp > 0xffffff {
+			return fmt.Errorf("csf: WithReverseQP(%#x): exceeds 24 bits", qp)
+		}
+		o.reverseQP, o.haveReverseQP = qp, true
+		return nil
+	}
+}
+
+// WithQueue bounds the datagrams waiting for Drain (default 4096); more are dropped and counted.
+func WithQueue(n int) Option {
+	return func(o *options) error {
+		if n < 1 {
+			return fmt.Errorf("csf: WithQueue(%d): want >= 1", n)
+		}
+		o.queue = n
+		return nil
+	}
+}

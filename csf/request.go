@@ -1,0 +1,176 @@
+package csf
+
+import (
+	"time"
+
+	"github.com/crem-project/crem/psn"
+	"github.com/crem-project/crem/wire"
+)
+
+// onRequest answers a REPAIR_REQUEST (draft, Coded Retransmission; RULINGS C8).
+func (s *Sender) onRequest(now time.Duration, msg []byte) {
+	m, err := wire.ParseRepairRequest(msg)
+	if err != nil {
+		s.stats.MessagesMalformed++
+		return
+	}
+	s.stats.RequestsReceived++
+	if m.Fallback {
+		s.stats.FallbackRequests++
+	}
+	if s.mOverride {
+		// C11 f: the breaker stops coded retransmission; recovery is the RDMA transport's.
+		s.stats.RequestsBreaker++
+		return
+	}
+	if m.RangeForm {
+		s.stats.RangeRequests++
+		s.onRanges(now, &m)
+		return
+	}
+	i := -1
+	for j := range s.blocks {
+		if b := &s.blocks[j]; b.used && b.closed && b.start == m.BlockStartPSN {
+			i = j
+			break
+		}
+	}
+	if i < 0 || s.blocks[i].cfg.ID != m.ConfigID || s.blocks[i].k != int(m.K) {
+		s.stats.RequestsUnknownBlock++
+		return
+	}
+	b := &s.blocks[i]
+	if !b.present.Contains(&m.Lost) {
+		s.stats.RequestsAbsent++
+		return
+	}
+	s.consider(now, b, request{valid: true, id: m.RequestID, lost: m.Lost, r: int(m.RepairsHeld),
+		ms: int(m.SuggestedM), fallback: m.Fallback})
+}
+
+// consider applies C8's pacing: each Request ID once; at most one answer per block per SRTT,
+// a sooner request deferred (not dropped) until SRTT has passed since the last answer.
+func (s *Sender) consider(now time.Duration, b *block, r request) {
+	if b.answeredID(r.id) || (b.deferred.valid && b.deferred.id == r.id) {
+		s.stats.RequestsDuplicate++
+		return
+	}
+	if r.lost.Empty() {
+		s.stats.RequestsAbsent++
+		return
+	}
+	if b.answered && now-b.answeredAt < s.srtt() {
+		s.stats.RequestsDeferred++
+		b.deferred = r
+		b.deferredDue = b.answeredAt + s.srtt()
+		return
+	}
+	s.answer(now, b, r)
+}
+
+// answer sends the coded retransmission, or Source Copy symbols for a FALLBACK request or where
+// coded retransmission is impossible (XOR, no Repair Index left).
+func (s *Sender) answer(now time.Duration, b *block, r request) {
+	b.remember(r.id)
+	b.answered, b.answeredAt = true, now
+	s.stats.RequestsAnswered++
+	x := r.lost.Count()
+	left := 255 - b.k - b.nextIndex
+	if r.fallback || b.cfg.Scheme != wire.SchemeCauchy || left < 1 {
+		if !r.fallback && left < 1 {
+			s.stats.RequestsNoIndex++
+		}
+		s.sourceCopy(b, r)
+		// C9: the sources go after a give-up time unless the RDMA transport acknowledges first.
+		b.giveUpAt = now + 4*s.srtt()
+		return
+	}
+	delta := 0
+	if s.est.P() > 0.01 {
+		delta = 1
+	}
+	m := min(x, max(r.ms, x-r.r+delta), left)
+	syms := s.encode(b, b.nextIndex, m, r.lost)
+	if syms == nil {
+		return
+	}
+	first := b.nextIndex
+	b.nextIndex += m
+	for n := range m {
+		// No LAST on a coded retransmission: the Appendix's REPAIR (flags 0x80) has none;
+		// the CRF judges the round by its 1.5 SRTT retry timer (E5).
+		rep := wire.Repair{Retx: true, Scheme: wire.SchemeCauchy, RepairIndex: uint8(first + n),
+			RepairSessionID: r.id, Lost: r.lost, Symbol: syms[n]}
+		if s.sendRepair(b, rep) {
+			s.stats.RetxSent++
+		}
+	}
+}
+
+// sourceCopy sends source symbol j unmodified for every j in L (scheme 0, C1).
+func (s *Sender) sourceCopy(b *block, r request) {
+	n, x := 0, r.lost.Count()
+	r.lost.Each(func(j int) {
+		n++
+		rep := wire.Repair{Scheme: wire.SchemeSourceCopy, RepairIndex: uint8(j), RepairSessionID: r.id,
+			Last: n == x, Symbol: b.syms[j][:b.cfg.T]}
+		if s.sendRepair(b, rep) {
+			s.stats.SourceCopySent++
+		}
+	})
+}
+
+// onRanges maps a PSN-range request onto the held blocks and answers each with r = 0; a range
+// that names absent positions gets an INFO message for its block (C8).
+func (s *Sender) onRanges(now time.Duration, m *wire.RepairRequest) {
+	var lost [maxRangeBlocks]psn.Bitmap
+	var info [maxRangeBlocks]bool
+	var idx [maxRangeBlocks]int
+	nb := 0
+	for _, rg := range m.Ranges {
+		for c := uint32(0); c < rg.Count; c++ {
+			p := rg.Start.Add(int(c))
+			i := s.find(p)
+			if i < 0 || !s.blocks[i].closed {
+				s.stats.RequestsUnknownBlock++
+				continue
+			}
+			slot := -1
+			for n := 0; n < nb; n++ {
+				if idx[n] == i {
+					slot = n
+				}
+			}
+			if slot < 0 {
+				if nb == maxRangeBlocks {
+					continue
+				}
+				slot, idx[nb] = nb, i
+				nb++
+			}
+			b := &s.blocks[i]
+			j := int(b.start.Forward(p))
+			if b.present.Has(j) {
+				lost[slot].Set(j)
+			} else {
+				info[slot] = true
+			}
+		}
+	}
+	for n := 0; n < nb; n++ {
+		b := &s.blocks[idx[n]]
+		if info[n] {
+			s.stats.RequestsAbsent++
+			if s.sendRepair(b, wire.Repair{Info: true, Scheme: b.cfg.Scheme}) {
+				s.stats.InfoSent++
+			}
+		}
+		if !lost[n].Empty() {
+			x := lost[n].Count()
+			s.consider(now, b, request{valid: true, id: m.RequestID, lost: lost[n], r: 0, ms: x, fallback: m.Fallback})
+		}
+	}
+}
+
+// maxRangeBlocks bounds the blocks one PSN-range request can name.
+const maxRangeBlocks = 64

@@ -1,0 +1,211 @@
+package csf
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+	"time"
+
+	"github.com/crem-project/crem/fec"
+	"github.com/crem-project/crem/flow"
+	"github.com/crem-project/crem/policy"
+	"github.com/crem-project/crem/psn"
+	"github.com/crem-project/crem/wire"
+)
+
+// State is where the Sender's session stands.
+type State int
+
+// The session states.
+const (
+	StateIdle        State = iota // before Start
+	StateHello                    // HELLO sent, waiting for HELLO_ACK
+	StateUnprotected              // eight HELLOs unanswered; waiting for the hold-off (C3)
+	StateEstablished              // HELLO_ACK received: the flow is protected once a configuration is acknowledged
+	StateClosed                   // CLOSE sent or received; all state released
+)
+
+func (s State) String() string {
+	return [...]string{"idle", "hello", "unprotected", "established", "closed"}[s]
+}
+
+// maxAttempts is the draft's bound on HELLO and PARAM_UPDATE attempts.
+const maxAttempts = 8
+
+// Sender is the CREM sender function for one flow.
+type Sender struct {
+	o     options
+	state State
+	stats Stats
+	q     *flow.Queue
+	enc   *fec.Encoder
+	ops   [256]uint8
+
+	// Session.
+	nonce     uint64
+	flowID    uint32
+	bound     netip.AddrPort // where HELLO_ACK came from: every later message goes there (C14)
+	eff       flow.Limits
+	attempts  int
+	attemptAt time.Duration // when the current HELLO attempt went out
+	helloDue  time.Duration // next HELLO retransmission or hold-off end
+	rtt       flow.RTT
+
+	// Configuration.
+	cur     flow.Config
+	haveCfg bool
+	nextID  uint8
+	pend    pendingParam
+
+	// Blocks.
+	blocks   []block
+	open     int // index of the open block, -1 when none
+	seq      uint64
+	next     psn.PSN // the PSN after the newest source
+	haveNext bool
+	lastSrc  time.Duration
+	meanGap  time.Duration
+	scratch  [][]byte
+	idx      []int
+	symbuf   []byte
+
+	// Measurement and policy.
+	est       *policy.Estimator
+	sel       *policy.MSelector
+	budget    *policy.Budget
+	breaker   policy.Breaker
+	mOverride bool // the breaker holds m at zero (C11 f)
+	pathCong  uint32
+	pathDelay bool
+}
+
+type pendingParam struct {
+	active    bool
+	acked     bool
+	cfg       flow.Config
+	effective psn.PSN
+	attempts  int
+	sentAt    time.Duration
+	due       time.Duration
+	rto       time.Duration
+}
+
+// New returns a Sender. WithFlow, WithCRF and WithRandom are required.
+func New(opts ...Option) (*Sender, error) {
+	o := defaults()
+	for _, opt := range opts {
+		if err := opt(&o); err != nil {
+			return nil, err
+		}
+	}
+	switch {
+	case !o.desc.Src.IsValid():
+		return nil, errors.New("csf: New: WithFlow is required")
+	case !o.crf.IsValid():
+		return nil, errors.New("csf: New: WithCRF is required (no default CREM port, C14)")
+	case o.rand == nil:
+		return nil, errors.New("csf: New: WithRandom is required (no global randomness)")
+	}
+	enc, err := fec.NewEncoder()
+	if err != nil {
+		return nil, fmt.Errorf("csf: New: %w", err)
+	}
+	s := &Sender{o: o, q: flow.NewQueue(o.queue), enc: enc, open: -1, rtt: flow.NewRTT(o.initialRTT)}
+	s.ops = opTable()
+	s.est = policy.NewEstimator(o.ceCongested)
+	s.sel = policy.NewMSelector(o.m)
+	s.budget = policy.NewBudget(o.repairFraction, 1)
+	return s, nil
+}
+
+// State returns the session state.
+func (s *Sender) State() State { return s.state }
+
+// FlowID returns the Flow ID the CRF assigned (0 before HELLO_ACK).
+func (s *Sender) FlowID() uint32 { return s.flowID }
+
+// Config returns the configuration in force and whether there is one.
+func (s *Sender) Config() (flow.Config, bool) { return s.cur, s.haveCfg }
+
+// SRTT returns the smoothed round-trip time.
+func (s *Sender) SRTT() time.Duration { return s.rtt.SRTT() }
+
+// Stats returns the counters.
+func (s *Sender) Stats() Stats {
+	st := s.stats
+	st.RTTSamples = s.rtt.Samples()
+	st.BreakerTrips = s.breaker.Trips()
+	return st
+}
+
+// Drain hands every datagram the Sender wants sent to out. A datagram's Payload is valid only
+// during the call.
+func (s *Sender) Drain(out func(flow.Datagram)) { s.q.Drain(out) }
+
+// srtt returns the smoothed RTT, at least 1 ms where the draft sets that floor.
+func (s *Sender) srtt() time.Duration { return s.rtt.SRTT() }
+
+// NextDeadline returns when Tick should next be called, if ever.
+func (s *Sender) NextDeadline() (time.Duration, bool) {
+	var d time.Duration
+	have := false
+	at := func(t time.Duration) {
+		if !have || t < d {
+			d, have = t, true
+		}
+	}
+	switch s.state {
+	case StateHello, StateUnprotected:
+		at(s.helloDue)
+	case StateEstablished:
+		if s.pend.active && !s.pend.acked {
+			at(s.pend.due)
+		}
+		if s.haveNext {
+			at(s.lastSrc + s.o.idle)
+		}
+		if s.open >= 0 {
+			at(s.lastSrc + s.burstGap())
+		}
+		for i := range s.blocks {
+			if t, ok := s.blocks[i].deadline(); ok {
+				at(t)
+			}
+		}
+	}
+	return d, have
+}
+
+// Tick runs every timer that is due at now.
+func (s *Sender) Tick(now time.Duration) {
+	switch s.state {
+	case StateHello:
+		if now >= s.helloDue {
+			s.helloTimeout(now)
+		}
+	case StateUnprotected:
+		if now >= s.helloDue {
+			s.Start(now)
+		}
+	case StateEstablished:
+		if s.haveNext && now >= s.lastSrc+s.o.idle {
+			s.Close(now, wire.ReasonIdle)
+			return
+		}
+		if s.pend.active && !s.pend.acked && now >= s.pend.due {
+			s.paramTimeout(now)
+			if s.state != StateEstablished {
+				return
+			}
+		}
+		if s.open >= 0 && now >= s.lastSrc+s.burstGap() {
+			s.closeBlock(now, s.open, false)
+		}
+		for i := range s.blocks {
+			s.tickBlock(now, i)
+		}
+	}
+}
+
+// burstGap is RULINGS C5's gap: max(floor, 4 x the mean packet gap).
+func (s *Sender) burstGap() time.Duration { return max(s.o.burstGapMin, 4*s.meanGap) }

@@ -1,0 +1,298 @@
+package csf
+
+import (
+	"errors"
+	"net/netip"
+	"time"
+
+	"github.com/crem-project/crem/flow"
+	"github.com/crem-project/crem/psn"
+	"github.com/crem-project/crem/wire"
+)
+
+// Start sends the first HELLO (draft, Session). Calling it again after CLOSE starts a new
+// session with a new nonce.
+func (s *Sender) Start(now time.Duration) {
+	s.release()
+	s.state = StateHello
+	s.nonce = s.o.rand()
+	s.attempts = 0
+	s.sendHello(now)
+}
+
+func (s *Sender) sendHello(now time.Duration) {
+	s.attempts++
+	s.attemptAt = now
+	// Exponential backoff from 1 ms (draft, Session).
+	s.helloDue = now + time.Millisecond<<(s.attempts-1)
+	m := wire.Hello{Capabilities: s.o.limits.Capabilities(s.o.mtu), SenderNonce: s.nonce,
+		Source: s.o.desc.Src, Destination: s.o.desc.Dst, FlowLabel: s.o.desc.DestQP}
+	if s.send(s.o.crf, &m) {
+		s.stats.HelloSent++
+		if s.attempts > 1 {
+			s.stats.HelloRetransmitted++
+		}
+	}
+}
+
+func (s *Sender) helloTimeout(now time.Duration) {
+	if s.attempts < maxAttempts {
+		s.sendHello(now)
+		return
+	}
+	// C3: not fatal; the flow goes unprotected and HELLO is tried again after a hold-off.
+	s.stats.Unprotected++
+	s.state = StateUnprotected
+	s.helloDue = now + s.o.holdOff
+}
+
+// send appends m to the queue for to; false (and counted) when the queue is full.
+func (s *Sender) send(to netip.AddrPort, m wire.Message) bool {
+	b := s.q.Next()
+	if b == nil {
+		s.stats.QueueFull++
+		return false
+	}
+	b, err := m.Append(b)
+	if err != nil {
+		s.stats.EncodeErrors++
+		return false
+	}
+	s.q.Commit(to, b)
+	return true
+}
+
+// Handle takes a CREM message that arrived from from.
+func (s *Sender) Handle(now time.Duration, from netip.AddrPort, msg []byte) {
+	h, err := wire.ParseHeader(msg)
+	if err != nil {
+		if errors.Is(err, wire.ErrDiscard) {
+			s.stats.MessagesIgnored++
+		} else {
+			s.stats.MessagesMalformed++
+		}
+		return
+	}
+	switch h.Type {
+	case wire.TypeHelloAck:
+		s.onHelloAck(now, from, msg)
+		return
+	case wire.TypePathReport:
+		s.onPathReport(now, from, msg)
+		return
+	}
+	if s.state != StateEstablished || h.FlowID != s.flowID {
+		s.stats.MessagesIgnored++
+		return
+	}
+	if from != s.bound {
+		s.stats.MessagesWrongSource++
+		return
+	}
+	switch h.Type {
+	case wire.TypeParamAck:
+		s.onParamAck(now, msg)
+	case wire.TypeRepairRequest:
+		s.onRequest(now, msg)
+	case wire.TypeLossReport:
+		s.onLossReport(now, msg)
+	case wire.TypeClose:
+		m, err := wire.ParseClose(msg)
+		if err != nil {
+			s.stats.MessagesMalformed++
+			return
+		}
+		s.stats.CloseReceived++
+		s.stats.CloseReceivedByReason[min(int(m.Reason), 5)]++
+		s.release()
+		s.state = StateClosed
+	default:
+		s.stats.MessagesIgnored++ // HELLO, PARAM_UPDATE, REPAIR go the other way
+	}
+}
+
+func (s *Sender) onHelloAck(now time.Duration, from netip.AddrPort, msg []byte) {
+	m, err := wire.ParseHelloAck(msg)
+	if err != nil {
+		s.stats.MessagesMalformed++
+		return
+	}
+	if s.state != StateHello || m.SenderNonce != s.nonce || m.FlowID == 0 {
+		// A duplicate after the first, or a blind guess: the nonce is the only proof.
+		s.stats.HelloAckIgnored++
+		return
+	}
+	eff := s.o.limits.Min(flow.LimitsOf(m.Capabilities, int(m.MaxOpenBlocks)))
+	cfg, ok := s.firstConfig(eff)
+	if !ok {
+		s.stats.HelloAckIgnored++
+		return
+	}
+	s.stats.HelloAckAccepted++
+	if s.attempts == 1 { // Karn: no sample from a retransmitted HELLO
+		s.rtt.Sample(now - s.attemptAt)
+	}
+	s.state, s.flowID, s.bound, s.eff = StateEstablished, m.FlowID, from, eff
+	held := s.o.maxHeld
+	if held == 0 {
+		held = 2 * eff.MaxOpenBlocks
+	}
+	s.blocks = make([]block, held)
+	s.lastSrc = now
+	s.nextID = 1
+	s.propose(now, cfg)
+}
+
+// firstConfig clips the configured (scheme, k, m, T) to the effective limits.
+func (s *Sender) firstConfig(eff flow.Limits) (flow.Config, bool) {
+	t := s.o.t
+	if t == 0 {
+		// RDMA MTU + BTH + RETH + ImmDt + ICRC + the 2-octet length prefix.
+		t = s.o.mtu + 12 + 16 + 4 + 4 + 2
+	}
+	c := flow.Config{Scheme: s.o.scheme, K: min(s.o.k, eff.MaxK), M: min(s.o.m, eff.MaxM), T: min(t, eff.MaxT)}
+	if c.Scheme == wire.SchemeXOR {
+		c.M = min(c.M, 1)
+	}
+	if !eff.Schemes.Has(c.Scheme) {
+		c.Scheme = wire.SchemeCauchy
+	}
+	return c, c.Check(eff) == nil
+}
+
+// propose sends PARAM_UPDATE for cfg with a new Config ID (draft, Configuration).
+func (s *Sender) propose(now time.Duration, cfg flow.Config) {
+	cfg.ID = s.nextID
+	s.nextID++
+	if s.nextID == 0 {
+		s.nextID = 1
+	}
+	s.pend = pendingParam{active: true, cfg: cfg, effective: s.effectivePSN(), rto: max(2*s.srtt(), time.Millisecond)}
+	s.sendParam(now)
+}
+
+// effectivePSN is a PSN far enough ahead that PARAM_ACK can arrive before it: the packets of
+// one SRTT at the observed packet rate, at least one block.
+func (s *Sender) effectivePSN() psn.PSN {
+	if !s.haveNext {
+		return 0
+	}
+	ahead := s.cur.K
+	if s.meanGap > 0 {
+		ahead += int(min(s.srtt()/s.meanGap, 1<<20))
+	}
+	if !s.haveCfg {
+		ahead = 0 // nothing is protected yet: the first configuration applies at once
+	}
+	return s.next.Add(ahead)
+}
+
+func (s *Sender) sendParam(now time.Duration) {
+	p := &s.pend
+	p.attempts++
+	p.sentAt = now
+	p.due = now + p.rto
+	m := wire.ParamUpdate{FlowID: s.flowID, ConfigID: p.cfg.ID, Scheme: p.cfg.Scheme, K: uint8(p.cfg.K),
+		M: uint8(p.cfg.M), T: uint16(p.cfg.T), EffectivePSN: p.effective}
+	if s.send(s.bound, &m) {
+		s.stats.ParamUpdateSent++
+		if p.attempts > 1 {
+			s.stats.ParamUpdateRetransmitted++
+		}
+	}
+}
+
+func (s *Sender) paramTimeout(now time.Duration) {
+	p := &s.pend
+	if p.attempts >= maxAttempts {
+		s.Close(now, wire.ReasonParamUnanswered)
+		return
+	}
+	p.rto *= 2
+	// A passed Effective PSN: the old configuration continues and the update goes again
+	// with a later one (draft, Configuration).
+	if s.haveNext && !s.next.Before(p.effective) && s.haveCfg {
+		p.effective = s.effectivePSN()
+	}
+	s.sendParam(now)
+}
+
+func (s *Sender) onParamAck(now time.Duration, msg []byte) {
+	m, err := wire.ParseParamAck(msg)
+	if err != nil {
+		s.stats.MessagesMalformed++
+		return
+	}
+	p := &s.pend
+	if !p.active || p.acked || m.ConfigID != p.cfg.ID {
+		s.stats.ParamAckIgnored++
+		return
+	}
+	if p.attempts == 1 {
+		s.rtt.Sample(now - p.sentAt)
+	}
+	if m.Status != wire.StatusAccepted {
+		// A non-zero Status keeps the current configuration.
+		s.stats.ParamRejected++
+		p.active = false
+		return
+	}
+	s.stats.ParamAccepted++
+	p.acked = true
+	if s.open < 0 {
+		s.maybeApply(s.next) // the next block starts at or after s.next
+	}
+}
+
+// maybeApply switches to the acknowledged configuration for a block starting at start: never
+// before PARAM_ACK, never for a block that starts before the Effective PSN.
+func (s *Sender) maybeApply(start psn.PSN) {
+	p := &s.pend
+	if !p.active || !p.acked || start.Before(p.effective) {
+		return
+	}
+	s.cur, s.haveCfg = p.cfg, true
+	p.active = false
+	s.stats.ConfigsApplied++
+	s.budget.SetBurst(s.cur.K * s.cur.T)
+	if s.haveCfg && s.stats.ConfigsApplied == 1 {
+		s.budget.ObserveSource(1 << 30) // the bucket starts full (P3)
+	}
+}
+
+// Reconfigure proposes a new configuration through PARAM_UPDATE (RULINGS C6 b). It does
+// nothing while another update is outstanding.
+func (s *Sender) Reconfigure(now time.Duration, cfg flow.Config) error {
+	if s.state != StateEstablished {
+		return errors.New("csf: Reconfigure: no established session")
+	}
+	if err := cfg.Check(s.eff); err != nil {
+		return err
+	}
+	if s.pend.active {
+		return errors.New("csf: Reconfigure: an update is outstanding")
+	}
+	s.propose(now, cfg)
+	return nil
+}
+
+// Close sends CLOSE with the reason and releases every state of the flow (RULINGS C2).
+func (s *Sender) Close(now time.Duration, reason wire.Reason) {
+	if s.state == StateEstablished {
+		if s.send(s.bound, &wire.Close{FlowID: s.flowID, Reason: reason}) {
+			s.stats.CloseSent++
+			s.stats.CloseSentByReason[min(int(reason), 5)]++
+		}
+	}
+	s.release()
+	s.state = StateClosed
+}
+
+// release drops every block and the session's bindings.
+func (s *Sender) release() {
+	s.blocks, s.open = nil, -1
+	s.haveCfg, s.pend = false, pendingParam{}
+	s.flowID, s.bound = 0, netip.AddrPort{}
+	s.haveNext = false
+	s.mOverride = false
+}

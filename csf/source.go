@@ -1,0 +1,312 @@
+package csf
+
+import (
+	"bytes"
+	"encoding/binary"
+	"time"
+
+	"github.com/crem-project/crem/fec"
+	"github.com/crem-project/crem/psn"
+	"github.com/crem-project/crem/roce"
+	"github.com/crem-project/crem/wire"
+)
+
+// Observe takes a RoCEv2 packet (the whole UDP payload) that the RDMA sender emits toward the
+// receiver. Packets that take a new PSN become sources (C13); ACKs and CNPs never do.
+func (s *Sender) Observe(now time.Duration, pkt []byte) {
+	s.stats.Observed++
+	if len(pkt) < roce.BTHLen+roce.ICRCLen {
+		s.stats.Malformed++
+		return
+	}
+	op := roce.Opcode(pkt[0])
+	switch s.ops[op] {
+	case opUnknown:
+		s.stats.Malformed++
+		return
+	case opNonSource:
+		s.stats.NonSource++
+		return
+	}
+	if qp := uint32(pkt[5])<<16 | uint32(pkt[6])<<8 | uint32(pkt[7]); qp != s.o.desc.DestQP {
+		s.stats.OtherQP++
+		return
+	}
+	p := psn.PSN(uint32(pkt[9])<<16 | uint32(pkt[10])<<8 | uint32(pkt[11]))
+	n := 1
+	if op == roce.OpReadRequest {
+		if len(pkt) < roce.BTHLen+roce.RETHLen+roce.ICRCLen {
+			s.stats.Malformed++
+			return
+		}
+		dma := binary.BigEndian.Uint32(pkt[roce.BTHLen+12:])
+		n = int(min(op.PSNs(dma, uint32(s.o.mtu)), 1<<22))
+	}
+	s.ObserveSource(now, p, n, pkt)
+}
+
+// ObserveSource takes one packet of the protected direction whose PSN p is known to the
+// driver and which consumes n PSNs (a READ request more than one, C13). Observe calls it; a
+// driver with its own parsing, or payloads that are not RoCEv2, may call it directly.
+func (s *Sender) ObserveSource(now time.Duration, p psn.PSN, n int, payload []byte) {
+	if n < 1 {
+		n = 1
+	}
+	if s.haveNext && p.Before(s.next) {
+		s.retransmission(p, payload)
+		return
+	}
+	s.stats.Sources++
+	if s.haveNext {
+		if gap := s.next.Forward(p); gap > 0 {
+			s.stats.SkippedPSNs += uint64(gap)
+		}
+		g := now - s.lastSrc
+		s.meanGap += (g - s.meanGap) / 8
+	}
+	s.haveNext, s.next, s.lastSrc = true, p.Add(n), now
+	if s.state != StateEstablished {
+		s.stats.SourcesUnprotected++
+		return
+	}
+	s.budget.ObserveSource(len(payload))
+	if s.open >= 0 {
+		b := &s.blocks[s.open]
+		if j := b.start.Forward(p); j >= uint32(b.cfg.K) {
+			s.closeBlock(now, s.open, true)
+		}
+	}
+	if s.open < 0 {
+		s.maybeApply(p)
+		if !s.haveCfg {
+			s.stats.SourcesUnprotected++
+			return
+		}
+		s.openBlock(now, p)
+	}
+	b := &s.blocks[s.open]
+	j := int(b.start.Forward(p))
+	if len(payload) > b.cfg.T-2 {
+		// Cannot be coded: left absent, and to the RDMA transport.
+		s.stats.SourceTooLong++
+	} else {
+		sym, err := fec.AppendSymbol(b.syms[j][:0], payload, b.cfg.T)
+		if err != nil {
+			s.stats.EncodeErrors++
+		} else {
+			b.syms[j] = sym
+			b.present.Set(j)
+		}
+	}
+	for r := j + 1; r < j+n && r < b.cfg.K; r++ {
+		b.read.Set(r)
+	}
+	b.k = min(j+n, b.cfg.K)
+	if b.k == b.cfg.K {
+		s.closeBlock(now, s.open, true)
+	}
+}
+
+// retransmission handles a PSN the Sender has seen: it keeps its old position and is not a new
+// source; a copy that differs from the original is counted (the original stays coded).
+func (s *Sender) retransmission(p psn.PSN, payload []byte) {
+	s.stats.Retransmissions++
+	i := s.find(p)
+	if i < 0 {
+		s.stats.RetransmissionUnheld++
+		return
+	}
+	b := &s.blocks[i]
+	j := int(b.start.Forward(p))
+	switch {
+	case b.read.Has(j):
+		s.stats.ReadReissued++ // C13: a re-issued READ is left to the RDMA transport
+	case !b.present.Has(j):
+		s.stats.RetransmissionUnheld++
+	default:
+		sym := b.syms[j]
+		n := int(binary.BigEndian.Uint16(sym))
+		if n != len(payload) || !bytes.Equal(sym[2:2+n], payload) {
+			s.stats.RetransmissionMismatch++
+		}
+	}
+}
+
+// find returns the held block that covers p, or -1.
+func (s *Sender) find(p psn.PSN) int {
+	for i := range s.blocks {
+		if b := &s.blocks[i]; b.used && b.contains(p) {
+			return i
+		}
+	}
+	return -1
+}
+
+// openBlock starts a block at p with the configuration in force, reusing the oldest slot when
+// every slot is held.
+func (s *Sender) openBlock(now time.Duration, p psn.PSN) {
+	slot := -1
+	for i := range s.blocks {
+		if !s.blocks[i].used {
+			slot = i
+			break
+		}
+		if slot < 0 || s.blocks[i].seq < s.blocks[slot].seq {
+			slot = i
+		}
+	}
+	b := &s.blocks[slot]
+	if b.used {
+		s.stats.BlocksEvicted++
+	}
+	syms := b.syms
+	if len(syms) < s.cur.K {
+		syms = append(syms, make([][]byte, s.cur.K-len(syms))...)
+	}
+	s.seq++
+	*b = block{used: true, seq: s.seq, start: p, cfg: s.cur, syms: syms, opened: now}
+	s.open = slot
+	s.stats.BlocksOpened++
+}
+
+// closeBlock closes the open block, full or at the end of a burst (C5), and sends its ordinary
+// repair symbols (draft, Sending Repair).
+func (s *Sender) closeBlock(now time.Duration, i int, full bool) {
+	b := &s.blocks[i]
+	s.open = -1
+	b.closed, b.closedAt = true, now
+	if full {
+		s.stats.BlocksClosedFull++
+	} else {
+		s.stats.BlocksClosedBurst++
+	}
+	if b.present.Empty() {
+		b.used = false
+		return
+	}
+	m := b.cfg.M
+	if b.cfg.Scheme == wire.SchemeXOR {
+		m = min(m, 1)
+	}
+	if s.mOverride {
+		if m > 0 {
+			s.stats.RepairSkippedBreaker += uint64(m)
+		}
+		m = 0
+	}
+	m = min(m, 255-b.k)
+	b.ordinary = m
+	burst := min(m, 4)
+	s.sendOrdinary(b, burst, m)
+	if m > burst {
+		// C11 c: beyond a burst of 4, paced over at most the block's own duration.
+		b.pacedLeft = m - burst
+		b.pacedStep = (b.closedAt - b.opened) / time.Duration(b.pacedLeft+1)
+		b.pacedAt = now + b.pacedStep
+	}
+}
+
+// sendOrdinary computes and sends the next n ordinary symbols of b; total is the round's
+// count, so that the one with index total-1 carries LAST.
+func (s *Sender) sendOrdinary(b *block, n, total int) {
+	if n <= 0 {
+		return
+	}
+	first := b.nextIndex
+	if b.cfg.Scheme == wire.SchemeXOR && first > 0 {
+		return // one symbol only
+	}
+	syms := s.encode(b, first, n, b.present)
+	if syms == nil {
+		return
+	}
+	b.nextIndex += n
+	for r := range n {
+		last := first+r == total-1
+		if s.sendRepair(b, wire.Repair{Scheme: b.cfg.Scheme, RepairIndex: uint8(first + r), Last: last, Symbol: syms[r]}) {
+			s.stats.RepairSent++
+		}
+	}
+}
+
+// encode computes n symbols with Repair Indices first.. over the set L into scratch buffers.
+func (s *Sender) encode(b *block, first, n int, over psn.Bitmap) [][]byte {
+	T := b.cfg.T
+	if cap(s.symbuf) < n*T {
+		s.symbuf = make([]byte, n*T)
+	}
+	s.scratch, s.idx = s.scratch[:0], s.idx[:0]
+	for r := range n {
+		s.scratch = append(s.scratch, s.symbuf[r*T:(r+1)*T])
+		s.idx = append(s.idx, first+r)
+	}
+	src := b.syms[:b.k]
+	var err error
+	if b.cfg.Scheme == wire.SchemeXOR {
+		err = s.enc.XOR(s.scratch[0], over, src)
+	} else {
+		err = s.enc.Encode(s.scratch, s.idx, over, src)
+	}
+	if err != nil {
+		s.stats.EncodeErrors++
+		return nil
+	}
+	return s.scratch
+}
+
+// sendRepair fills in the block's fields, passes the repair budget (C11 b) and queues m.
+func (s *Sender) sendRepair(b *block, m wire.Repair) bool {
+	m.FlowID, m.ConfigID, m.K, m.BlockStartPSN, m.Present = s.flowID, b.cfg.ID, uint8(b.k), b.start, b.present
+	// The bucket counts symbol octets: its burst is one block, k x T (C11 b).
+	if !s.budget.Take(len(m.Symbol)) {
+		s.stats.RepairDeniedBudget++
+		return false
+	}
+	return s.send(s.bound, &m)
+}
+
+// tickBlock runs block i's timers.
+func (s *Sender) tickBlock(now time.Duration, i int) {
+	b := &s.blocks[i]
+	if !b.used || !b.closed {
+		return
+	}
+	for b.pacedLeft > 0 && now >= b.pacedAt {
+		b.pacedLeft--
+		b.pacedAt += b.pacedStep
+		s.stats.RepairPaced++
+		s.sendOrdinary(b, 1, b.ordinary)
+	}
+	if b.deferred.valid && now >= b.deferredDue {
+		r := b.deferred
+		b.deferred.valid = false
+		s.answer(now, b, r)
+	}
+	if b.giveUpAt > 0 && now >= b.giveUpAt {
+		s.stats.BlocksGivenUp++
+		b.used = false
+	}
+}
+
+// Opcode classes, tabulated once per Sender from roce's opcode table (the per-packet path
+// then costs one load).
+const (
+	opUnknown uint8 = iota
+	opNonSource
+	opSource
+)
+
+func opTable() (t [256]uint8) {
+	for op := range t {
+		info := roce.Opcode(op).Info()
+		switch {
+		case !info.Known:
+			t[op] = opUnknown
+		case !info.Source:
+			t[op] = opNonSource
+		default:
+			t[op] = opSource
+		}
+	}
+	return t
+}

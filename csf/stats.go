@@ -1,0 +1,38 @@
+package csf
+
+// Stats are the Sender's counters: one for every outcome, the bad ones most of all.
+type Stats struct {
+	// Session.
+	HelloSent, HelloRetransmitted, HelloAckAccepted, HelloAckIgnored uint64
+	Unprotected                                                      uint64 // episodes of eight unanswered HELLOs (C3)
+	ParamUpdateSent, ParamUpdateRetransmitted, ParamAccepted         uint64
+	ParamRejected, ParamAckIgnored                                   uint64
+	ConfigsApplied                                                   uint64
+	CloseSent, CloseReceived                                         uint64
+	CloseSentByReason, CloseReceivedByReason                         [6]uint64
+	RTTSamples                                                       uint64
+
+	// Packets observed.
+	Observed, Malformed, NonSource, OtherQP           uint64
+	Sources, SourcesUnprotected, SourceTooLong        uint64
+	Retransmissions, RetransmissionMismatch           uint64
+	RetransmissionUnheld, ReadReissued, SkippedPSNs   uint64
+	BlocksOpened, BlocksClosedFull, BlocksClosedBurst uint64
+	BlocksAcked, BlocksGivenUp, BlocksEvicted         uint64
+	ReverseObserved, ReverseIgnored, ReverseAcks      uint64
+
+	// Repair sent.
+	RepairSent, RepairPaced, RetxSent, SourceCopySent, InfoSent, ExtraSent uint64
+	RepairDeniedBudget, RepairSkippedBreaker, QueueFull                    uint64
+
+	// Requests.
+	RequestsReceived, RequestsAnswered, RequestsDeferred, RequestsDuplicate uint64
+	RequestsUnknownBlock, RequestsAbsent, RequestsBreaker, RequestsNoIndex  uint64
+	RangeRequests, FallbackRequests                                         uint64
+
+	// Reports and messages.
+	LossReports, PathReports, PathReportsRejected, PathReportDrops uint64
+	BreakerTrips, MChanges                                         uint64
+	MessagesIgnored, MessagesMalformed, MessagesWrongSource        uint64
+	EncodeErrors                                                   uint64
+}
