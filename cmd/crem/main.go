@@ -26,6 +26,7 @@ func commands() []command {
 		{"wire", "decode a CREM message from hex into JSON", runWire},
 		{"pcap", "check the ICRC of every RoCEv2 packet in a capture", runPcap},
 		{"netem", "impair UDP between clients and a server: loss, delay, jitter, rate, queue, ECN", runNetem},
+		{"perf", "measure the RoCEv2 RC queue pair (gbn, sr, tcaeth), perftest style", runPerf},
 		{"version", "print the version of crem", runVersion},
 	}
 }

@@ -1,0 +1,139 @@
+package rc
+
+import (
+	"time"
+
+	"github.com/crem-project/crem/psn"
+	"github.com/crem-project/crem/roce"
+)
+
+// afterData decides whether a new request packet triggers an ACK.
+func (r *responder) afterData(q *QP, ackReq, opened bool) {
+	if r.cfg.Mode == ModeTCAETH {
+		if r.batchCount == 0 {
+			r.batchStart = q.now
+		}
+		r.batchCount++
+		switch {
+		case ackReq:
+			q.stats.AckTriggerImmediate++
+		case opened:
+			// A new gap: report the range below it in its final extent now, before the
+			// sender's loss decision can take its unreported tail for lost (protocol notes R6).
+			q.stats.AckTriggerGap++
+		case q.now-r.batchStart >= r.cfg.TThresh:
+			q.stats.AckTriggerTime++ // Condition A
+		case r.batchCount >= q.cthresh:
+			q.stats.AckTriggerCount++ // Condition B
+		default:
+			return
+		}
+		r.sendAck(q)
+		return
+	}
+	if r.pending == 0 {
+		r.pendingSince = q.now
+	}
+	r.pending++
+	if ackReq || r.pending >= r.cfg.AckEvery {
+		r.sendAck(q)
+	}
+}
+
+// sendAck sends an ACK (an extended one in tcaeth, T2) and starts a new batch.
+func (r *responder) sendAck(q *QP) {
+	p := roce.Packet{BTH: roce.BTH{OpCode: roce.OpAcknowledge, PSN: r.epsn.Add(-1)},
+		AETH: roce.ACK(roce.CreditInvalid, r.msn)}
+	r.extend(&p)
+	q.emit(&p)
+	q.stats.AckPackets++
+	r.pending, r.batchCount = 0, 0
+}
+
+// extend adds the T/C AETH to an acknowledgement of an extended QP.
+func (r *responder) extend(p *roce.Packet) {
+	if r.cfg.Mode != ModeTCAETH {
+		return
+	}
+	p.Headers |= roce.HasTCAETH
+	p.TCAETH = roce.TCAETH{LastFinished: r.epsn.Add(-1)}
+	r.ackSeq++
+	r.ranges.report(&p.TCAETH, r.epsn, r.recent, r.hasRecent, r.ackSeq)
+}
+
+func (r *responder) sendNAK(q *QP, a roce.AETH, p psn.PSN) {
+	pk := roce.Packet{BTH: roce.BTH{OpCode: roce.OpAcknowledge, PSN: p}, AETH: a}
+	if r.cfg.Mode == ModeTCAETH {
+		r.extend(&pk)
+		pk.BTH.PSN = pk.TCAETH.LastFinished // T2: the BTH PSN of an extended ACK is Last Finished
+		if p != pk.BTH.PSN.Add(1) {
+			// The NAKed PSN is then the one after Last Finished; a NAK for a held packet
+			// further ahead waits for its turn (the walker NAKs in order).
+			return
+		}
+	}
+	q.emit(&pk)
+	q.stats.NAKPackets++
+}
+
+func (r *responder) sendAtomicAck(q *QP, p psn.PSN, orig uint64) {
+	pk := roce.Packet{BTH: roce.BTH{OpCode: roce.OpAtomicAcknowledge, PSN: p},
+		AETH: roce.ACK(roce.CreditInvalid, r.msn), AtomicAckETH: roce.AtomicAckETH{OrigRemData: orig}}
+	r.extend(&pk)
+	q.emit(&pk)
+	q.stats.AckPackets++
+}
+
+// sendRead sends the next paced READ response.
+func (r *responder) sendRead(q *QP) int {
+	if len(r.reads) == 0 {
+		return 0
+	}
+	j := &r.reads[0]
+	i := j.next
+	mtu := r.cfg.MTU
+	pk := roce.Packet{BTH: roce.BTH{PSN: j.p.Add(i)}, AETH: roce.ACK(roce.CreditInvalid, r.msn)}
+	switch {
+	case j.n == 1:
+		pk.BTH.OpCode = roce.OpReadResponseOnly
+	case i == 0:
+		pk.BTH.OpCode = roce.OpReadResponseFirst
+	case i == j.n-1:
+		pk.BTH.OpCode = roce.OpReadResponseLast
+	default:
+		pk.BTH.OpCode = roce.OpReadResponseMiddle
+	}
+	lo := min(i*mtu, len(j.buf))
+	pk.Payload = j.buf[lo:min(len(j.buf), lo+mtu)]
+	q.emit(&pk)
+	if j.retx {
+		q.stats.RetransmittedPackets++
+	} else {
+		q.stats.DataPackets++
+	}
+	j.next++
+	if j.next == j.n {
+		r.reads = r.reads[1:]
+		if len(r.reads) == 0 {
+			r.reads = nil
+		}
+	}
+	return pk.Len()
+}
+
+// timers sends the ACK that a coalescing delay or the T6 timer holds back.
+func (r *responder) timers(q *QP) {
+	if t, ok := r.deadline(q); ok && q.now >= t {
+		if r.cfg.Mode == ModeTCAETH {
+			q.stats.AckTriggerTime++
+		}
+		r.sendAck(q)
+	}
+}
+
+func (r *responder) deadline(q *QP) (time.Duration, bool) {
+	if r.cfg.Mode == ModeTCAETH {
+		return r.batchStart + r.cfg.TThresh, r.batchCount > 0
+	}
+	return r.pendingSince + r.cfg.TThresh, r.pending > 0
+}

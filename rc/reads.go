@@ -1,0 +1,127 @@
+package rc
+
+import (
+	"encoding/binary"
+	"time"
+
+	"github.com/crem-project/crem/roce"
+)
+
+func (r *requester) onAtomicAck(q *QP, p *roce.Packet) {
+	if !r.extendedOK(p) {
+		q.stats.Malformed++
+		return
+	}
+	q.stats.AcksReceived++
+	i := psnIndex(r.una, p.BTH.PSN, len(r.tx))
+	if i < 0 || !r.tx[i].w.wr.Op.isAtomic() {
+		q.stats.StaleAcks++
+		return
+	}
+	w := r.tx[i].w
+	if r.cfg.Mode == ModeTCAETH {
+		if r.cumulativeOK(p.TCAETH.LastFinished) {
+			r.ackTo(q, p.TCAETH.LastFinished)
+		}
+		r.onTCAETH(q, &p.TCAETH)
+		r.lastProgress = q.now
+	} else {
+		r.ackTo(q, p.BTH.PSN.Add(-1))
+	}
+	if w.done {
+		q.stats.DuplicateResponses++
+		return
+	}
+	r.retries = 0
+	w.orig = p.AtomicAckETH.OrigRemData
+	binary.LittleEndian.PutUint64(w.wr.Local, w.orig)
+	r.finishResponder(w)
+}
+
+// finishResponder marks a READ or atomic done and its PSNs acknowledged.
+func (r *requester) finishResponder(w *wqe) {
+	w.done = true
+	r.reads--
+	if i := psnIndex(r.una, w.first, len(r.tx)); i >= 0 {
+		for k := i; k < i+w.n && k < len(r.tx); k++ {
+			r.tx[k].acked = true
+		}
+	}
+	r.pop()
+}
+
+func (r *requester) onReadResponse(q *QP, p *roce.Packet) {
+	i := psnIndex(r.una, p.BTH.PSN, len(r.tx))
+	if i < 0 {
+		q.stats.DuplicateResponses++
+		return
+	}
+	e := r.tx[i]
+	w := e.w
+	if w.wr.Op != OpRead {
+		q.stats.Unexpected++
+		return
+	}
+	// A READ response acknowledges every request before the READ, as in IBTA.
+	r.ackTo(q, w.first.Add(-1))
+	if w.done || w.got[e.seg] {
+		q.stats.DuplicateResponses++
+		return
+	}
+	mtu := r.cfg.MTU
+	j := e.seg
+	want := min(mtu, len(w.wr.Local)-j*mtu)
+	if len(p.Payload) != want {
+		q.stats.Malformed++
+		return
+	}
+	copy(w.wr.Local[j*mtu:], p.Payload)
+	w.got[j] = true
+	w.gotN++
+	w.lastProgress = q.now
+	w.retries, r.retries = 0, 0
+	q.stats.ReadResponsesReceived++
+	if w.gotN == w.n {
+		r.finishResponder(w)
+		return
+	}
+	// A response beyond a missing one that was asked for no later than it: the missing one is
+	// lost, as one request's responses come in order (IBTA's READ retry).
+	if j > 0 && !w.got[j-1] && w.asked[j-1] <= w.asked[j] {
+		r.reissueRead(q, w, j, w.asked[j], causeRead)
+	}
+}
+
+// reissueRead asks again for the missing responses of w below limit that were last asked for
+// no later than before: from the first of them to the end in gbn, each missing run in sr and
+// tcaeth.
+func (r *requester) reissueRead(q *QP, w *wqe, limit int, before time.Duration, cause uint8) {
+	lost := func(j int) bool { return !w.got[j] && w.asked[j] <= before }
+	if r.cfg.Mode == ModeGBN {
+		for j := 0; j < limit; j++ {
+			if lost(j) {
+				for k := j; k < w.n; k++ {
+					w.asked[k] = q.now
+				}
+				r.queue(w.first.Add(j), cause, 0)
+				return
+			}
+		}
+		return
+	}
+	runs := 0
+	for j := 0; j < limit && runs < 16; {
+		if !lost(j) {
+			j++
+			continue
+		}
+		k := j
+		for k < w.n && lost(k) {
+			w.asked[k] = q.now
+			k++
+		}
+		r.queue(w.first.Add(j), cause, k-j)
+		runs++
+		j = k
+	}
+}

@@ -1,0 +1,588 @@
+package rc
+
+import (
+	"encoding/binary"
+	"errors"
+	"time"
+
+	"github.com/crem-project/crem/psn"
+	"github.com/crem-project/crem/roce"
+)
+
+// request is one request packet as the responder keeps it: parsed from the wire, or held in
+// the out-of-order buffer.
+type request struct {
+	op      roce.Opcode
+	p       psn.PSN
+	ackReq  bool
+	reth    roce.RETH
+	atomic  roce.AtomicETH
+	imm     uint32
+	payload []byte
+}
+
+// Slot states of the out-of-order buffer.
+const (
+	slotEmpty    = iota
+	slotBuffered // held until its turn
+	slotPlaced   // a WRITE packet already in memory (T9)
+)
+
+type rslot struct {
+	state uint8
+	req   request
+	wc    *wctx
+}
+
+// wctx is an RDMA WRITE message whose first packet (and so its RETH) is known: later packets
+// of it are placed by their PSN distance from the first (T9).
+type wctx struct {
+	first psn.PSN
+	n     int
+	va    uint64
+	buf   []byte // the checked target memory of the whole message
+}
+
+type readJob struct {
+	p    psn.PSN
+	buf  []byte
+	n    int
+	next int
+	retx bool
+}
+
+type atomicResult struct {
+	p     psn.PSN
+	orig  uint64
+	valid bool
+}
+
+// Results of executing a request in order.
+const (
+	execOK = iota
+	execNAK
+	execRNR
+)
+
+// responder is the receiving half of a QP.
+type responder struct {
+	cfg  *Config
+	epsn psn.PSN // next PSN expected in order
+	msn  uint32
+	rq   []RecvWR
+
+	win      int
+	slots    []rslot
+	ranges   rangeSet
+	highest  psn.PSN // sr: the highest PSN accounted for, for NAKing new gaps
+	buffered int
+	writes   []*wctx
+
+	// The message being executed in order.
+	inSend, inWrite bool
+	recv            RecvWR
+	off             int
+	wc              *wctx
+
+	// ACK state. gbn and sr coalesce; tcaeth keeps the batch state of T6.
+	pending      int
+	pendingSince time.Duration
+	nakSent      bool
+	batchStart   time.Duration
+	batchCount   int
+	recent       psn.PSN
+	hasRecent    bool
+	ackSeq       uint64
+	lastImm      time.Duration
+	hasImm       bool
+
+	reads   []readJob
+	atomics [2 * MaxRdAtomic]atomicResult
+	atomicN int
+}
+
+func (r *responder) init(cfg *Config) {
+	r.cfg = cfg
+	r.epsn = cfg.RecvPSN
+	r.highest = cfg.RecvPSN.Add(-1)
+	w := 1
+	for w < cfg.RecvWindow {
+		w <<= 1
+	}
+	r.win = w
+	r.slots = make([]rslot, w)
+}
+
+func (r *responder) slot(p psn.PSN) *rslot { return &r.slots[int(uint32(p))&(r.win-1)] }
+
+func requestOf(p *roce.Packet) request {
+	return request{op: p.BTH.OpCode, p: p.BTH.PSN, ackReq: p.BTH.AckReq, reth: p.RETH,
+		atomic: p.AtomicETH, imm: uint32(p.ImmDt), payload: p.Payload}
+}
+
+// psnsOf returns the PSNs a request consumes.
+func (r *responder) psnsOf(rq *request) int {
+	if rq.op == roce.OpReadRequest {
+		return int(rq.op.PSNs(rq.reth.DMALength, uint32(r.cfg.MTU)))
+	}
+	return 1
+}
+
+// wellFormed checks the rules a request packet must follow on its own: payload lengths of its
+// place in a message, and READ lengths.
+func (r *responder) wellFormed(rq *request) bool {
+	mtu := r.cfg.MTU
+	n := len(rq.payload)
+	switch rq.op {
+	case roce.OpSendFirst, roce.OpSendMiddle, roce.OpWriteFirst, roce.OpWriteMiddle:
+		return n == mtu
+	case roce.OpSendLast, roce.OpSendLastWithImmediate, roce.OpWriteLast, roce.OpWriteLastWithImmediate:
+		return n > 0 && n <= mtu
+	case roce.OpSendOnly, roce.OpSendOnlyWithImmediate:
+		return n <= mtu
+	case roce.OpWriteOnly, roce.OpWriteOnlyWithImmediate:
+		return n <= mtu && uint32(n) == rq.reth.DMALength
+	case roce.OpReadRequest:
+		return rq.reth.DMALength <= 1<<31 && r.psnsOf(rq) < r.cfg.SendBuffer+r.win
+	case roce.OpCompareSwap, roce.OpFetchAdd:
+		return true
+	}
+	return false // SEND with invalidate and the rest are not supported
+}
+
+func (r *responder) handle(q *QP, p *roce.Packet) {
+	rq := requestOf(p)
+	if !r.wellFormed(&rq) {
+		q.stats.Malformed++
+		return
+	}
+	d := psn.Diff(r.epsn, rq.p)
+	switch {
+	case d < 0:
+		r.duplicate(q, &rq, int(-d))
+		return
+	case d >= int32(r.win):
+		q.stats.OutOfWindow++
+		if r.cfg.Mode == ModeGBN && !r.nakSent {
+			// One NAK PSN sequence error per gap.
+			r.nakSent = true
+			q.stats.SeqNAKs++
+			r.sendNAK(q, roce.NAK(roce.NAKPSNSequenceError, r.msn), r.epsn)
+		}
+		return
+	}
+	if d > 0 && r.slot(rq.p).state != slotEmpty {
+		r.duplicate(q, &rq, 0)
+		return
+	}
+	q.stats.RequestsReceived++
+	// A packet beyond a gap above everything received opens a new range at the top.
+	opened := d > 0 && r.highest.Add(1).Before(rq.p)
+	if d == 0 {
+		if !r.execute(q, &rq) {
+			return
+		}
+	} else {
+		q.stats.OutOfOrderPackets++
+		if !r.hold(q, &rq) {
+			return
+		}
+		r.ranges.insert(r.epsn, rq.p)
+		r.sendGapNAKs(q, rq.p)
+	}
+	last := rq.p.Add(r.psnsOf(&rq) - 1)
+	if r.highest.Before(last) {
+		r.highest = last
+	}
+	r.recent, r.hasRecent = rq.p, true
+	r.walk(q)
+	if rq.op != roce.OpReadRequest && rq.op != roce.OpCompareSwap && rq.op != roce.OpFetchAdd {
+		// READ is acknowledged by its responses and atomics by ATOMIC ACKNOWLEDGE (T9).
+		r.afterData(q, rq.ackReq, opened)
+	}
+}
+
+// sendGapNAKs is the sr responder's NAK of each PSN newly found missing (at most 256 per
+// packet, so a forged far-ahead PSN cannot make a storm).
+func (r *responder) sendGapNAKs(q *QP, p psn.PSN) {
+	if r.cfg.Mode != ModeSR || r.cfg.SRNoNAK || !r.highest.Before(p) {
+		return
+	}
+	from := psn.Max(r.highest.Add(1), r.epsn)
+	for k := 0; from.Before(p) && k < 256; k++ {
+		if !r.ranges.has(r.epsn, from) {
+			q.stats.SeqNAKs++
+			r.sendNAK(q, roce.NAK(roce.NAKPSNSequenceError, r.msn), from)
+		}
+		from = from.Add(1)
+	}
+}
+
+// hold keeps an out-of-order packet: a WRITE packet whose message is known goes straight to
+// memory, anything else into the bounded buffer (T9).
+func (r *responder) hold(q *QP, rq *request) bool {
+	s := r.slot(rq.p)
+	if wc := r.placeWrite(q, rq); wc != nil {
+		*s = rslot{state: slotPlaced, wc: wc, req: request{op: rq.op, p: rq.p, ackReq: rq.ackReq, imm: rq.imm, reth: rq.reth}}
+		q.stats.PlacedOutOfOrder++
+		return true
+	}
+	if r.buffered+len(rq.payload) > r.cfg.MaxBuffered {
+		q.stats.BufferDrops++
+		return false
+	}
+	c := *rq
+	c.payload = append([]byte(nil), rq.payload...)
+	r.buffered += len(c.payload)
+	*s = rslot{state: slotBuffered, req: c}
+	return true
+}
+
+// placeWrite places an out-of-order WRITE packet whose message is known, or whose RETH it
+// carries and passes the checks; it returns the message, or nil to buffer the packet.
+func (r *responder) placeWrite(q *QP, rq *request) *wctx {
+	switch rq.op {
+	case roce.OpWriteFirst, roce.OpWriteOnly, roce.OpWriteOnlyWithImmediate:
+		if len(r.writes) >= 256 {
+			return nil
+		}
+		wc, err := r.newWrite(q, rq)
+		if err != nil {
+			return nil // the walker answers it in its turn
+		}
+		copy(wc.buf, rq.payload)
+		r.writes = append(r.writes, wc)
+		return wc
+	case roce.OpWriteMiddle, roce.OpWriteLast, roce.OpWriteLastWithImmediate:
+		for _, wc := range r.writes {
+			k := wc.first.Forward(rq.p)
+			if k == 0 || k >= uint32(wc.n) {
+				continue
+			}
+			if !r.fits(wc, int(k), rq) {
+				q.stats.Malformed++
+				return nil
+			}
+			copy(wc.buf[int(k)*r.cfg.MTU:], rq.payload)
+			return wc
+		}
+	}
+	return nil
+}
+
+// newWrite checks a WRITE's RETH (R_Key, bounds, access) and returns its message.
+func (r *responder) newWrite(q *QP, rq *request) (*wctx, error) {
+	mtu := r.cfg.MTU
+	n := max(1, (int(rq.reth.DMALength)+mtu-1)/mtu)
+	only := rq.op != roce.OpWriteFirst
+	if only != (n == 1) {
+		return nil, errInvalid
+	}
+	buf, err := q.mrs.lookup(rq.reth.RKey, rq.reth.VA, uint64(rq.reth.DMALength), AccessRemoteWrite)
+	if err != nil {
+		return nil, err
+	}
+	return &wctx{first: rq.p, n: n, va: rq.reth.VA, buf: buf}, nil
+}
+
+var errInvalid = errors.New("rc: invalid request")
+
+// fits reports whether packet k of a WRITE message has the opcode and length its place needs.
+func (r *responder) fits(wc *wctx, k int, rq *request) bool {
+	last := k == wc.n-1
+	isLast := rq.op == roce.OpWriteLast || rq.op == roce.OpWriteLastWithImmediate
+	if last != isLast || rq.op == roce.OpWriteFirst {
+		return false
+	}
+	want := min(r.cfg.MTU, len(wc.buf)-k*r.cfg.MTU)
+	return len(rq.payload) == want
+}
+
+// walk executes, in PSN order, every held packet from the expected PSN on.
+func (r *responder) walk(q *QP) {
+	for {
+		s := r.slot(r.epsn)
+		if s.state == slotEmpty {
+			return
+		}
+		rq := s.req
+		if s.state == slotPlaced {
+			if !r.passPlaced(q, s) {
+				return
+			}
+			continue
+		}
+		ok := r.execute(q, &rq)
+		if !ok {
+			r.release(r.epsn)
+			r.ranges.trim(r.epsn, r.epsn.Add(1))
+			return
+		}
+	}
+}
+
+// release empties the slot of p.
+func (r *responder) release(p psn.PSN) {
+	s := r.slot(p)
+	if s.state == slotBuffered {
+		r.buffered -= len(s.req.payload)
+	}
+	*s = rslot{}
+}
+
+// advance moves the expected PSN past n PSNs.
+func (r *responder) advance(n int) {
+	old := r.epsn
+	for k := range n {
+		r.release(old.Add(k))
+	}
+	r.epsn = old.Add(n)
+	r.ranges.trim(old, r.epsn)
+	r.nakSent = false
+	if r.highest.Before(r.epsn.Add(-1)) {
+		r.highest = r.epsn.Add(-1)
+	}
+}
+
+// passPlaced moves past a WRITE packet that is already in memory.
+func (r *responder) passPlaced(q *QP, s *rslot) bool {
+	wc := s.wc
+	rq := s.req
+	k := int(wc.first.Forward(rq.p))
+	if k == 0 {
+		if r.inSend || r.inWrite {
+			r.sendNAK(q, roce.NAK(roce.NAKInvalidRequest, r.msn), rq.p)
+			q.stats.InvalidNAKs++
+			r.release(rq.p)
+			r.ranges.trim(r.epsn, r.epsn.Add(1))
+			return false
+		}
+		r.inWrite, r.wc = true, wc
+	} else if !r.inWrite || r.wc != wc {
+		r.release(rq.p)
+		r.ranges.trim(r.epsn, r.epsn.Add(1))
+		return false
+	}
+	if k == wc.n-1 {
+		if rq.op.Info().Headers&roce.HasImmDt != 0 && len(r.rq) == 0 {
+			r.rnr(q, rq.p)
+			r.release(rq.p)
+			r.ranges.trim(r.epsn, r.epsn.Add(1))
+			return false
+		}
+		r.finishWrite(q, &rq)
+	}
+	r.advance(1)
+	return true
+}
+
+// execute runs the request at the expected PSN. It reports false when it NAKed.
+func (r *responder) execute(q *QP, rq *request) bool {
+	switch r.exec(q, rq) {
+	case execOK:
+		r.advance(r.psnsOf(rq))
+		if rq.op == roce.OpCompareSwap || rq.op == roce.OpFetchAdd {
+			// Answered once the PSN is passed, so its T/C AETH counts it (T9).
+			a := r.atomics[(r.atomicN-1)%len(r.atomics)]
+			r.sendAtomicAck(q, a.p, a.orig)
+		}
+		return true
+	case execRNR:
+		r.rnr(q, rq.p)
+	}
+	return false
+}
+
+func (r *responder) nak(q *QP, code roce.NAKCode, p psn.PSN) int {
+	if code == roce.NAKRemoteAccessError {
+		q.stats.AccessNAKs++
+	} else {
+		q.stats.InvalidNAKs++
+	}
+	r.sendNAK(q, roce.NAK(code, r.msn), p)
+	return execNAK
+}
+
+func (r *responder) rnr(q *QP, p psn.PSN) {
+	q.stats.RNRNAKs++
+	r.sendNAK(q, roce.RNRNAK(r.cfg.RNRTimer, r.msn), p)
+}
+
+// exec carries out one request in order.
+func (r *responder) exec(q *QP, rq *request) int {
+	op := rq.op
+	mtu := r.cfg.MTU
+	switch op {
+	case roce.OpSendFirst, roce.OpSendOnly, roce.OpSendOnlyWithImmediate:
+		if r.inSend || r.inWrite {
+			return r.nak(q, roce.NAKInvalidRequest, rq.p)
+		}
+		if len(r.rq) == 0 {
+			return execRNR
+		}
+		r.recv, r.off, r.inSend = r.rq[0], 0, true
+		r.rq = r.rq[1:]
+		return r.sendData(q, rq)
+	case roce.OpSendMiddle, roce.OpSendLast, roce.OpSendLastWithImmediate:
+		if !r.inSend {
+			return r.nak(q, roce.NAKInvalidRequest, rq.p)
+		}
+		return r.sendData(q, rq)
+	case roce.OpWriteFirst, roce.OpWriteOnly, roce.OpWriteOnlyWithImmediate:
+		if r.inSend || r.inWrite {
+			return r.nak(q, roce.NAKInvalidRequest, rq.p)
+		}
+		if op == roce.OpWriteOnlyWithImmediate && len(r.rq) == 0 {
+			return execRNR
+		}
+		wc, err := r.newWrite(q, rq)
+		if err != nil {
+			if errors.Is(err, errAccess) {
+				return r.nak(q, roce.NAKRemoteAccessError, rq.p)
+			}
+			return r.nak(q, roce.NAKInvalidRequest, rq.p)
+		}
+		copy(wc.buf, rq.payload)
+		if op == roce.OpWriteFirst {
+			r.inWrite, r.wc = true, wc
+			r.writes = append(r.writes, wc)
+			return execOK
+		}
+		r.wc = wc
+		r.finishWrite(q, rq)
+		return execOK
+	case roce.OpWriteMiddle, roce.OpWriteLast, roce.OpWriteLastWithImmediate:
+		if !r.inWrite {
+			return r.nak(q, roce.NAKInvalidRequest, rq.p)
+		}
+		wc := r.wc
+		k := int(wc.first.Forward(rq.p))
+		if k >= wc.n || !r.fits(wc, k, rq) {
+			return r.nak(q, roce.NAKInvalidRequest, rq.p)
+		}
+		if op == roce.OpWriteLastWithImmediate && len(r.rq) == 0 {
+			return execRNR
+		}
+		copy(wc.buf[k*mtu:], rq.payload)
+		if k == wc.n-1 {
+			r.finishWrite(q, rq)
+		}
+		return execOK
+	case roce.OpReadRequest:
+		if r.inSend || r.inWrite {
+			return r.nak(q, roce.NAKInvalidRequest, rq.p)
+		}
+		buf, err := q.mrs.lookup(rq.reth.RKey, rq.reth.VA, uint64(rq.reth.DMALength), AccessRemoteRead)
+		if err != nil {
+			return r.nak(q, roce.NAKRemoteAccessError, rq.p)
+		}
+		r.msn = (r.msn + 1) & psn.Mask
+		q.stats.ReadsExecuted++
+		r.reads = append(r.reads, readJob{p: rq.p, buf: buf, n: r.psnsOf(rq)})
+		return execOK
+	case roce.OpCompareSwap, roce.OpFetchAdd:
+		if r.inSend || r.inWrite {
+			return r.nak(q, roce.NAKInvalidRequest, rq.p)
+		}
+		a := rq.atomic
+		if a.VA%8 != 0 {
+			return r.nak(q, roce.NAKInvalidRequest, rq.p)
+		}
+		buf, err := q.mrs.lookup(a.RKey, a.VA, 8, AccessRemoteAtomic)
+		if err != nil {
+			return r.nak(q, roce.NAKRemoteAccessError, rq.p)
+		}
+		orig := binary.LittleEndian.Uint64(buf)
+		if op == roce.OpFetchAdd {
+			binary.LittleEndian.PutUint64(buf, orig+a.SwapAdd)
+		} else if orig == a.Compare {
+			binary.LittleEndian.PutUint64(buf, a.SwapAdd)
+		}
+		r.msn = (r.msn + 1) & psn.Mask
+		q.stats.AtomicsExecuted++
+		r.atomics[r.atomicN%len(r.atomics)] = atomicResult{p: rq.p, orig: orig, valid: true}
+		r.atomicN++
+		return execOK
+	}
+	return r.nak(q, roce.NAKInvalidRequest, rq.p)
+}
+
+// sendData copies a SEND packet into the receive buffer and completes it on its last packet.
+func (r *responder) sendData(q *QP, rq *request) int {
+	if r.off+len(rq.payload) > len(r.recv.Buf) {
+		r.inSend = false
+		q.complete(Completion{ID: r.recv.ID, Kind: KindRecv, Status: StatusLocalLengthError})
+		return r.nak(q, roce.NAKInvalidRequest, rq.p)
+	}
+	copy(r.recv.Buf[r.off:], rq.payload)
+	r.off += len(rq.payload)
+	switch rq.op {
+	case roce.OpSendLast, roce.OpSendLastWithImmediate, roce.OpSendOnly, roce.OpSendOnlyWithImmediate:
+		c := Completion{ID: r.recv.ID, Kind: KindRecv, Len: r.off}
+		if rq.op == roce.OpSendLastWithImmediate || rq.op == roce.OpSendOnlyWithImmediate {
+			c.Imm, c.HasImm = rq.imm, true
+		}
+		r.inSend = false
+		r.msn = (r.msn + 1) & psn.Mask
+		q.complete(c)
+	}
+	return execOK
+}
+
+// finishWrite ends a WRITE message whose last packet is placed.
+func (r *responder) finishWrite(q *QP, rq *request) {
+	wc := r.wc
+	if rq.op == roce.OpWriteLastWithImmediate || rq.op == roce.OpWriteOnlyWithImmediate {
+		rv := r.rq[0]
+		r.rq = r.rq[1:]
+		q.complete(Completion{ID: rv.ID, Kind: KindRecvWriteImm, Len: len(wc.buf), Imm: rq.imm, HasImm: true})
+	}
+	if r.cfg.NotifyWrites {
+		q.complete(Completion{Kind: KindWritePlaced, Len: len(wc.buf), Addr: wc.va})
+	}
+	r.msn = (r.msn + 1) & psn.Mask
+	r.inWrite, r.wc = false, nil
+	for i, x := range r.writes {
+		if x == wc {
+			r.writes = append(r.writes[:i], r.writes[i+1:]...)
+			break
+		}
+	}
+}
+
+// duplicate answers a request already received: READs run again, atomics repeat their saved
+// answer, anything else is acknowledged at once.
+func (r *responder) duplicate(q *QP, rq *request, behind int) {
+	q.stats.DuplicatePackets++
+	switch {
+	case behind > 0 && rq.op == roce.OpReadRequest:
+		buf, err := q.mrs.lookup(rq.reth.RKey, rq.reth.VA, uint64(rq.reth.DMALength), AccessRemoteRead)
+		if err != nil {
+			r.sendNAK(q, roce.NAK(roce.NAKRemoteAccessError, r.msn), rq.p)
+			q.stats.AccessNAKs++
+			return
+		}
+		// Its responses never run past what the responder has passed.
+		n := min(r.psnsOf(rq), behind)
+		if n*r.cfg.MTU < len(buf) {
+			buf = buf[:n*r.cfg.MTU]
+		}
+		q.stats.DuplicateReads++
+		r.reads = append(r.reads, readJob{p: rq.p, buf: buf, n: n, retx: true})
+	case behind > 0 && (rq.op == roce.OpCompareSwap || rq.op == roce.OpFetchAdd):
+		for _, a := range r.atomics {
+			if a.valid && a.p == rq.p {
+				r.sendAtomicAck(q, a.p, a.orig)
+				return
+			}
+		}
+		q.stats.Unexpected++
+	default:
+		if r.hasImm && q.now-r.lastImm < r.cfg.TThresh {
+			return // one immediate ACK per T_thresh is enough for a burst of duplicates
+		}
+		r.lastImm, r.hasImm = q.now, true
+		q.stats.AckTriggerImmediate++
+		r.sendAck(q)
+	}
+}

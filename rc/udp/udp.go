@@ -1,0 +1,329 @@
+// Package udp drives rc queue pairs over real UDP sockets: one socket per Host (port 4791 by
+// default), shared by every QP the host carries, demultiplexed by destination QP; the wall
+// clock; an optional in-process impairment (netem) on each QP's outbound path; and an
+// optional pcap of every packet as sent, dropped ones included.
+package udp
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/netip"
+	"sync"
+	"time"
+
+	"github.com/crem-project/crem/capture"
+	"github.com/crem-project/crem/netem"
+	"github.com/crem-project/crem/rc"
+	"github.com/crem-project/crem/roce"
+)
+
+// DefaultPort is the RoCEv2 UDP port.
+const DefaultPort = roce.UDPPort
+
+// Options configures a Host.
+type Options struct {
+	// Pcap, if set, receives a classic pcap of every packet the host's QPs send, framed in
+	// Ethernet, IPv4 or IPv6 and UDP under each flow's logical header (so that the ICRCs verify
+	// and decoders see port 4791), including the packets the impairment drops.
+	Pcap io.Writer
+	// SocketBuffer is the kernel buffer size asked for each direction (default 8 MiB).
+	SocketBuffer int
+}
+
+// Counts counts what a QP's outbound path did.
+type Counts struct {
+	Sent, Dropped         uint64
+	DataSent, DataDropped uint64 // packets that take a PSN: requests and READ responses
+	AckSent, AckDropped   uint64
+	WriteErrors           uint64
+	// Received and DataReceived count the datagrams the socket handed to this QP: with the
+	// peer's counts they tell what the sockets lost beyond the impairment.
+	Received, DataReceived uint64
+}
+
+// Host is a UDP socket and the QPs it carries. Its methods are safe for concurrent use.
+type Host struct {
+	sock  *net.UDPConn
+	local netip.AddrPort
+	start time.Time
+
+	mu    sync.Mutex
+	conns map[uint32]*Conn
+	pcap  *capture.Writer
+	pbuf  *bufio.Writer
+	err   error // the first pcap error
+
+	// Counters of datagrams no QP took.
+	unknownQP, runts uint64
+
+	wake   chan struct{}
+	closed chan struct{}
+	wg     sync.WaitGroup
+}
+
+// Conn is one QP on a host and its peer.
+type Conn struct {
+	h      *Host
+	qp     *rc.QP
+	peer   netip.AddrPort
+	link   *netem.Link
+	onComp func(rc.Completion)
+	out    roce.LogicalHeader
+	counts Counts
+	comps  []rc.Completion
+}
+
+// Listen opens a host's socket on addr (host:port; port 0 picks one).
+func Listen(addr string, opt Options) (*Host, error) {
+	ua, err := net.ResolveUDPAddr("udp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("rc/udp: listen address %q: %w", addr, err)
+	}
+	sock, err := net.ListenUDP("udp", ua)
+	if err != nil {
+		return nil, fmt.Errorf("rc/udp: %w", err)
+	}
+	sz := opt.SocketBuffer
+	if sz <= 0 {
+		sz = 8 << 20
+	}
+	_ = sock.SetReadBuffer(sz) // best effort: the kernel caps it
+	_ = sock.SetWriteBuffer(sz)
+	h := &Host{sock: sock, local: sock.LocalAddr().(*net.UDPAddr).AddrPort(), start: time.Now(),
+		conns: map[uint32]*Conn{}, wake: make(chan struct{}, 1), closed: make(chan struct{})}
+	if opt.Pcap != nil {
+		h.pbuf = bufio.NewWriterSize(opt.Pcap, 1<<20)
+		if h.pcap, err = capture.NewWriter(h.pbuf); err != nil {
+			sock.Close()
+			return nil, err
+		}
+	}
+	h.wg.Add(2)
+	go h.readLoop()
+	go h.timerLoop()
+	return h, nil
+}
+
+// LocalAddr returns the socket's address.
+func (h *Host) LocalAddr() netip.AddrPort { return h.local }
+
+// Close stops the host, closes its socket and flushes the pcap. It returns the first pcap error.
+func (h *Host) Close() error {
+	select {
+	case <-h.closed:
+		return nil
+	default:
+	}
+	close(h.closed)
+	h.sock.Close()
+	h.wg.Wait()
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.pbuf != nil && h.err == nil {
+		h.err = h.pbuf.Flush()
+	}
+	return h.err
+}
+
+// Dropped returns the datagrams that named no QP of this host and those too short for a BTH.
+func (h *Host) Dropped() (unknownQP, runts uint64) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.unknownQP, h.runts
+}
+
+// Add puts qp on the host, sending to peer. impair, if not nil, configures the in-process
+// impairment of its outbound path. onComp, if not nil, sees each completion as soon as the QP
+// produces it, under the host's lock, before any later packet is handled; it may call the QP
+// (post more work) but not the host. Without it, poll the QP's completions inside Do.
+func (h *Host) Add(qp *rc.QP, peer netip.AddrPort, impair *netem.Config, onComp func(rc.Completion)) (*Conn, error) {
+	cfg := qp.Config()
+	c := &Conn{h: h, qp: qp, peer: peer, onComp: onComp,
+		out: roce.LogicalHeader{Src: cfg.LocalAddr, Dst: cfg.RemoteAddr, SrcPort: cfg.LocalPort}}
+	if impair != nil {
+		l, err := netem.NewLink(*impair)
+		if err != nil {
+			return nil, fmt.Errorf("rc/udp: impairment: %w", err)
+		}
+		c.link = l
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.conns[cfg.QPN] != nil {
+		return nil, fmt.Errorf("rc/udp: QP %#x already on this host", cfg.QPN)
+	}
+	h.conns[cfg.QPN] = c
+	h.kick()
+	return c, nil
+}
+
+// Remove takes a QP off the host.
+func (h *Host) Remove(c *Conn) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	delete(h.conns, c.qp.Config().QPN)
+}
+
+// Do runs f with the QP under the host's lock (post work, read stats), then lets the host send
+// what it wants.
+func (c *Conn) Do(f func(qp *rc.QP)) {
+	h := c.h
+	h.mu.Lock()
+	f(c.qp)
+	now := h.now()
+	c.qp.Tick(now)
+	c.flush(now)
+	h.mu.Unlock()
+	h.kick()
+}
+
+// Counts returns what the QP's outbound path did.
+func (c *Conn) Counts() Counts {
+	c.h.mu.Lock()
+	defer c.h.mu.Unlock()
+	return c.counts
+}
+
+func (h *Host) now() time.Duration { return time.Since(h.start) }
+
+func (h *Host) kick() {
+	select {
+	case h.wake <- struct{}{}:
+	default:
+	}
+}
+
+// flush sends what the QP drained: to the pcap, through the impairment, to the socket; then
+// hands out its completions.
+func (c *Conn) flush(now time.Duration) {
+	c.qp.Drain(func(pkt []byte) { c.send(now, pkt) })
+	for c.onComp != nil { // without a callback the owner polls the QP itself, under Do
+		c.comps = c.qp.PollCompletions(c.comps[:0])
+		if len(c.comps) == 0 {
+			return
+		}
+		for _, x := range c.comps {
+			c.onComp(x)
+		}
+		// Work posted by the callback goes out now.
+		c.qp.Tick(now)
+		c.qp.Drain(func(pkt []byte) { c.send(now, pkt) })
+	}
+}
+
+func (c *Conn) send(now time.Duration, pkt []byte) {
+	h := c.h
+	data := roce.Opcode(pkt[0]).Info().Source
+	c.counts.Sent++
+	if data {
+		c.counts.DataSent++
+	} else {
+		c.counts.AckSent++
+	}
+	if h.pcap != nil && h.err == nil {
+		fh := capture.FrameHeader{Src: netip.AddrPortFrom(c.out.Src, c.out.SrcPort),
+			Dst: netip.AddrPortFrom(c.out.Dst, roce.UDPPort)}
+		if err := h.pcap.WriteUDP(h.start.Add(now), fh, pkt); err != nil {
+			h.err = fmt.Errorf("rc/udp: pcap: %w", err)
+		}
+	}
+	if c.link != nil {
+		if v := c.link.Send(now, netem.Packet{Data: pkt}); v != netem.Queued {
+			c.counts.Dropped++
+			if data {
+				c.counts.DataDropped++
+			} else {
+				c.counts.AckDropped++
+			}
+		}
+		return
+	}
+	c.write(pkt)
+}
+
+func (c *Conn) write(pkt []byte) {
+	if _, err := c.h.sock.WriteToUDPAddrPort(pkt, c.peer); err != nil {
+		c.counts.WriteErrors++
+	}
+}
+
+func (h *Host) readLoop() {
+	defer h.wg.Done()
+	buf := make([]byte, 65536)
+	for {
+		n, _, err := h.sock.ReadFromUDPAddrPort(buf)
+		if err != nil {
+			if errors.Is(err, net.ErrClosed) {
+				return
+			}
+			continue
+		}
+		pkt := buf[:n]
+		h.mu.Lock()
+		if n < roce.BTHLen+roce.ICRCLen {
+			h.runts++
+			h.mu.Unlock()
+			continue
+		}
+		qpn := uint32(pkt[5])<<16 | uint32(pkt[6])<<8 | uint32(pkt[7])
+		c := h.conns[qpn]
+		if c == nil {
+			h.unknownQP++
+			h.mu.Unlock()
+			continue
+		}
+		c.counts.Received++
+		if roce.Opcode(pkt[0]).Info().Source {
+			c.counts.DataReceived++
+		}
+		now := h.now()
+		c.qp.Handle(now, pkt)
+		c.flush(now)
+		h.mu.Unlock()
+		h.kick()
+	}
+}
+
+// timerLoop is the one loop that owns a real timer: it wakes the QPs and the impairment links
+// at their deadlines.
+func (h *Host) timerLoop() {
+	defer h.wg.Done()
+	t := time.NewTimer(time.Hour)
+	defer t.Stop()
+	for {
+		h.mu.Lock()
+		now := h.now()
+		var next time.Duration
+		have := false
+		for _, c := range h.conns {
+			c.qp.Tick(now)
+			c.flush(now)
+			if c.link != nil {
+				c.link.Deliver(now, func(p netem.Packet) { c.write(p.Data) })
+			}
+			if d, ok := c.qp.NextDeadline(); ok && (!have || d < next) {
+				next, have = d, true
+			}
+			if c.link != nil {
+				if d, ok := c.link.NextDeadline(); ok && (!have || d < next) {
+					next, have = d, true
+				}
+			}
+		}
+		h.mu.Unlock()
+		wait := time.Hour
+		if have {
+			wait = max(next-h.now(), 0)
+		}
+		t.Reset(wait)
+		select {
+		case <-h.closed:
+			return
+		case <-h.wake:
+		case <-t.C:
+		}
+	}
+}
