@@ -88,7 +88,8 @@ func TestAppendixEndToEnd(t *testing.T) {
 		}
 	}
 	st := p.Receiver.Stats().Flows
-	if st.Restored != 3 || st.ICRCMismatch != 0 || st.Requests != 1 {
+	// C4: the CRF sampled REPAIR_REQUEST -> first RETX REPAIR of session 7 (2 ms on this link).
+	if st.Restored != 3 || st.ICRCMismatch != 0 || st.Requests != 1 || st.RTTSamples != 1 {
 		t.Fatalf("CRF counters: %+v", st)
 	}
 	if s := p.Sender.Stats(); s.RetxSent != 1 || s.RepairSent != 2 {

@@ -2,11 +2,14 @@ package crf
 
 import (
 	"encoding/binary"
+
+	"github.com/crem-project/crem/fec"
 	"testing"
 	"time"
 
 	"github.com/crem-project/crem/flow"
 	"github.com/crem-project/crem/psn"
+	"github.com/crem-project/crem/roce"
 	"github.com/crem-project/crem/wire"
 )
 
@@ -202,10 +205,120 @@ func TestReceiverNoAllocs(t *testing.T) {
 		}
 		i++
 	}
-	for range 70000 {
-		step()
+	block := func() { // 32 packets and their REPAIR, so that a per-block allocation shows
+		for range 32 {
+			step()
+		}
 	}
-	if a := testing.AllocsPerRun(10000, step); a != 0 {
-		t.Fatalf("%v allocations per packet", a)
+	for range 3000 {
+		block()
 	}
+	if a := testing.AllocsPerRun(500, block); a != 0 {
+		t.Fatalf("%v allocations per block", a)
+	}
+}
+
+// TestReceiverNoAllocsWithLoss: with one loss per block, the lossy path (window, block, decode,
+// ICRC verification, delivery, reports) allocates nothing once warm.
+func TestReceiverNoAllocsWithLoss(t *testing.T) {
+	r := newReceiver(t, Settings{})
+	id := open(t, r, 0, cfg8)
+	enc, _ := fec.NewEncoder()
+	pkts := make([][]byte, 8)
+	syms := make([][]byte, 8)
+	for j := range pkts {
+		pkts[j] = packet(psn.PSN(j), 200+j)
+	}
+	dst := [][]byte{make([]byte, testT)}
+	idx := []int{0}
+	var rep []byte
+	base := psn.PSN(0)
+	now := time.Duration(0)
+	lh := testFlow.LogicalHeader()
+	block := func() {
+		for j := range 8 {
+			p := base.Add(j)
+			pk := pkts[j]
+			pk[9], pk[10], pk[11] = byte(p>>16), byte(p>>8), byte(p)
+			_ = lh.Seal(pk)
+			syms[j], _ = fec.AppendSymbol(syms[j][:0], pk, testT)
+		}
+		_ = enc.Encode(dst, idx, psn.FirstK(8), syms)
+		m := wire.Repair{FlowID: id, ConfigID: 1, Scheme: wire.SchemeCauchy, K: 8, BlockStartPSN: base,
+			Present: psn.FirstK(8), Symbol: dst[0]}
+		rep, _ = m.Append(rep[:0])
+		for j := 1; j < 8; j++ {
+			r.Observe(now, id, pkts[j], false)
+		}
+		r.Handle(now, testCSF, rep, false)
+		r.DrainDeliveries(func(Delivery) {})
+		now += 100 * time.Microsecond
+		if d, ok := r.NextDeadline(); ok && d <= now {
+			r.Tick(now)
+		}
+		r.Drain(func(flow.Datagram) {})
+		base = base.Add(8)
+	}
+	for range 2000 {
+		block()
+	}
+	a := testing.AllocsPerRun(500, block)
+	st, _ := r.FlowStats(id)
+	if st.Restored < 2000 || st.ICRCMismatch != 0 {
+		t.Fatalf("not restoring: %+v", st)
+	}
+	if a != 0 {
+		t.Fatalf("%v allocations per lossy block", a)
+	}
+}
+
+// TestTransparentInterpolatedIDC12: a sender that numbers its packets (IPv4 Identification +1
+// per packet): the restored packet's Identification is interpolated from its PSN neighbours, so
+// its ICRC checks and the header the driver delivers it with carries the right number.
+func TestTransparentInterpolatedIDC12(t *testing.T) {
+	r := newReceiver(t, Settings{Verify: VerifyTemplate})
+	id := open(t, r, 0, cfg8)
+	b := newBlock(0x100, 8)
+	hdrs := make([][]byte, 8)
+	for j := range b.pkts {
+		h, err := testFlow.LogicalHeader().AppendIPUDP(nil, len(b.pkts[j]))
+		if err != nil {
+			t.Fatal(err)
+		}
+		binary.BigEndian.PutUint16(h[4:], uint16(0x4000+j))
+		if err := roce.SealICRC(h[:20], h[20:], b.pkts[j]); err != nil {
+			t.Fatal(err)
+		}
+		hdrs[j] = h
+		b.syms[j], _ = fec.AppendSymbol(b.syms[j][:0], b.pkts[j], testT)
+	}
+	for j := range 8 {
+		if j != 3 {
+			r.ObserveIP(0, id, hdrs[j][:20], hdrs[j][20:], b.pkts[j], false)
+		}
+	}
+	r.Handle(0, testCSF, b.repair(t, id, 0, psn.Bitmap{}, 0), false)
+	ds := drainDel(r)
+	if len(ds) != 1 || ds[0].Kind != Restored || ds[0].PSN != 0x103 {
+		st, _ := r.FlowStats(id)
+		t.Fatalf("%+v %+v", ds, st)
+	}
+	ip, _, err := r.Template(id, 0x103, len(b.pkts[3]))
+	if err != nil || binary.BigEndian.Uint16(ip[4:]) != 0x4003 {
+		t.Fatalf("delivered Identification %#x, %v", binary.BigEndian.Uint16(ip[4:]), err)
+	}
+	if ipChecksumOK(ip) != true {
+		t.Fatal("header checksum of the delivered header")
+	}
+}
+
+func ipChecksumOK(h []byte) bool {
+	var sum uint32
+	for i := 0; i+1 < len(h); i += 2 {
+		sum += uint32(h[i])<<8 | uint32(h[i+1])
+	}
+	for sum > 0xffff {
+		sum = sum&0xffff + sum>>16
+	}
+	return sum == 0xffff
 }

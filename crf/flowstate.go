@@ -4,7 +4,6 @@ import (
 	"net/netip"
 	"time"
 
-	"github.com/crem-project/crem/fec"
 	"github.com/crem-project/crem/flow"
 	"github.com/crem-project/crem/policy"
 	"github.com/crem-project/crem/psn"
@@ -30,6 +29,8 @@ type slot struct {
 	st        uint8
 	ce        bool
 	rx        bool // arrived from the network at least once
+	hasID     bool // ipid holds the IPv4 Identification it arrived with (transparent mode)
+	ipid      uint16
 	delivered bool // handed to the RDMA receiver (ordered mode holds until then)
 	rounds    uint8
 	blk       int32 // index into blocks, -1 for none
@@ -53,7 +54,7 @@ type rblock struct {
 	k           int
 	cfg         flow.Config
 	present     psn.Bitmap
-	dec         *fec.Decoder
+	dec         flow.Decoder
 	decoding    bool // the decoder holds this block's sources
 	due         time.Duration
 	haveDue     bool
@@ -84,6 +85,7 @@ type rflow struct {
 	high     psn.PSN
 	haveHigh bool
 	missing  int
+	missDue  time.Duration // no missing slot is due before this (it may be early)
 
 	blocks  []rblock
 	nextBlk int // the ring position of the next block
@@ -108,6 +110,7 @@ type rflow struct {
 	holdDue    time.Duration
 
 	tmplIP, tmplUDP []byte
+	idStep          uint16 // Identification step per PSN seen between consecutive sources
 	hdr             [128]byte
 	lost            [64]psn.Range
 
@@ -157,12 +160,7 @@ func (f *rflow) deadline() (time.Duration, bool) {
 		d = min(d, f.holdDue)
 	}
 	if f.missing > 0 {
-		for i := range f.win {
-			s := &f.win[i]
-			if s.st == slotMissing && f.blockOf(s) == nil {
-				d = min(d, s.due)
-			}
-		}
+		d = min(d, f.missDue)
 	}
 	for i := range f.blocks {
 		if b := &f.blocks[i]; b.used && !b.ended && b.haveDue {

@@ -20,13 +20,21 @@ func FuzzReceiver(f *testing.F) {
 	} {
 		bb, _ := m.Append(nil)
 		f.Add(bb, uint8(0))
+		f.Add(bb, uint8(8))
 	}
 	f.Add(b.pkts[1], uint8(1))
 	f.Add(readRequest(0x105, 100000), uint8(1))
 	f.Fuzz(func(t *testing.T, data []byte, where uint8) {
 		for _, ordered := range []bool{false, true} {
 			r := newReceiver(t, Settings{Ordered: ordered})
-			id := open(t, r, 0, cfg8)
+			var id uint32
+			if where&8 != 0 { // a flow without a configuration yet
+				h := hello(3)
+				r.Handle(0, testCSF, msg(t, &h), false)
+				id = drainMsgs(r)[0].(*wire.HelloAck).FlowID
+			} else {
+				id = open(t, r, 0, cfg8)
+			}
 			for j := 0; j < 8; j += 2 {
 				r.Observe(0, id, b.pkts[j], false)
 			}

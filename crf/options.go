@@ -20,6 +20,7 @@ type options struct {
 	deliveries int
 	firstReqID uint16
 	memory     int // per-flow decoding memory a configuration may reserve (PARAM_ACK status 3 beyond)
+	decoders   func() (flow.Decoder, error)
 }
 
 func defaults() options {
@@ -33,8 +34,9 @@ type Verify int
 const (
 	// VerifyLogical checks under the flow's logical header (relay mode, own transport).
 	VerifyLogical Verify = iota
-	// VerifyTemplate checks under the header the driver set with SetTemplate from the flow's
-	// latest received source packet (transparent mode).
+	// VerifyTemplate checks under the flow's header template (transparent mode): the latest
+	// received source packet's IP and UDP headers, which ObserveIP (or SetTemplate) records, with
+	// the IPv4 Identification interpolated from the PSN neighbours.
 	VerifyTemplate
 	// VerifyFunc checks with Settings.Verifier (flow kinds whose packets are not RoCEv2).
 	VerifyFunc
@@ -147,6 +149,18 @@ func WithMemory(n int) Option {
 			return fmt.Errorf("crf: WithMemory(%d): want >= 1", n)
 		}
 		o.memory = n
+		return nil
+	}
+}
+
+// WithDecoders replaces package fec's decoder: f returns a new one for each block slot (a
+// simulator's symbolic codec).
+func WithDecoders(f func() (flow.Decoder, error)) Option {
+	return func(o *options) error {
+		if f == nil {
+			return fmt.Errorf("crf: WithDecoders(nil)")
+		}
+		o.decoders = f
 		return nil
 	}
 }

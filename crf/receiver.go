@@ -7,6 +7,7 @@ import (
 	"net/netip"
 	"time"
 
+	"github.com/crem-project/crem/fec"
 	"github.com/crem-project/crem/flow"
 	"github.com/crem-project/crem/roce"
 	"github.com/crem-project/crem/wire"
@@ -16,6 +17,7 @@ import (
 type Receiver struct {
 	o      options
 	flows  map[uint32]*rflow
+	order  []*rflow // the flows in the order they opened: timers run in a fixed order
 	byKey  map[flow.Key]uint32
 	q      *flow.Queue
 	dq     deliveries
@@ -54,9 +56,9 @@ func (r *Receiver) Lookup(k flow.Key) (uint32, bool) {
 
 // Flows returns the Flow IDs served (allocates; for tests and tools).
 func (r *Receiver) Flows() []uint32 {
-	out := make([]uint32, 0, len(r.flows))
-	for id := range r.flows {
-		out = append(out, id)
+	out := make([]uint32, 0, len(r.order))
+	for _, f := range r.order {
+		out = append(out, f.id)
 	}
 	return out
 }
@@ -73,7 +75,7 @@ func (r *Receiver) DrainDeliveries(out func(Delivery)) { r.dq.drain(out) }
 func (r *Receiver) Stats() Stats {
 	s := r.st
 	s.Flows = r.closed
-	for _, f := range r.flows {
+	for _, f := range r.order {
 		s.Flows.add(&f.st)
 	}
 	return s
@@ -157,7 +159,8 @@ func (r *Receiver) flow(id uint32) *rflow {
 	return f
 }
 
-// send queues m for to; false (counted) when the queue is full.
+// send queues m for to; false (counted) when the queue is full. Messages sent per block go
+// through sendRequest and sendReport instead: the interface would move them to the heap.
 func (r *Receiver) send(to netip.AddrPort, m wire.Message) bool {
 	b := r.q.Next()
 	if b == nil {
@@ -165,6 +168,32 @@ func (r *Receiver) send(to netip.AddrPort, m wire.Message) bool {
 		return false
 	}
 	b, err := m.Append(b)
+	return r.commit(to, b, err)
+}
+
+// sendRequest is send for REPAIR_REQUEST, without an allocation.
+func (r *Receiver) sendRequest(to netip.AddrPort, m *wire.RepairRequest) bool {
+	b := r.q.Next()
+	if b == nil {
+		r.st.QueueFull++
+		return false
+	}
+	b, err := m.Append(b)
+	return r.commit(to, b, err)
+}
+
+// sendReport is send for LOSS_REPORT, without an allocation.
+func (r *Receiver) sendReport(to netip.AddrPort, m *wire.LossReport) bool {
+	b := r.q.Next()
+	if b == nil {
+		r.st.QueueFull++
+		return false
+	}
+	b, err := m.Append(b)
+	return r.commit(to, b, err)
+}
+
+func (r *Receiver) commit(to netip.AddrPort, b []byte, err error) bool {
 	if err != nil {
 		r.st.EncodeErrors++
 		return false
@@ -194,6 +223,12 @@ func (r *Receiver) release(f *rflow) {
 		r.last = nil
 	}
 	delete(r.flows, f.id)
+	for i, g := range r.order {
+		if g == f {
+			r.order = append(r.order[:i], r.order[i+1:]...)
+			break
+		}
+	}
 	if r.byKey[f.key] == f.id {
 		delete(r.byKey, f.key)
 	}
@@ -203,7 +238,7 @@ func (r *Receiver) release(f *rflow) {
 func (r *Receiver) NextDeadline() (time.Duration, bool) {
 	var d time.Duration
 	have := false
-	for _, f := range r.flows {
+	for _, f := range r.order {
 		if t, ok := f.deadline(); ok && (!have || t < d) {
 			d, have = t, true
 		}
@@ -213,7 +248,19 @@ func (r *Receiver) NextDeadline() (time.Duration, bool) {
 
 // Tick runs every timer due at now.
 func (r *Receiver) Tick(now time.Duration) {
-	for _, f := range r.flows {
+	for i := 0; i < len(r.order); i++ {
+		f := r.order[i]
 		r.tickFlow(now, f)
+		if i < len(r.order) && r.order[i] != f {
+			i-- // f was released: the next flow took its place
+		}
 	}
+}
+
+// newDecoder returns a decoder for a block slot: the configured one, or package fec's.
+func (r *Receiver) newDecoder() (flow.Decoder, error) {
+	if r.o.decoders != nil {
+		return r.o.decoders()
+	}
+	return fec.NewDecoder()
 }

@@ -11,7 +11,7 @@ import (
 
 // onRepair takes a REPAIR message (C7 c-e).
 func (r *Receiver) onRepair(now time.Duration, f *rflow, msg []byte, ce bool) {
-	if len(msg) >= 16 {
+	if f.win != nil && len(msg) >= 16 {
 		// A block that has ended takes nothing more: skip the full parse (the common case
 		// without loss, where the first REPAIR finds every source held).
 		start := psn.PSN(uint32(msg[12])<<16 | uint32(msg[13])<<8 | uint32(msg[14]))
@@ -89,6 +89,7 @@ func (r *Receiver) onRepair(now time.Duration, f *rflow, msg []byte, ce bool) {
 		}
 		p, _ := b.dec.Payload(j)
 		if !r.restored(f, b, j, p) {
+			r.abandon(f, b, false) // the decoder now holds wrong bytes at j (E9)
 			return
 		}
 		f.st.RestoredSourceCopy++
@@ -178,6 +179,10 @@ func (r *Receiver) blockFor(now time.Duration, f *rflow, m *wire.Repair, c *cfgS
 	*b = rblock{idx: b.idx, used: true, gen: f.gen, seq: f.bseq, start: m.BlockStartPSN, k: int(m.K), cfg: c.cfg,
 		present: m.Present, dec: dec}
 	f.st.BlocksCreated++
+	if f.set.Ordered && f.holding && b.start.Forward(f.cursor) < uint32(b.k) {
+		// C7 a: the hold lasts until the gap's block has its repair, plus the allowance.
+		f.holdDue = max(f.holdDue, now+f.allowance())
+	}
 	idx := int32(b.idx)
 	held := 0
 	for j := 0; j < b.k; j++ {
@@ -188,13 +193,17 @@ func (r *Receiver) blockFor(now time.Duration, f *rflow, m *wire.Repair, c *cfgS
 				continue // gone from the window: the block cannot use it
 			}
 			r.reset(f, s, p)
-			if b.present.Has(j) && (!f.haveHigh || !p.After(f.high)) {
-				// Passed before the flow's first source, or forgotten: missing now.
-				s.st = slotMissing
-				f.missing++
-				f.st.Expected++
-				f.iv.Expected++
+		}
+		if s.st == slotEmpty && b.present.Has(j) && (!f.haveHigh || !p.After(f.high)) {
+			// Passed before the flow's first source, or forgotten: missing now (the block
+			// asks for it, not the range timer).
+			s.st = slotMissing
+			if f.missing == 0 {
+				f.missDue = now + time.Hour
 			}
+			f.missing++
+			f.st.Expected++
+			f.iv.Expected++
 		}
 		s.blk, s.gen = idx, b.gen
 		if !b.present.Has(j) {
@@ -219,7 +228,6 @@ func (r *Receiver) blockFor(now time.Duration, f *rflow, m *wire.Repair, c *cfgS
 		}
 		return b
 	}
-	_ = now
 	return b
 }
 
@@ -229,7 +237,7 @@ func (r *Receiver) ensureDecoder(f *rflow, b *rblock) error {
 		return nil
 	}
 	if b.dec == nil {
-		d, err := fec.NewDecoder()
+		d, err := r.newDecoder()
 		if err != nil {
 			f.st.DecodeErrors++
 			return err
@@ -295,16 +303,15 @@ func (r *Receiver) tryDecode(f *rflow, b *rblock) bool {
 	f.st.BlocksDecoded++
 	ok := true
 	got.Each(func(j int) {
-		if !ok {
-			return
-		}
 		p, err := b.dec.Payload(j)
 		if err != nil {
 			f.st.ICRCMismatch++ // a symbol that is not even a packet: wrong repair bytes
 			ok = false
 			return
 		}
-		ok = r.restored(f, b, j, p)
+		if !r.restored(f, b, j, p) {
+			ok = false // the others of the solve are still checked and delivered each (E9)
+		}
 	})
 	if !ok {
 		r.abandon(f, b, false)
@@ -338,6 +345,15 @@ func (r *Receiver) restored(f *rflow, b *rblock, j int, pkt []byte) bool {
 	}
 	p := b.start.Add(j)
 	s := f.slotOf(p)
+	if s.p != p && p.Before(s.p) {
+		// The window has moved past p: deliver without keeping it.
+		f.st.Restored++
+		f.iv.Restored++
+		if !r.dq.push(Delivery{Flow: f.id, PSN: p, Kind: Restored, Packet: pkt}) {
+			r.st.DeliveriesDropped++
+		}
+		return true
+	}
 	if s.p != p {
 		r.reset(f, s, p)
 		s.blk, s.gen = b.idx, b.gen
@@ -484,7 +500,7 @@ func (r *Receiver) request(now time.Duration, f *rflow, b *rblock, fallback bool
 	}
 	b.reqID, b.reqAt = id, now
 	b.due, b.haveDue = now+f.retry(), true
-	if r.send(f.from, &m) {
+	if r.sendRequest(f.from, &m) {
 		f.st.Requests++
 	}
 }
@@ -504,9 +520,14 @@ func (r *Receiver) nextRequestID(f *rflow) uint16 {
 func (r *Receiver) requestRanges(now time.Duration, f *rflow) {
 	ranges := f.lost[:0]
 	fallback := false
+	next := now + time.Hour // the earliest due left, for the deadline
 	for i := range f.win {
 		s := &f.win[i]
-		if s.st != slotMissing || f.blockOf(s) != nil || now < s.due {
+		if s.st != slotMissing || f.blockOf(s) != nil {
+			continue
+		}
+		if now < s.due {
+			next = min(next, s.due)
 			continue
 		}
 		if s.rounds >= 3 {
@@ -528,10 +549,12 @@ func (r *Receiver) requestRanges(now time.Duration, f *rflow) {
 		} else if n < cap(ranges) {
 			ranges = append(ranges, psn.Range{Start: s.p, Count: 1})
 		} else {
-			s.rounds-- // no room this time
-			s.due = now
+			s.rounds-- // no room this time: at the next timer
+			s.due = now + time.Microsecond
 		}
+		next = min(next, s.due)
 	}
+	f.missDue = next
 	if f.set.Ordered {
 		r.drainCursor(f)
 	}
@@ -539,7 +562,7 @@ func (r *Receiver) requestRanges(now time.Duration, f *rflow) {
 		return
 	}
 	m := wire.RepairRequest{FlowID: f.id, RangeForm: true, Fallback: fallback, RequestID: r.nextRequestID(f), Ranges: ranges}
-	if r.send(f.from, &m) {
+	if r.sendRequest(f.from, &m) {
 		f.st.RangeRequests++
 		if fallback {
 			f.st.FallbackRequests++

@@ -370,3 +370,72 @@ func TestRangeRequestWithoutRepairC7(t *testing.T) {
 		t.Fatalf("%+v", st)
 	}
 }
+
+// TestRequestDeltaAboveOnePercent: above one percent loss (the CRF's own estimate from its
+// LOSS_REPORT intervals) M_s = X - r + 1, and never more than X.
+func TestRequestDeltaAboveOnePercent(t *testing.T) {
+	r := newReceiver(t, Settings{})
+	id := open(t, r, 0, cfg8)
+	// An interval at 25 percent loss: 8 expected, 6 received.
+	warm := newBlock(0x10, 8)
+	for j := 0; j < 8; j++ {
+		if j != 1 && j != 2 {
+			r.Observe(0, id, warm.pkts[j], false)
+		}
+	}
+	r.Tick(10 * time.Millisecond)
+	drainMsgs(r)
+	drainDel(r)
+	b := newBlock(0x100, 8)
+	for j := 3; j < 8; j++ {
+		r.Observe(10*time.Millisecond, id, b.pkts[j], false)
+	}
+	m, _ := wire.ParseRepair(b.repair(t, id, 0, psn.Bitmap{}, 0))
+	m.Last = true
+	r.Handle(10*time.Millisecond, testCSF, msg(t, &m), false)
+	qs := requests(r)
+	if len(qs) != 1 || qs[0].SuggestedM != 3 || qs[0].RepairsHeld != 1 { // X = 3, r = 1, delta 1: 3
+		for _, q := range qs {
+			t.Logf("%+v", *q)
+		}
+		t.Fatal("delta not applied")
+	}
+	// X = 1, r = 0: X - r + delta = 2 is capped at X.
+	c := newBlock(0x200, 8)
+	for j := 1; j < 8; j++ {
+		r.Observe(10*time.Millisecond, id, c.pkts[j], false)
+	}
+	m, _ = wire.ParseRepair(c.repair(t, id, 0, lostSet(1, 2), 5)) // a row that does not help
+	m.Retx, m.RepairSessionID = true, 5
+	r.Handle(10*time.Millisecond, testCSF, msg(t, &m), false)
+	for d, ok := r.NextDeadline(); ok && d < 12*time.Millisecond; d, ok = r.NextDeadline() {
+		r.Tick(d)
+	}
+	qs = qs[:0]
+	for _, q := range requests(r) {
+		if !q.RangeForm { // the synthetic gaps between the blocks are asked for by range
+			qs = append(qs, q)
+		}
+	}
+	if len(qs) != 1 || qs[0].SuggestedM != 1 {
+		for _, q := range qs {
+			t.Logf("%+v", *q)
+		}
+		t.Fatal("M_s above X")
+	}
+}
+
+// TestExtraOrdinaryAcceptedC16: an ordinary REPAIR of an acknowledged configuration whose index
+// is beyond m but unused for the block is accepted and used.
+func TestExtraOrdinaryAcceptedC16(t *testing.T) {
+	r := newReceiver(t, Settings{})
+	id := open(t, r, 0, cfg8) // m = 2
+	b := newBlock(0x100, 8)
+	for j := 1; j < 8; j++ {
+		r.Observe(0, id, b.pkts[j], false)
+	}
+	r.Handle(0, testCSF, b.repair(t, id, 5, psn.Bitmap{}, 0), false)
+	if ds := drainDel(r); len(ds) != 1 || ds[0].Kind != Restored || string(ds[0].Packet) != string(b.pkts[0]) {
+		t.Fatalf("%+v", ds)
+	}
+}

@@ -48,19 +48,6 @@ func (r *Receiver) onHello(now time.Duration, from netip.AddrPort, msg []byte) {
 		set: set, rtt: flow.NewRTT(r.o.initialRTT), est: policy.NewEstimator(0.05)}
 	f.ack = wire.HelloAck{FlowID: id, Capabilities: r.o.limits.Capabilities(int(m.RDMAMTU)), AF: m.AF(),
 		SenderNonce: m.SenderNonce, MaxOpenBlocks: uint16(r.o.limits.MaxOpenBlocks)}
-	// C7 b: Max Open Blocks x Max k, rounded up to a power of two.
-	w := 1
-	for w < eff.MaxOpenBlocks*eff.MaxK {
-		w *= 2
-	}
-	f.win, f.mask = make([]slot, w), uint32(w-1)
-	for i := range f.win {
-		f.win[i].blk = -1
-	}
-	f.blocks = make([]rblock, 2*eff.MaxOpenBlocks)
-	for i := range f.blocks {
-		f.blocks[i].idx = int32(i)
-	}
 	f.nextReq = r.o.firstReqID
 	for f.nextReq == 0 {
 		f.nextReq = uint16(r.o.rand())
@@ -68,6 +55,7 @@ func (r *Receiver) onHello(now time.Duration, from netip.AddrPort, msg []byte) {
 	f.ivStart, f.lastSource = now, now
 	f.reportAt = now + f.rtt.SRTT()
 	r.flows[id] = f
+	r.order = append(r.order, f)
 	r.byKey[key] = id
 	r.st.FlowsOpened++
 	if r.send(from, &f.ack) {
@@ -132,6 +120,7 @@ func (r *Receiver) onParamUpdate(now time.Duration, f *rflow, msg []byte) {
 		}
 	}
 	if status == wire.StatusAccepted {
+		f.allocate()
 		r.st.ParamAccepted++
 	} else {
 		r.st.ParamRejected++
@@ -176,7 +165,7 @@ func (r *Receiver) tickFlow(now time.Duration, f *rflow) {
 	if f.holding && now >= f.holdDue {
 		r.flushHold(f)
 	}
-	if f.missing > 0 {
+	if f.missing > 0 && now >= f.missDue {
 		r.requestRanges(now, f)
 	}
 	for i := range f.blocks {
@@ -197,10 +186,32 @@ func (r *Receiver) report(now time.Duration, f *rflow) {
 	}
 	iv.FlowID = f.id
 	iv.IntervalUS = uint32(min((now-f.ivStart)/time.Microsecond, 1<<32-1))
-	if r.send(f.from, &iv) {
+	if r.sendReport(f.from, &iv) {
 		f.st.LossReports++
 	}
 	f.est.Update(policy.Interval{Expected: iv.Expected, Received: iv.Received, CEMarked: iv.CEMarked})
 	f.iv = wire.LossReport{}
 	f.ivStart = now
+}
+
+// allocate gives the flow its window and block table when its first configuration is
+// acknowledged, not at HELLO: a HELLO costs its sender nothing, a PARAM_UPDATE needs the Flow ID
+// from HELLO_ACK.
+func (f *rflow) allocate() {
+	if f.win != nil {
+		return
+	}
+	// C7 b: Max Open Blocks x Max k, rounded up to a power of two.
+	w := 1
+	for w < f.eff.MaxOpenBlocks*f.eff.MaxK {
+		w *= 2
+	}
+	f.win, f.mask = make([]slot, w), uint32(w-1)
+	for i := range f.win {
+		f.win[i].blk = -1
+	}
+	f.blocks = make([]rblock, 2*f.eff.MaxOpenBlocks)
+	for i := range f.blocks {
+		f.blocks[i].idx = int32(i)
+	}
 }

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/crem-project/crem/flow"
+	"github.com/crem-project/crem/psn"
 	"github.com/crem-project/crem/wire"
 )
 
@@ -133,5 +134,76 @@ func TestCloseBothWaysC2(t *testing.T) {
 	}
 	if r.Stats().CloseSentByReason[wire.ReasonIdle] != 1 {
 		t.Fatal("no idle CLOSE")
+	}
+}
+
+// TestUnknownMessagesDiscarded: a message with an unknown Version or Type is discarded silently.
+func TestUnknownMessagesDiscarded(t *testing.T) {
+	r := newReceiver(t, Settings{})
+	id := open(t, r, 0, cfg8)
+	for _, b := range [][]byte{{0x21, 0, 0, 8, 0, 0, 0, byte(id)}, {0x1f, 0, 0, 8, 0, 0, 0, byte(id)}} {
+		r.Handle(0, testCSF, b, false)
+	}
+	if len(drainMsgs(r)) != 0 || r.Stats().MessagesIgnored != 2 {
+		t.Fatal("unknown message acted on")
+	}
+}
+
+// TestManyFlowsDeterministic: one Receiver serves several flows, each with its own Flow ID and
+// state; timers of flows due together run in the order the flows opened, so that the output is
+// the same on every run.
+func TestManyFlowsDeterministic(t *testing.T) {
+	run := func() []uint32 {
+		r := newReceiver(t, Settings{})
+		var ids []uint32
+		for n := range 4 {
+			h := hello(uint64(n + 1))
+			h.FlowLabel = uint32(0x20 + n)
+			r.Handle(0, testCSF, msg(t, &h), false)
+			id := drainMsgs(r)[0].(*wire.HelloAck).FlowID
+			ids = append(ids, id)
+			if k, ok := r.Lookup(flow.Key{Src: testFlow.Src, Dst: testFlow.Dst, DestQP: uint32(0x20 + n)}); !ok || k != id {
+				t.Fatal("Lookup")
+			}
+			pu := wire.ParamUpdate{FlowID: id, ConfigID: 1, Scheme: wire.SchemeCauchy, K: 8, M: 1, T: testT}
+			r.Handle(0, testCSF, msg(t, &pu), false)
+			drainMsgs(r)
+			pk := packet(0x100, 100)
+			pk[5], pk[6], pk[7] = 0, 0, byte(0x20+n)
+			r.Observe(0, id, pk, false)
+		}
+		r.Tick(10 * time.Millisecond)
+		var got []uint32
+		for _, m := range drainMsgs(r) {
+			got = append(got, m.(*wire.LossReport).FlowID)
+		}
+		for i := range ids {
+			if got[i] != ids[i] {
+				t.Fatalf("reports in order %x, flows opened %x", got, ids)
+			}
+		}
+		return got
+	}
+	a, b := run(), run()
+	if len(a) != 4 || len(b) != 4 {
+		t.Fatal(a, b)
+	}
+}
+
+// TestBeforeConfiguration: until its first configuration is acknowledged a flow holds no window:
+// its sources pass through and a REPAIR is dropped as of an unknown configuration.
+func TestBeforeConfiguration(t *testing.T) {
+	r := newReceiver(t, Settings{})
+	h := hello(9)
+	r.Handle(0, testCSF, msg(t, &h), false)
+	id := drainMsgs(r)[0].(*wire.HelloAck).FlowID
+	if r.Observe(0, id, packet(0x100, 100), false) != Forward {
+		t.Fatal("source not forwarded")
+	}
+	b := newBlock(0x100, 8)
+	r.Handle(0, testCSF, b.repair(t, id, 0, psn.Bitmap{}, 0), false)
+	r.Tick(time.Second)
+	if st, _ := r.FlowStats(id); st.RepairUnknownConfig != 1 || st.Sources != 0 {
+		t.Fatalf("%+v", st)
 	}
 }

@@ -25,8 +25,8 @@ const (
 // flows, and packets that take no new PSN (ACKs, CNPs), are simply forwarded.
 func (r *Receiver) Observe(now time.Duration, id uint32, pkt []byte, ce bool) Verdict {
 	f := r.flow(id)
-	if f == nil || len(pkt) < roce.BTHLen+roce.ICRCLen {
-		return Forward
+	if f == nil || f.win == nil || len(pkt) < roce.BTHLen+roce.ICRCLen {
+		return Forward // unknown, or not yet configured: nothing to protect it with
 	}
 	op := roce.Opcode(pkt[0])
 	if !r.ops[op] {
@@ -41,11 +41,36 @@ func (r *Receiver) Observe(now time.Duration, id uint32, pkt []byte, ce bool) Ve
 	return r.observe(now, f, p, n, pkt, ce)
 }
 
+// ObserveIP is Observe for transparent (TUN) mode: ip and udp are the packet's IP header (IPv4
+// with options, or IPv6 with extension headers) and UDP header. They become the flow's header
+// template for restored packets (C12), and an IPv4 Identification is kept per PSN so that a
+// restored packet's can be interpolated from its neighbours.
+func (r *Receiver) ObserveIP(now time.Duration, id uint32, ip, udp, pkt []byte, ce bool) Verdict {
+	f := r.flow(id)
+	if f == nil || f.win == nil || len(pkt) < roce.BTHLen+roce.ICRCLen {
+		return Forward
+	}
+	if err := r.SetTemplate(id, ip, udp); err != nil {
+		f.st.TemplateErrors++
+	}
+	v := r.Observe(now, id, pkt, ce)
+	if len(ip) >= 20 && ip[0]>>4 == 4 {
+		p := psn.PSN(uint32(pkt[9])<<16 | uint32(pkt[10])<<8 | uint32(pkt[11]))
+		if s := f.slotOf(p); s.p == p && s.rx {
+			s.ipid, s.hasID = binary.BigEndian.Uint16(ip[4:]), true
+			if prev := f.slotOf(p.Add(-1)); prev.p == p.Add(-1) && prev.hasID {
+				f.idStep = s.ipid - prev.ipid
+			}
+		}
+	}
+	return v
+}
+
 // ObserveSource takes a source packet of flow id whose PSN p the driver knows and which
 // consumes n PSNs (C13); payload is its whole UDP payload. Observe calls it after parsing.
 func (r *Receiver) ObserveSource(now time.Duration, id uint32, p psn.PSN, n int, payload []byte, ce bool) Verdict {
 	f := r.flow(id)
-	if f == nil {
+	if f == nil || f.win == nil {
 		return Forward
 	}
 	return r.observe(now, f, p, max(n, 1), payload, ce)
@@ -54,31 +79,10 @@ func (r *Receiver) ObserveSource(now time.Duration, id uint32, p psn.PSN, n int,
 func (r *Receiver) observe(now time.Duration, f *rflow, p psn.PSN, n int, payload []byte, ce bool) Verdict {
 	f.lastSource = now
 	s := f.slotOf(p)
-	if s.p == p && s.st == slotRestored && !s.rx {
-		// The original arrives after its restoration: a late source, delivered again (the
-		// RDMA transport drops duplicates), not used for decoding.
-		s.rx = true
-		f.st.Sources++
-		f.st.Late++
-		f.iv.Received++
-		if f.set.Ordered && !s.delivered {
-			f.st.Superseded++ // the restored copy goes out in order instead
-			return Held
-		}
-		f.st.Forwarded++
-		return Forward
-	}
 	if s.p == p && (s.st == slotHeld || s.st == slotRestored) {
-		// C7 d: a duplicate is ignored for decoding; the RDMA transport may want it.
-		f.st.Duplicates++
-		if s.st == slotHeld && !bytes.Equal(s.buf, payload) {
-			f.st.DuplicateMismatch++
+		if v, dup := r.again(f, s, payload); dup {
+			return v
 		}
-		if f.set.Ordered && !s.delivered {
-			return Held // the held copy goes out in order
-		}
-		f.st.Forwarded++
-		return Forward
 	}
 	f.st.Sources++
 	f.iv.Received++
@@ -87,6 +91,14 @@ func (r *Receiver) observe(now time.Duration, f *rflow, p psn.PSN, n int, payloa
 		f.iv.CEMarked++
 	}
 	switch {
+	case f.haveHigh && p == f.high.Add(1):
+		// In order: the common case.
+		f.high = p.Add(n - 1)
+		f.st.Expected++
+		f.iv.Expected++
+		if s.p != p {
+			r.reset(f, s, p)
+		}
 	case !f.haveHigh:
 		f.haveHigh, f.high = true, p.Add(n-1)
 		f.st.Expected++
@@ -104,9 +116,12 @@ func (r *Receiver) observe(now time.Duration, f *rflow, p psn.PSN, n int, payloa
 		f.st.Late++
 		f.missing--
 	default:
-		// Older than the window's record of it: a retransmission of something settled.
+		// Behind the highest PSN and not known missing: a retransmission of something settled
+		// (abandoned, or older than the window's record of it).
 		f.st.Late++
-		r.reset(f, s, p)
+		if s.p != p {
+			r.reset(f, s, p)
+		}
 	}
 	s.st, s.ce, s.rx = slotHeld, ce, true
 	s.buf = append(s.buf[:0], payload...)
@@ -121,10 +136,43 @@ func (r *Receiver) observe(now time.Duration, f *rflow, p psn.PSN, n int, payloa
 		a.st = slotAbsent // C13: READ-consumed PSNs are absent in this direction
 		f.st.ReadAbsent++
 	}
-	if b := f.blockOf(s); b != nil && !b.ended {
-		r.sourceIntoBlock(now, f, b, p, payload)
+	if s.blk >= 0 {
+		if b := f.blockOf(s); b != nil && !b.ended {
+			r.sourceIntoBlock(now, f, b, p, payload)
+		}
 	}
 	return r.deliverReceived(f, s, p, payload)
+}
+
+// again handles a PSN whose slot already holds a packet: a duplicate, or the original arriving
+// after its restoration. dup is false when the slot's state says it is neither.
+func (r *Receiver) again(f *rflow, s *slot, payload []byte) (Verdict, bool) {
+	switch {
+	case s.st == slotRestored && !s.rx:
+		// The original arrives after its restoration: a late source, delivered again (the
+		// RDMA transport drops duplicates), not used for decoding.
+		s.rx = true
+		f.st.Sources++
+		f.st.Late++
+		f.iv.Received++
+		if f.set.Ordered && !s.delivered {
+			f.st.Superseded++ // the restored copy goes out in order instead
+			return Held, true
+		}
+	case s.st == slotHeld || s.st == slotRestored:
+		// C7 d: a duplicate is ignored for decoding; the RDMA transport may want it.
+		f.st.Duplicates++
+		if s.st == slotHeld && !bytes.Equal(s.buf, payload) {
+			f.st.DuplicateMismatch++
+		}
+		if f.set.Ordered && !s.delivered {
+			return Held, true // the held copy goes out in order
+		}
+	default:
+		return Forward, false
+	}
+	f.st.Forwarded++
+	return Forward, true
 }
 
 // reset makes slot s the record of PSN p, flushing what it held before (window wrap).
@@ -138,7 +186,7 @@ func (r *Receiver) reset(f *rflow, s *slot, p psn.PSN) {
 	if b := f.blockOf(s); b != nil && !b.ended && s.p != p {
 		r.abandon(f, b, true) // the window moved past a live block (C7 b, g)
 	}
-	s.p, s.st, s.ce, s.rx, s.delivered, s.rounds, s.blk, s.gen = p, slotEmpty, false, false, false, 0, -1, 0
+	s.p, s.st, s.ce, s.rx, s.hasID, s.delivered, s.rounds, s.blk, s.gen = p, slotEmpty, false, false, false, false, 0, -1, 0
 }
 
 // advance marks the PSNs between the highest seen and p as missing.
@@ -160,6 +208,9 @@ func (r *Receiver) advance(now time.Duration, f *rflow, p psn.PSN) {
 		}
 		s.st = slotMissing
 		s.due = now + f.allowance()
+		if f.missing == 0 || s.due < f.missDue {
+			f.missDue = s.due
+		}
 		f.missing++
 		f.st.Expected++
 		f.iv.Expected++

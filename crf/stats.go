@@ -17,6 +17,7 @@ type FlowStats struct {
 	Restored, RestoredSourceCopy, ICRCMismatch, Abandoned, DecodeErrors uint64
 	Requests, RangeRequests, FallbackRequests, RequestRetries           uint64
 	LossReports, RTTSamples                                             uint64
+	TemplateErrors                                                      uint64 // transparent-mode headers refused by SetTemplate
 }
 
 // add accumulates o into s.
@@ -29,7 +30,7 @@ func (s *FlowStats) add(o *FlowStats) {
 		&s.BlocksCreated, &s.BlocksComplete, &s.BlocksDecoded, &s.BlocksIncomplete, &s.BlocksEvicted,
 		&s.BlocksFallback, &s.BlocksAbandoned, &s.BlocksFullyReceived, &s.Restored, &s.RestoredSourceCopy,
 		&s.ICRCMismatch, &s.Abandoned, &s.DecodeErrors, &s.Requests, &s.RangeRequests, &s.FallbackRequests,
-		&s.RequestRetries, &s.LossReports, &s.RTTSamples}
+		&s.RequestRetries, &s.LossReports, &s.RTTSamples, &s.TemplateErrors}
 	b := []uint64{o.Sources, o.SourcesCE, o.Duplicates, o.DuplicateMismatch, o.Late, o.Expected,
 		o.ReadAbsent, o.SourceAtAbsent, o.SourceTooLong, o.WindowJumps, o.Forwarded, o.HeldPackets,
 		o.Released, o.HoldOverflows, o.GapsSkipped, o.Superseded, o.Repairs, o.RepairsCE, o.RepairDuplicate,
@@ -38,7 +39,7 @@ func (s *FlowStats) add(o *FlowStats) {
 		o.BlocksCreated, o.BlocksComplete, o.BlocksDecoded, o.BlocksIncomplete, o.BlocksEvicted,
 		o.BlocksFallback, o.BlocksAbandoned, o.BlocksFullyReceived, o.Restored, o.RestoredSourceCopy,
 		o.ICRCMismatch, o.Abandoned, o.DecodeErrors, o.Requests, o.RangeRequests, o.FallbackRequests,
-		o.RequestRetries, o.LossReports, o.RTTSamples}
+		o.RequestRetries, o.LossReports, o.RTTSamples, o.TemplateErrors}
 	for i := range a {
 		*a[i] += b[i]
 	}

@@ -153,16 +153,46 @@ func TestSteadyStateNoAllocs(t *testing.T) {
 	pkt := packet(0, 1024)
 	i := 0
 	out := func(flow.Datagram) {}
-	step := func() {
-		setPSN(pkt, psn.PSN(i))
-		i++
-		s.Observe(time.Duration(i)*time.Microsecond, pkt)
-		s.Drain(out)
+	step := func() { // one block of 32 packets, so that a per-block allocation shows
+		for range 32 {
+			setPSN(pkt, psn.PSN(i))
+			i++
+			s.Observe(time.Duration(i)*time.Microsecond, pkt)
+			s.Drain(out)
+		}
 	}
-	for range 10000 {
+	for range 300 {
 		step()
 	}
-	if a := testing.AllocsPerRun(5000, step); a != 0 {
-		t.Fatalf("%v allocations per packet", a)
+	if a := testing.AllocsPerRun(200, step); a != 0 {
+		t.Fatalf("%v allocations per block", a)
+	}
+}
+
+// TestLongMessageExtraRepairC16: the blocks of a WRITE the RETH shows to be long get extra
+// ordinary symbols (fresh indices, LAST on the last), without a PARAM_UPDATE; other blocks do not.
+func TestLongMessageExtraRepairC16(t *testing.T) {
+	s := newSender(t, WithConfig(wire.SchemeCauchy, 4, 1, 0), WithAdaptation(false), WithRepairFraction(16),
+		WithLongMessageRepair(2, 8*1024))
+	establish(t, s, 0, 3)
+	first := roce.Packet{BTH: roce.BTH{OpCode: roce.OpWriteFirst, DestQP: testFlow.DestQP, PSN: 0x100},
+		RETH: roce.RETH{DMALength: 8 * 1024}, Payload: make([]byte, 1024)}
+	b, _ := first.Append(nil)
+	s.Observe(time.Millisecond, b)
+	for p := psn.PSN(0x101); p < 0x10c; p++ { // 8 packets of the message, then 4 of another
+		s.Observe(time.Millisecond, packet(p, 1000))
+	}
+	perBlock := map[psn.PSN][]*wire.Repair{}
+	for _, r := range repairs(drain(s)) {
+		perBlock[r.BlockStartPSN] = append(perBlock[r.BlockStartPSN], r)
+	}
+	for start, want := range map[psn.PSN]int{0x100: 3, 0x104: 3, 0x108: 1} {
+		rs := perBlock[start]
+		if len(rs) != want || !rs[len(rs)-1].Last || rs[len(rs)-1].RepairIndex != uint8(want-1) {
+			t.Fatalf("block %v: %d symbols, want %d", start, len(rs), want)
+		}
+	}
+	if s.Stats().LongMessageBlocks != 2 {
+		t.Fatalf("long-message blocks %d", s.Stats().LongMessageBlocks)
 	}
 }

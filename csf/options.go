@@ -2,6 +2,7 @@ package csf
 
 import (
 	"fmt"
+	"log/slog"
 	"net/netip"
 	"time"
 
@@ -37,6 +38,10 @@ type options struct {
 	reverseQP      uint32
 	haveReverseQP  bool
 	queue          int
+	log            *slog.Logger
+	longExtra      int
+	longMin        uint32
+	encoder        flow.Encoder
 }
 
 func defaults() options {
@@ -234,6 +239,36 @@ func WithQueue(n int) Option {
 			return fmt.Errorf("csf: WithQueue(%d): want >= 1", n)
 		}
 		o.queue = n
+		return nil
+	}
+}
+
+// WithLogger sets where the Sender says what a counter alone would not make visible: a flow
+// left unprotected after eight unanswered HELLOs (C3), a CLOSE. Nil (the default) logs nothing.
+func WithLogger(l *slog.Logger) Option {
+	return func(o *options) error { o.log = l; return nil }
+}
+
+// WithLongMessageRepair sends extra ordinary repair symbols (fresh indices, at most Max m per
+// block, within the budget) for the blocks of a message the Sender knows to be long: an RDMA
+// WRITE whose RETH DMA Length is at least minDMA octets (C16). extra 0 (the default) turns it off.
+func WithLongMessageRepair(extra int, minDMA uint32) Option {
+	return func(o *options) error {
+		if extra < 0 || extra > 254 {
+			return fmt.Errorf("csf: WithLongMessageRepair(%d, %d): extra out of 0..254", extra, minDMA)
+		}
+		o.longExtra, o.longMin = extra, minDMA
+		return nil
+	}
+}
+
+// WithEncoder replaces package fec's encoder (a simulator's symbolic codec).
+func WithEncoder(e flow.Encoder) Option {
+	return func(o *options) error {
+		if e == nil {
+			return fmt.Errorf("csf: WithEncoder(nil)")
+		}
+		o.encoder = e
 		return nil
 	}
 }

@@ -312,3 +312,92 @@ func fecSymbol(p []byte, T int) ([]byte, error) {
 }
 
 var _ = flow.Datagram{}
+
+// TestRepairIndicesBoundedC8: Repair Indices satisfy i + k <= 255 and are never reused; when none
+// is left, the answer is Source Copy.
+func TestRepairIndicesBoundedC8(t *testing.T) {
+	s := newSender(t, WithConfig(wire.SchemeCauchy, 250, 2, 300), WithAdaptation(false), WithRepairFraction(16),
+		WithLimits(func() flow.Limits { l := flow.DefaultLimits(); l.MaxK = 255; return l }()))
+	s.Start(0)
+	h := drain(s)[0].(*wire.Hello)
+	caps := flow.DefaultLimits().Capabilities(1024)
+	caps.MaxK = 255
+	ack := wire.HelloAck{FlowID: 3, Capabilities: caps, AF: wire.AF4, SenderNonce: h.SenderNonce, MaxOpenBlocks: 4}
+	b, _ := ack.Append(nil)
+	s.Handle(0, testCRF, b)
+	pu := drain(s)[0].(*wire.ParamUpdate)
+	b, _ = (&wire.ParamAck{FlowID: 3, ConfigID: pu.ConfigID}).Append(nil)
+	s.Handle(0, testCRF, b)
+	for j := 0; j < 250; j++ {
+		s.Observe(time.Millisecond, packet(psn.PSN(0x100+j), 100))
+	}
+	drain(s)
+	seen := map[uint8]bool{0: true, 1: true}
+	for i := range 2 {
+		req := wire.RepairRequest{RequestID: uint16(7 + i), ConfigID: 1, Scheme: wire.SchemeCauchy, K: 250, BlockStartPSN: 0x100, SuggestedM: 4, Lost: lost(0, 1, 2, 3)}
+		for _, r := range sendRequest(t, s, time.Duration(i+1)*time.Second, req) {
+			if r.Scheme == wire.SchemeSourceCopy {
+				if i != 1 {
+					t.Fatalf("Source Copy before the indices ran out (request %d)", i)
+				}
+				continue
+			}
+			if int(r.RepairIndex)+250 > 255 || seen[r.RepairIndex] {
+				t.Fatalf("Repair Index %d with k = 250", r.RepairIndex)
+			}
+			seen[r.RepairIndex] = true
+		}
+	}
+	if len(seen) != 5 || s.Stats().RequestsNoIndex != 1 {
+		t.Fatalf("indices %v, no-index %d", seen, s.Stats().RequestsNoIndex)
+	}
+}
+
+// TestUnknownMessagesDiscarded: a message with an unknown Version or Type is discarded silently.
+func TestUnknownMessagesDiscarded(t *testing.T) {
+	s, now := fullBlock(t, wire.SchemeCauchy, 8, 2)
+	for _, b := range [][]byte{{0x21, 0, 0, 8, 0, 0, 0, 3}, {0x1f, 0, 0, 8, 0, 0, 0, 3}} {
+		s.Handle(now, testCRF, b)
+	}
+	if len(drain(s)) != 0 || s.Stats().MessagesIgnored != 2 {
+		t.Fatal("unknown message acted on")
+	}
+}
+
+// TestDeltaAboveOnePercentC8: with its own loss estimate above one percent the CSF sends
+// M = min(X, max(M_s, X - r + 1)).
+func TestDeltaAboveOnePercentC8(t *testing.T) {
+	s, now := fullBlock(t, wire.SchemeCauchy, 8, 2)
+	lossReport(t, s, now, 100, 95, 0, 0, 10*time.Millisecond)
+	req := wire.RepairRequest{RequestID: 7, ConfigID: 1, Scheme: wire.SchemeCauchy, K: 8, RepairsHeld: 2,
+		BlockStartPSN: 0x100, SuggestedM: 1, Lost: lost(0, 1, 2, 3)}
+	if rs := sendRequest(t, s, now, req); len(rs) != 3 { // X - r + 1 = 3
+		t.Fatalf("%d symbols, want 3", len(rs))
+	}
+}
+
+// TestPathReportCongestionNeverRaisesMC6c: losses a path reporter attributes to congestion
+// (Cause 1) are taken out of the estimate: the same LOSS_REPORTs that raise m without the report
+// leave it alone with it.
+func TestPathReportCongestionNeverRaisesMC6c(t *testing.T) {
+	rep := netip.MustParseAddr("10.5.5.5")
+	s := newSender(t, WithConfig(wire.SchemeCauchy, 32, 0, 0), WithReporters(rep))
+	establish(t, s, 0, 3)
+	now := time.Millisecond
+	for range 2 {
+		pr := wire.PathReport{Method: wire.MethodAltMark, Source: testFlow.Src, Destination: testFlow.Dst, FlowLabel: testFlow.DestQP,
+			Hops: []wire.HopEntry{{NodeID: 9, LostCount: 10, Cause: wire.CauseCongestion}}}
+		b, _ := pr.Append(nil)
+		s.Handle(now, netip.AddrPortFrom(rep, 50000), b)
+		now += 10 * time.Millisecond
+		lossReport(t, s, now, 1000, 990, 0, 0, 10*time.Millisecond)
+	}
+	for _, m := range drain(s) {
+		if _, ok := m.(*wire.ParamUpdate); ok {
+			t.Fatal("congestion loss raised m")
+		}
+	}
+	if s.Stats().PathReports != 2 {
+		t.Fatal("reports not taken")
+	}
+}

@@ -38,7 +38,7 @@ type Sender struct {
 	state State
 	stats Stats
 	q     *flow.Queue
-	enc   *fec.Encoder
+	enc   flow.Encoder
 	ops   [256]uint8
 
 	// Session.
@@ -60,6 +60,7 @@ type Sender struct {
 	// Blocks.
 	blocks   []block
 	open     int // index of the open block, -1 when none
+	ring     int // the next slot a block takes
 	seq      uint64
 	next     psn.PSN // the PSN after the newest source
 	haveNext bool
@@ -68,6 +69,10 @@ type Sender struct {
 	scratch  [][]byte
 	idx      []int
 	symbuf   []byte
+
+	// The latest long message (C16): its PSNs.
+	long             bool
+	longFrom, longTo psn.PSN
 
 	// Measurement and policy.
 	est       *policy.Estimator
@@ -106,9 +111,13 @@ func New(opts ...Option) (*Sender, error) {
 	case o.rand == nil:
 		return nil, errors.New("csf: New: WithRandom is required (no global randomness)")
 	}
-	enc, err := fec.NewEncoder()
-	if err != nil {
-		return nil, fmt.Errorf("csf: New: %w", err)
+	enc := o.encoder
+	if enc == nil {
+		e, err := fec.NewEncoder()
+		if err != nil {
+			return nil, fmt.Errorf("csf: New: %w", err)
+		}
+		enc = e
 	}
 	s := &Sender{o: o, q: flow.NewQueue(o.queue), enc: enc, open: -1, rtt: flow.NewRTT(o.initialRTT)}
 	s.ops = opTable()

@@ -44,6 +44,10 @@ func (s *Sender) helloTimeout(now time.Duration) {
 	s.stats.Unprotected++
 	s.state = StateUnprotected
 	s.helloDue = now + s.o.holdOff
+	if s.o.log != nil {
+		s.o.log.Warn("crem: no HELLO_ACK after eight attempts; flow unprotected until the hold-off ends",
+			"crf", s.o.crf, "qp", s.o.desc.DestQP, "holdoff", s.o.holdOff)
+	}
 }
 
 // send appends m to the queue for to; false (and counted) when the queue is full.
@@ -137,7 +141,7 @@ func (s *Sender) onHelloAck(now time.Duration, from netip.AddrPort, msg []byte) 
 	if held == 0 {
 		held = 2 * eff.MaxOpenBlocks
 	}
-	s.blocks = make([]block, held)
+	s.blocks, s.ring = make([]block, held), 0
 	s.lastSrc = now
 	s.nextID = 1
 	s.propose(now, cfg)
@@ -279,6 +283,9 @@ func (s *Sender) Reconfigure(now time.Duration, cfg flow.Config) error {
 // Close sends CLOSE with the reason and releases every state of the flow (RULINGS C2).
 func (s *Sender) Close(now time.Duration, reason wire.Reason) {
 	if s.state == StateEstablished {
+		if s.o.log != nil {
+			s.o.log.Info("crem: closing the flow", "flow", s.flowID, "reason", reason)
+		}
 		if s.send(s.bound, &wire.Close{FlowID: s.flowID, Reason: reason}) {
 			s.stats.CloseSent++
 			s.stats.CloseSentByReason[min(int(reason), 5)]++

@@ -1,7 +1,9 @@
 package csf
 
 import (
+	"log/slog"
 	"net/netip"
+	"strings"
 	"testing"
 	"time"
 
@@ -22,7 +24,8 @@ func TestNoDefaultPortC14(t *testing.T) {
 // TestHelloBackoffC3: HELLO is retransmitted with exponential backoff from 1 ms, eight attempts
 // in all; then the flow is unprotected (counted) and HELLO is tried again after the hold-off.
 func TestHelloBackoffC3(t *testing.T) {
-	s := newSender(t, WithHoldOff(10*time.Second))
+	var log strings.Builder
+	s := newSender(t, WithHoldOff(10*time.Second), WithLogger(slog.New(slog.NewTextHandler(&log, nil))))
 	s.Start(0)
 	var sentAt []time.Duration
 	var nonce uint64
@@ -60,6 +63,9 @@ func TestHelloBackoffC3(t *testing.T) {
 	}
 	if sentAt[8] != (127+128)*time.Millisecond+10*time.Second {
 		t.Fatalf("retry after hold-off at %v", sentAt[8])
+	}
+	if !strings.Contains(log.String(), "unprotected") {
+		t.Fatalf("no log line: %q", log.String())
 	}
 }
 

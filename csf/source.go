@@ -34,6 +34,14 @@ func (s *Sender) Observe(now time.Duration, pkt []byte) {
 	}
 	p := psn.PSN(uint32(pkt[9])<<16 | uint32(pkt[10])<<8 | uint32(pkt[11]))
 	n := 1
+	if s.o.longExtra > 0 && (op == roce.OpWriteFirst || op == roce.OpWriteOnly || op == roce.OpWriteOnlyWithImmediate) &&
+		len(pkt) >= roce.BTHLen+roce.RETHLen+roce.ICRCLen {
+		// C16: a long message is known from its RETH; its blocks get extra ordinary repair.
+		if dma := binary.BigEndian.Uint32(pkt[roce.BTHLen+12:]); dma >= s.o.longMin {
+			pkts := (uint64(dma) + uint64(s.o.mtu) - 1) / uint64(s.o.mtu) // the message's packets
+			s.longFrom, s.longTo, s.long = p, p.Add(int(min(max(pkts, 1), 1<<22))), true
+		}
+	}
 	if op == roce.OpReadRequest {
 		if len(pkt) < roce.BTHLen+roce.RETHLen+roce.ICRCLen {
 			s.stats.Malformed++
@@ -142,19 +150,11 @@ func (s *Sender) find(p psn.PSN) int {
 	return -1
 }
 
-// openBlock starts a block at p with the configuration in force, reusing the oldest slot when
-// every slot is held.
+// openBlock starts a block at p with the configuration in force. Slots are taken in a ring,
+// so the slot reused is the oldest; a block still held there is dropped and counted.
 func (s *Sender) openBlock(now time.Duration, p psn.PSN) {
-	slot := -1
-	for i := range s.blocks {
-		if !s.blocks[i].used {
-			slot = i
-			break
-		}
-		if slot < 0 || s.blocks[i].seq < s.blocks[slot].seq {
-			slot = i
-		}
-	}
+	slot := s.ring
+	s.ring = (s.ring + 1) % len(s.blocks)
 	b := &s.blocks[slot]
 	if b.used {
 		s.stats.BlocksEvicted++
@@ -193,6 +193,11 @@ func (s *Sender) closeBlock(now time.Duration, i int, full bool) {
 			s.stats.RepairSkippedBreaker += uint64(m)
 		}
 		m = 0
+	}
+	if s.long && !s.mOverride && b.cfg.Scheme == wire.SchemeCauchy && b.start.Before(s.longTo) && !b.last().Before(s.longFrom) {
+		// A block of a long message (C16): extra ordinary symbols, at most Max m in all.
+		m = max(m, min(m+s.o.longExtra, s.eff.MaxM))
+		s.stats.LongMessageBlocks++
 	}
 	m = min(m, 255-b.k)
 	b.ordinary = m
@@ -262,7 +267,19 @@ func (s *Sender) sendRepair(b *block, m wire.Repair) bool {
 		s.stats.RepairDeniedBudget++
 		return false
 	}
-	return s.send(s.bound, &m)
+	// Appended directly, not through wire.Message: the interface would move m to the heap.
+	buf := s.q.Next()
+	if buf == nil {
+		s.stats.QueueFull++
+		return false
+	}
+	buf, err := m.Append(buf)
+	if err != nil {
+		s.stats.EncodeErrors++
+		return false
+	}
+	s.q.Commit(s.bound, buf)
+	return true
 }
 
 // tickBlock runs block i's timers.

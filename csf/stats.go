@@ -24,6 +24,7 @@ type Stats struct {
 	// Repair sent.
 	RepairSent, RepairPaced, RetxSent, SourceCopySent, InfoSent, ExtraSent uint64
 	RepairDeniedBudget, RepairSkippedBreaker, QueueFull                    uint64
+	LongMessageBlocks                                                      uint64 // blocks given extra repair as part of a long message (C16)
 
 	// Requests.
 	RequestsReceived, RequestsAnswered, RequestsDeferred, RequestsDuplicate uint64

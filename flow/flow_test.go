@@ -77,3 +77,12 @@ func TestRTTRFC6298C4(t *testing.T) {
 		t.Fatal(r.SRTT())
 	}
 }
+
+// TestLimitsRequireScheme1: support for scheme 1 is REQUIRED: limits without it are refused.
+func TestLimitsRequireScheme1(t *testing.T) {
+	l := DefaultLimits()
+	l.Schemes = wire.SchemeSet(0).With(wire.SchemeXOR)
+	if l.Check() == nil {
+		t.Fatal("limits without scheme 1 accepted")
+	}
+}
