@@ -49,7 +49,6 @@ type rblock struct {
 	idx         int32
 	used, ended bool
 	gen         uint32
-	seq         uint64
 	start       psn.PSN
 	k           int
 	cfg         flow.Config
@@ -90,7 +89,6 @@ type rflow struct {
 	blocks  []rblock
 	nextBlk int // the ring position of the next block
 	live    int // blocks not yet ended
-	bseq    uint64
 	gen     uint32
 
 	rtt     flow.RTT

@@ -175,8 +175,7 @@ func (r *Receiver) blockFor(now time.Duration, f *rflow, m *wire.Repair, c *cfgS
 	f.live++
 	dec := b.dec
 	f.gen++
-	f.bseq++
-	*b = rblock{idx: b.idx, used: true, gen: f.gen, seq: f.bseq, start: m.BlockStartPSN, k: int(m.K), cfg: c.cfg,
+	*b = rblock{idx: b.idx, used: true, gen: f.gen, start: m.BlockStartPSN, k: int(m.K), cfg: c.cfg,
 		present: m.Present, dec: dec}
 	f.st.BlocksCreated++
 	if f.set.Ordered && f.holding && b.start.Forward(f.cursor) < uint32(b.k) {

@@ -12,7 +12,6 @@ import (
 type block struct {
 	used     bool
 	closed   bool
-	seq      uint64
 	start    psn.PSN
 	k        int // positions covered; the block's k once closed
 	cfg      flow.Config
@@ -49,7 +48,7 @@ type request struct {
 	fallback bool
 }
 
-// end returns the last PSN the block covers.
+// last returns the last PSN the block covers.
 func (b *block) last() psn.PSN { return b.start.Add(b.k - 1) }
 
 // contains reports whether p falls inside the block.

@@ -59,9 +59,8 @@ type Sender struct {
 
 	// Blocks.
 	blocks   []block
-	open     int // index of the open block, -1 when none
-	ring     int // the next slot a block takes
-	seq      uint64
+	open     int     // index of the open block, -1 when none
+	ring     int     // the next slot a block takes
 	next     psn.PSN // the PSN after the newest source
 	haveNext bool
 	lastSrc  time.Duration
@@ -151,7 +150,7 @@ func (s *Sender) Stats() Stats {
 // during the call.
 func (s *Sender) Drain(out func(flow.Datagram)) { s.q.Drain(out) }
 
-// srtt returns the smoothed RTT, at least 1 ms where the draft sets that floor.
+// srtt returns the smoothed RTT (C4); callers apply the draft's floors where it sets them.
 func (s *Sender) srtt() time.Duration { return s.rtt.SRTT() }
 
 // NextDeadline returns when Tick should next be called, if ever.

@@ -163,8 +163,7 @@ func (s *Sender) openBlock(now time.Duration, p psn.PSN) {
 	if len(syms) < s.cur.K {
 		syms = append(syms, make([][]byte, s.cur.K-len(syms))...)
 	}
-	s.seq++
-	*b = block{used: true, seq: s.seq, start: p, cfg: s.cur, syms: syms, opened: now}
+	*b = block{used: true, start: p, cfg: s.cur, syms: syms, opened: now}
 	s.open = slot
 	s.stats.BlocksOpened++
 }
