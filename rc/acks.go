@@ -48,6 +48,7 @@ func (r *responder) sendAck(q *QP) {
 	q.emit(&p)
 	q.stats.AckPackets++
 	r.pending, r.batchCount = 0, 0
+	r.reportRuns(q) // sr: the selective acknowledgement rides with each ACK (protocol notes R15)
 }
 
 // extend adds the T/C AETH to an acknowledgement of an extended QP.

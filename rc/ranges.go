@@ -54,6 +54,16 @@ func (s *rangeSet) has(base, p psn.PSN) bool {
 	return i > 0 && base.Forward(s.rs[i-1].r) >= d
 }
 
+// reported marks the range holding p as reported in its present extent (sr, protocol notes
+// R15).
+func (s *rangeSet) reported(base, p psn.PSN) {
+	d := base.Forward(p)
+	i := sort.Search(len(s.rs), func(i int) bool { return base.Forward(s.rs[i].l) > d })
+	if i > 0 && base.Forward(s.rs[i-1].r) >= d {
+		s.rs[i-1].reports++
+	}
+}
+
 // trim forgets everything before base (the cumulative point moved to base).
 func (s *rangeSet) trim(old, base psn.PSN) {
 	shift := old.Forward(base)

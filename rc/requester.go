@@ -35,6 +35,7 @@ type txPkt struct {
 	w        *wqe
 	seg      int           // PSN offset within its message
 	sent     time.Duration // last transmission
+	xmit     uint64        // sr: the order of its last transmission among all (protocol notes R15)
 	sends    int
 	timeouts int // sr: per-packet timer expiries
 	acked    bool
@@ -49,6 +50,7 @@ const (
 	causeLoss
 	causeRNR
 	causeRead
+	causeProbe // sr: a duplicate of a reported PSN to draw a lost ACK (protocol notes R15)
 )
 
 type retxItem struct {
@@ -80,8 +82,9 @@ type requester struct {
 	stalled      bool
 	tq           []timerEnt // sr: transmissions in time order, for the per-packet timers
 	tqHead       int
-	reads        int // outstanding READ and atomic requests
-	rdAtomic     int // READ and atomic requests started and not completed
+	xmits        uint64 // sr: transmissions so far, numbering txPkt.xmit
+	reads        int    // outstanding READ and atomic requests
+	rdAtomic     int    // READ and atomic requests started and not completed
 
 	rnrActive  bool
 	rnrUntil   time.Duration
@@ -200,8 +203,9 @@ func (r *requester) sendNew(q *QP) int {
 	}
 	p := r.nxt
 	seg := w.next
+	r.xmits++
 	for i := range need {
-		r.tx = append(r.tx, txPkt{w: w, seg: seg + i, sent: q.now, sends: 1})
+		r.tx = append(r.tx, txPkt{w: w, seg: seg + i, sent: q.now, xmit: r.xmits, sends: 1})
 	}
 	r.nxt = r.nxt.Add(need)
 	w.next += need
@@ -301,7 +305,7 @@ func (r *requester) sendRetx(q *QP) int {
 		e := &r.tx[i]
 		e.queued = false
 		w := e.w
-		if e.acked || w.done || r.err != nil {
+		if e.acked || w.done || r.err != nil || e.sacked && r.cfg.Mode == ModeSR && it.cause != causeProbe {
 			continue
 		}
 		seg, p, run := e.seg, it.p, it.run
@@ -326,7 +330,8 @@ func (r *requester) sendRetx(q *QP) int {
 			}
 		}
 		pkt := r.build(w, seg, p, run)
-		e.sent = q.now
+		r.xmits++
+		e.sent, e.xmit = q.now, r.xmits
 		e.sends++
 		if w.responder() {
 			w.lastReissue, w.reissued = q.now, true
@@ -336,7 +341,7 @@ func (r *requester) sendRetx(q *QP) int {
 		switch it.cause {
 		case causeNAK:
 			q.stats.NAKRetransmissions++
-		case causeTimeout:
+		case causeTimeout, causeProbe:
 			q.stats.TimeoutRetransmissions++
 		case causeLoss:
 			q.stats.LossRetransmissions++
@@ -459,6 +464,9 @@ func (r *requester) onAck(q *QP, p *roce.Packet) {
 			return
 		}
 		r.ackTo(q, c.Add(-1))
+		if i := psnIndex(r.una, c, len(r.tx)); i >= 0 && r.cfg.Mode == ModeSR {
+			r.tx[i].sacked = false // the responder let the packet go with this NAK (R15)
+		}
 		r.rnrRetries++
 		if r.cfg.RNRRetry < 7 && r.rnrRetries > r.cfg.RNRRetry {
 			r.fail(q, c, StatusRNRRetryExceeded)
@@ -469,6 +477,10 @@ func (r *requester) onAck(q *QP, p *roce.Packet) {
 	case roce.AckTypeNAK:
 		q.stats.NAKsReceived++
 		code, _ := p.AETH.NAKCode()
+		if r.cfg.Mode == ModeSR && code == roce.NAKPSNSequenceError {
+			r.onSRNAK(q, c, psn.Of(p.AETH.MSN))
+			return
+		}
 		if psnIndex(r.una, c, len(r.tx)) < 0 {
 			q.stats.StaleAcks++
 			return
@@ -480,14 +492,7 @@ func (r *requester) onAck(q *QP, p *roce.Packet) {
 				r.ackTo(q, c.Add(-1))
 				r.lastProgress = q.now
 				r.goBack(c, causeNAK)
-			case ModeSR:
-				// An sr NAK names one missing PSN and acknowledges nothing (protocol notes R4).
-				e := r.tx[psnIndex(r.una, c, len(r.tx))]
-				if e.w.wr.Op == OpRead {
-					c = e.w.first
-				}
-				r.queue(c, causeNAK, 0)
-			default:
+			default: // sr took it above
 				q.stats.Unexpected++
 			}
 		case roce.NAKRemoteAccessError:
@@ -595,4 +600,52 @@ func (r *requester) fail(q *QP, p psn.PSN, st Status) {
 		q.complete(Completion{ID: w.wr.ID, Kind: KindSend, Op: w.wr.Op, Status: s})
 	}
 	r.sq, r.tx, r.retx, r.cur, r.reads, r.rdAtomic = nil, nil, nil, 0, 0, 0
+}
+
+// onSRNAK takes an sr NAK PSN sequence error: m has not arrived, and, when top follows m,
+// every PSN after m up to top has (protocol notes R4, R15). The PSNs reported received are
+// marked and never resent; m is resent when the NAK names it for the first time (no run
+// reported) or when a PSN of the run went out after m's last transmission, which therefore
+// did not arrive.
+func (r *requester) onSRNAK(q *QP, m, top psn.PSN) {
+	var last uint64 // the latest transmission among the PSNs reported received
+	if m.Before(top) {
+		lo, hi := r.clip(m.Add(1), top)
+		newest, fresh := -1, false
+		for i := lo; i < hi; i++ {
+			e := &r.tx[i]
+			if e.w.responder() {
+				continue // READ and atomics are acknowledged by their responses
+			}
+			last = max(last, e.xmit)
+			if e.acked || e.sacked {
+				continue
+			}
+			e.sacked, fresh = true, true
+			if e.sends == 1 {
+				newest = i
+			}
+		}
+		if newest >= 0 {
+			r.sample(q, q.now-r.tx[newest].sent)
+		}
+		if fresh {
+			r.lastProgress, r.retries = q.now, 0 // progress: the probe waits (R15)
+		}
+	}
+	i := psnIndex(r.una, m, len(r.tx))
+	if i < 0 {
+		q.stats.StaleAcks++
+		return
+	}
+	e := &r.tx[i]
+	if m.Before(top) && (e.w.responder() || e.xmit >= last) {
+		// A report of a run: the PSN below it is not known lost (its last transmission may be
+		// on its way, or it is inside a READ, which recovers by its own rules, R10).
+		return
+	}
+	if e.w.wr.Op == OpRead {
+		m = e.w.first
+	}
+	r.queue(m, causeNAK, 0)
 }

@@ -187,6 +187,10 @@ func (r *responder) handle(q *QP, p *roce.Packet) {
 		if !r.hold(q, &rq) {
 			return
 		}
+		if opened {
+			// sr: the runs below the new gap in their final extent first (protocol notes R15).
+			r.reportRuns(q)
+		}
 		r.ranges.insert(r.epsn, rq.p)
 		r.sendGapNAKs(q, rq.p)
 	}
@@ -203,18 +207,52 @@ func (r *responder) handle(q *QP, p *roce.Packet) {
 }
 
 // sendGapNAKs is the sr responder's NAK of each PSN newly found missing (at most 256 per
-// packet, so a forged far-ahead PSN cannot make a storm).
+// packet, so a forged far-ahead PSN cannot make a storm). The NAK of the PSN just below p
+// also reports p, the new run's first PSN (protocol notes R15).
 func (r *responder) sendGapNAKs(q *QP, p psn.PSN) {
-	if r.cfg.Mode != ModeSR || r.cfg.SRNoNAK || !r.highest.Before(p) {
+	if !r.srReports() || !r.highest.Before(p) {
 		return
 	}
 	from := psn.Max(r.highest.Add(1), r.epsn)
 	for k := 0; from.Before(p) && k < 256; k++ {
 		if !r.ranges.has(r.epsn, from) {
-			q.stats.SeqNAKs++
-			r.sendNAK(q, roce.NAK(roce.NAKPSNSequenceError, r.msn), from)
+			top := from // no run reported
+			if from.Add(1) == p {
+				top = p
+				r.ranges.reported(r.epsn, p)
+			}
+			r.sendSeqNAK(q, from, top)
 		}
 		from = from.Add(1)
+	}
+}
+
+// srReports reports whether the responder sends sr's NAKs and their selective
+// acknowledgements (protocol notes R4, R15).
+func (r *responder) srReports() bool { return r.cfg.Mode == ModeSR && !r.cfg.SRNoNAK }
+
+// sendSeqNAK sends an sr NAK PSN sequence error naming the missing PSN m; the AETH's 24-bit
+// MSN field carries top, and every PSN after m up to top has arrived (none when top is m).
+func (r *responder) sendSeqNAK(q *QP, m, top psn.PSN) {
+	q.stats.SeqNAKs++
+	r.sendNAK(q, roce.NAK(roce.NAKPSNSequenceError, uint32(top)), m)
+}
+
+// reportRuns is sr's selective acknowledgement: one NAK for each run of PSNs received above
+// the expected one that grew or merged since it was last reported, naming the missing PSN
+// below the run and carrying the run's last PSN (protocol notes R15). Each arrival changes at
+// most one run, so there are never more reports than packets received.
+func (r *responder) reportRuns(q *QP) {
+	if !r.srReports() {
+		return
+	}
+	for i := range r.ranges.rs {
+		g := &r.ranges.rs[i]
+		if g.reports > 0 || !r.epsn.Before(g.l) {
+			continue
+		}
+		g.reports++
+		r.sendSeqNAK(q, g.l.Add(-1), g.r)
 	}
 }
 

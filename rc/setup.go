@@ -61,6 +61,10 @@ func setupErr(format string, a ...any) error {
 	return fmt.Errorf("%w: %s", ErrSetup, fmt.Sprintf(format, a...))
 }
 
+// srSACK reports whether the QP's sr NAKs carry the runs received (protocol notes R15): set
+// in the flags exactly with mode sr and NAKs on.
+func (m *SetupMsg) srSACK() bool { return m.Mode == ModeSR && !m.SRNoNAK }
+
 // connects reports whether the type carries QP parameters.
 func (t SetupType) connects() bool { return t == SetupRequest || t == SetupAccept }
 
@@ -114,6 +118,9 @@ func (m *SetupMsg) Append(b []byte) ([]byte, error) {
 	if m.SRNoNAK {
 		flags |= 2
 	}
+	if m.srSACK() {
+		flags |= 4
+	}
 	b = append(b, setupMagic[0], setupMagic[1], SetupVersion, byte(m.Type))
 	b = binary.BigEndian.AppendUint64(b, m.Nonce)
 	b = binary.BigEndian.AppendUint32(b, m.QPN)
@@ -155,10 +162,15 @@ func ParseSetup(b []byte) (SetupMsg, int, error) {
 	m.MTU = int(binary.BigEndian.Uint16(b[20:]))
 	m.Mode = Mode(b[22])
 	flags := b[23]
-	if flags&^3 != 0 {
+	if flags&^7 != 0 {
 		return m, 0, setupErr("reserved flags %#x", flags)
 	}
 	m.TCAETH, m.SRNoNAK = flags&1 != 0, flags&2 != 0
+	if flags&4 != 0 != m.srSACK() {
+		// A peer that reads sr NAKs by protocol notes R4 alone would take R15's runs in
+		// the MSN field for message numbers, and the other way round.
+		return m, 0, setupErr("sr selective acknowledgement flag %v with mode %v, NAKs off %v", flags&4 != 0, m.Mode, m.SRNoNAK)
+	}
 	rate := binary.BigEndian.Uint64(b[24:])
 	if rate > 1<<62 {
 		return m, 0, setupErr("rate %d", rate)

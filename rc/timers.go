@@ -72,7 +72,7 @@ func (r *requester) srTimers(q *QP) {
 	for r.tqHead < len(r.tq) {
 		te := r.tq[r.tqHead]
 		i := psnIndex(r.una, te.p, len(r.tx))
-		if i < 0 || r.tx[i].acked || r.tx[i].sent != te.sent || r.tx[i].w.done {
+		if i < 0 || r.tx[i].acked || r.tx[i].sacked || r.tx[i].sent != te.sent || r.tx[i].w.done {
 			r.tqHead++
 			continue
 		}
@@ -92,6 +92,39 @@ func (r *requester) srTimers(q *QP) {
 	if r.tqHead > 1024 && r.tqHead*2 > len(r.tq) {
 		r.tq = append(r.tq[:0], r.tq[r.tqHead:]...)
 		r.tqHead = 0
+	}
+	if r.srProbeDue() && q.now >= r.lastProgress+r.rto() {
+		r.srProbe(q)
+	}
+}
+
+// srProbeDue reports whether sr has outstanding PSNs and no timer running for any of them:
+// each was reported received by a NAK (protocol notes R15), and only the cumulative ACK is
+// missing.
+func (r *requester) srProbeDue() bool {
+	return len(r.tx) > 0 && r.tqHead == len(r.tq) && len(r.retx) == 0 && !r.rnrActive
+}
+
+// srProbe resends the oldest PSN reported received but not acknowledged, once per RTO
+// without progress: a duplicate draws the ACK that was lost, and a packet the responder let
+// go after reporting it (an RNR NAK that was lost) arrives again (protocol notes R15). A READ
+// or atomic that holds the cumulative point recovers by its own retry.
+func (r *requester) srProbe(q *QP) {
+	r.lastProgress = q.now
+	if w := r.tx[0].w; w.responder() && !w.done {
+		return
+	}
+	for i := range r.tx {
+		e := &r.tx[i]
+		if e.acked || e.w.responder() || e.w.done || e.queued {
+			continue
+		}
+		q.stats.Timeouts++
+		if !r.retry(q) {
+			return
+		}
+		r.queue(r.una.Add(i), causeProbe, 0)
+		return
 	}
 }
 
@@ -118,12 +151,15 @@ func (r *requester) deadline(q *QP) (time.Duration, bool) {
 			for r.tqHead < len(r.tq) {
 				te := r.tq[r.tqHead]
 				i := psnIndex(r.una, te.p, len(r.tx))
-				if i < 0 || r.tx[i].acked || r.tx[i].sent != te.sent || r.tx[i].w.done {
+				if i < 0 || r.tx[i].acked || r.tx[i].sacked || r.tx[i].sent != te.sent || r.tx[i].w.done {
 					r.tqHead++
 					continue
 				}
 				set(te.sent + r.rto())
 				break
+			}
+			if r.srProbeDue() {
+				set(r.lastProgress + r.rto())
 			}
 		case ModeTCAETH:
 			set(r.lastProgress + r.ackTimeout())
