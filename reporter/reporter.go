@@ -1,0 +1,366 @@
+// Package reporter is the CREM path reporter: an engine for a node on the path that knows which
+// packets of a protected flow it dropped (node-local drop accounting, PATH_REPORT method 3) and
+// tells the flow's CSF, so that the CSF can send extra repair before the receiver even notices
+// the loss (RULINGS C10, C16). It follows the draft's rules for reporters: reports go to the CREM
+// port of the CSF configured for the flow's source prefix (by default the flow's source address),
+// fit the path MTU (dropped-PSN lists are cut and the Truncated flag set), are rate-limited per
+// flow and per port, and may merge the hop entries of downstream reporters, up to 16, within an
+// aggregation interval.
+//
+// Like the CREM engines it never touches a socket or a clock: drops and downstream reports come
+// in with the current time, datagrams and the next deadline go out.
+package reporter
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+	"time"
+
+	"github.com/crem-project/crem/psn"
+	"github.com/crem-project/crem/wire"
+)
+
+// FlowKey names a protected flow as PATH_REPORT does: addresses and Flow Label (for RoCEv2 the
+// destination QP in its low 24 bits).
+type FlowKey struct {
+	Src, Dst  netip.Addr
+	FlowLabel uint32
+}
+
+// Route sends the reports of flows whose source lies in Prefix to the CSF at CSF.
+type Route struct {
+	Prefix netip.Prefix
+	CSF    netip.Addr
+}
+
+// Datagram is a PATH_REPORT the driver is to send.
+type Datagram struct {
+	To      netip.AddrPort
+	Payload []byte
+}
+
+// Config sets up a reporter. Port is required: CREM has no default port (C14).
+type Config struct {
+	NodeID uint32
+	Port   uint16 // the domain's CREM port
+	// PathMTU is the IP MTU toward the CSFs (default 1500); a report never exceeds it.
+	PathMTU int
+	// Aggregation is how long drops (and downstream reports) gather before a report goes out
+	// (default 50 us, the draft's RECOMMENDED interval).
+	Aggregation time.Duration
+	// FlowInterval is the least time between two reports of one flow (default 1 ms).
+	FlowInterval time.Duration
+	// PortRate and PortBurst bound the reports sent for drops on one port of the node
+	// (default 2000 per second, burst 16).
+	PortRate  float64
+	PortBurst int
+	// Routes map source prefixes to CSF addresses; a flow outside every prefix reports to its
+	// own source address.
+	Routes []Route
+	// Merge lets downstream PATH_REPORTs for a flow with a pending report join it (draft: when
+	// reverse-path capacity is scarce).
+	Merge bool
+	// MaxFlows bounds the flows with a pending report (default 4096).
+	MaxFlows int
+}
+
+func (c *Config) defaults() error {
+	if c.Port == 0 {
+		return errors.New("reporter: the CREM port is required (there is no default port)")
+	}
+	if c.PathMTU == 0 {
+		c.PathMTU = 1500
+	}
+	if c.PathMTU < 576 {
+		return fmt.Errorf("reporter: path MTU %d is below 576", c.PathMTU)
+	}
+	if c.Aggregation == 0 {
+		c.Aggregation = 50 * time.Microsecond
+	}
+	if c.FlowInterval == 0 {
+		c.FlowInterval = time.Millisecond
+	}
+	if c.PortRate == 0 {
+		c.PortRate = 2000
+	}
+	if c.PortBurst == 0 {
+		c.PortBurst = 16
+	}
+	if c.MaxFlows == 0 {
+		c.MaxFlows = 4096
+	}
+	if c.Aggregation < 0 || c.FlowInterval < 0 || c.PortRate < 0 || c.PortBurst < 1 || c.MaxFlows < 1 {
+		return errors.New("reporter: negative interval, rate or size")
+	}
+	for _, r := range c.Routes {
+		if !r.Prefix.IsValid() || !r.CSF.IsValid() {
+			return fmt.Errorf("reporter: route %v -> %v is incomplete", r.Prefix, r.CSF)
+		}
+	}
+	return nil
+}
+
+// Stats counts every outcome.
+type Stats struct {
+	Drops           uint64 // drops reported to the reporter
+	Reports         uint64 // PATH_REPORTs sent
+	Truncated       uint64 // reports whose dropped-PSN lists were cut to fit
+	PSNsCut         uint64 // PSNs left out of reports (counted in Lost Count all the same)
+	DeferredFlow    uint64 // reports delayed by the per-flow limit
+	DeferredPort    uint64 // reports delayed by the per-port limit
+	Merged          uint64 // downstream reports merged into a pending one
+	PassedOn        uint64 // downstream reports left for the driver to forward unchanged
+	MalformedInput  uint64 // downstream datagrams that were not a valid PATH_REPORT
+	FlowsOverflow   uint64 // drops not reported because MaxFlows reports were pending
+	EntriesOverflow uint64 // drops folded into an existing entry because 16 entries were used
+	EncodeErrors    uint64
+}
+
+// pending is the report a flow is gathering.
+type pending struct {
+	key    FlowKey
+	port   int
+	due    time.Duration
+	trunc  bool
+	hops   []wire.HopEntry // own entries (one per cause) first, then merged ones
+	own    int             // how many of hops are this node's
+	period uint32
+}
+
+type bucket struct {
+	tokens float64
+	last   time.Duration
+}
+
+// Reporter is the engine. It is not safe for concurrent use.
+type Reporter struct {
+	cfg      Config
+	flows    map[FlowKey]*pending
+	lastSent map[FlowKey]time.Duration
+	periods  map[FlowKey]uint32
+	ports    map[int]*bucket
+	out      []Datagram
+	stats    Stats
+}
+
+// New returns a reporter for cfg.
+func New(cfg Config) (*Reporter, error) {
+	if err := cfg.defaults(); err != nil {
+		return nil, err
+	}
+	return &Reporter{cfg: cfg, flows: map[FlowKey]*pending{}, lastSent: map[FlowKey]time.Duration{},
+		periods: map[FlowKey]uint32{}, ports: map[int]*bucket{}}, nil
+}
+
+// Stats returns the counters.
+func (r *Reporter) Stats() Stats { return r.stats }
+
+// Drop records that this node dropped the packet with PSN p of flow key on its port, for cause.
+func (r *Reporter) Drop(now time.Duration, key FlowKey, port int, p psn.PSN, cause wire.Cause) {
+	r.stats.Drops++
+	pd := r.pendingFor(now, key, port)
+	if pd == nil {
+		r.stats.FlowsOverflow++
+		return
+	}
+	e := r.ownEntry(pd, cause)
+	e.LostCount++
+	if len(e.DroppedPSNs) < 255 {
+		e.DroppedPSNs = append(e.DroppedPSNs, p)
+	} else {
+		pd.trunc = true
+		r.stats.PSNsCut++
+	}
+}
+
+func (r *Reporter) pendingFor(now time.Duration, key FlowKey, port int) *pending {
+	if pd, ok := r.flows[key]; ok {
+		return pd
+	}
+	if len(r.flows) >= r.cfg.MaxFlows {
+		return nil
+	}
+	due := now + r.cfg.Aggregation
+	if last, ok := r.lastSent[key]; ok && last+r.cfg.FlowInterval > due {
+		due = last + r.cfg.FlowInterval
+		r.stats.DeferredFlow++
+	}
+	pd := &pending{key: key, port: port, due: due}
+	r.flows[key] = pd
+	return pd
+}
+
+// ownEntry returns this node's entry for cause, creating it (one entry per cause).
+func (r *Reporter) ownEntry(pd *pending, cause wire.Cause) *wire.HopEntry {
+	for i := 0; i < pd.own; i++ {
+		if pd.hops[i].Cause == cause {
+			return &pd.hops[i]
+		}
+	}
+	if len(pd.hops) >= wire.MaxHopEntries {
+		// No room for another entry: the drop joins this node's first entry.
+		r.stats.EntriesOverflow++
+		return &pd.hops[0]
+	}
+	pd.hops = append(pd.hops, wire.HopEntry{})
+	copy(pd.hops[pd.own+1:], pd.hops[pd.own:])
+	pd.hops[pd.own] = wire.HopEntry{NodeID: r.cfg.NodeID, Cause: cause}
+	pd.own++
+	return &pd.hops[pd.own-1]
+}
+
+// Forward offers a PATH_REPORT from a downstream reporter that passes this node. It returns
+// true when the report was merged into one this node is gathering for the same flow (the
+// driver then drops the original); false when the driver is to forward it unchanged.
+func (r *Reporter) Forward(now time.Duration, msg []byte) bool {
+	rep, err := wire.ParsePathReport(msg)
+	if err != nil {
+		r.stats.MalformedInput++
+		return false
+	}
+	if !r.cfg.Merge {
+		r.stats.PassedOn++
+		return false
+	}
+	key := FlowKey{Src: rep.Source, Dst: rep.Destination, FlowLabel: rep.FlowLabel}
+	pd, ok := r.flows[key]
+	if !ok || len(pd.hops)+len(rep.Hops) > wire.MaxHopEntries {
+		r.stats.PassedOn++
+		return false
+	}
+	for _, h := range rep.Hops {
+		h.DroppedPSNs = append([]psn.PSN(nil), h.DroppedPSNs...)
+		pd.hops = append(pd.hops, h)
+	}
+	pd.trunc = pd.trunc || rep.Truncated
+	r.stats.Merged++
+	return true
+}
+
+// NextDeadline returns when Tick is next needed.
+func (r *Reporter) NextDeadline() (time.Duration, bool) {
+	var next time.Duration
+	found := false
+	for _, pd := range r.flows {
+		if !found || pd.due < next {
+			next, found = pd.due, true
+		}
+	}
+	return next, found
+}
+
+// Tick sends the reports that are due and allowed by the per-port limit.
+func (r *Reporter) Tick(now time.Duration) {
+	for key, pd := range r.flows {
+		if pd.due > now {
+			continue
+		}
+		if wait := r.takePortToken(now, pd.port); wait > 0 {
+			pd.due = now + wait
+			r.stats.DeferredPort++
+			continue
+		}
+		r.send(now, pd)
+		delete(r.flows, key)
+		r.lastSent[key] = now
+	}
+	// Forget flows whose last report is older than the per-flow interval: bounded memory.
+	if len(r.lastSent) > r.cfg.MaxFlows {
+		for key, t := range r.lastSent {
+			if now-t >= r.cfg.FlowInterval {
+				delete(r.lastSent, key)
+			}
+		}
+	}
+}
+
+// takePortToken spends one report of the port's budget, or says how long until one is there.
+func (r *Reporter) takePortToken(now time.Duration, port int) time.Duration {
+	b, ok := r.ports[port]
+	if !ok {
+		b = &bucket{tokens: float64(r.cfg.PortBurst), last: now}
+		r.ports[port] = b
+	}
+	b.tokens += now.Seconds()*r.cfg.PortRate - b.last.Seconds()*r.cfg.PortRate
+	if b.tokens > float64(r.cfg.PortBurst) {
+		b.tokens = float64(r.cfg.PortBurst)
+	}
+	b.last = now
+	if b.tokens >= 1 {
+		b.tokens--
+		return 0
+	}
+	return time.Duration((1 - b.tokens) / r.cfg.PortRate * float64(time.Second))
+}
+
+// csfFor returns where a flow's reports go.
+func (r *Reporter) csfFor(src netip.Addr) netip.AddrPort {
+	best := -1
+	to := src
+	for _, rt := range r.cfg.Routes {
+		if rt.Prefix.Contains(src) && rt.Prefix.Bits() > best {
+			best, to = rt.Prefix.Bits(), rt.CSF
+		}
+	}
+	return netip.AddrPortFrom(to, r.cfg.Port)
+}
+
+// maxPayload is the largest UDP payload that fits the path MTU toward the CSF.
+func (r *Reporter) maxPayload(to netip.Addr) int {
+	ip := 20
+	if to.Is6() && !to.Is4In6() {
+		ip = 40
+	}
+	return r.cfg.PathMTU - ip - 8
+}
+
+func (r *Reporter) send(now time.Duration, pd *pending) {
+	r.periods[pd.key]++
+	period := r.periods[pd.key]
+	for i := 0; i < pd.own; i++ {
+		pd.hops[i].MarkingPeriodNumber = period
+	}
+	msg := wire.PathReport{Truncated: pd.trunc, Method: wire.MethodNodeDrops, Source: pd.key.Src,
+		Destination: pd.key.Dst, FlowLabel: pd.key.FlowLabel, Hops: pd.hops}
+	to := r.csfFor(pd.key.Src)
+	limit := r.maxPayload(to.Addr())
+	// Cut the longest dropped-PSN list until the report fits; Lost Count keeps the true number.
+	for msg.Length() > limit {
+		longest := -1
+		for i := range msg.Hops {
+			if longest < 0 || len(msg.Hops[i].DroppedPSNs) > len(msg.Hops[longest].DroppedPSNs) {
+				longest = i
+			}
+		}
+		h := &msg.Hops[longest]
+		if len(h.DroppedPSNs) == 0 {
+			break // only hop entries left; 16 of them always fit a 576-octet MTU
+		}
+		over := (msg.Length() - limit + 3) / 4
+		if over > len(h.DroppedPSNs) {
+			over = len(h.DroppedPSNs)
+		}
+		h.DroppedPSNs = h.DroppedPSNs[:len(h.DroppedPSNs)-over]
+		r.stats.PSNsCut += uint64(over)
+		msg.Truncated = true
+	}
+	b, err := msg.Append(nil)
+	if err != nil {
+		r.stats.EncodeErrors++
+		return
+	}
+	if msg.Truncated {
+		r.stats.Truncated++
+	}
+	r.stats.Reports++
+	r.out = append(r.out, Datagram{To: to, Payload: b})
+}
+
+// Drain hands over the reports to send.
+func (r *Reporter) Drain(out func(Datagram)) {
+	for _, d := range r.out {
+		out(d)
+	}
+	r.out = r.out[:0]
+}
