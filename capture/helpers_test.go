@@ -1,46 +1,16 @@
 package capture
 
 import (
-	"errors"
 	"net/netip"
-	"os"
-	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/crem-project/crem/internal/testenv"
 )
 
-// realCapture returns the path of the real RoCEv2 capture, read in place from the shared test
-// data beside the repository (../shared from the module root), or skips the test.
-func realCapture(t testing.TB) string {
-	t.Helper()
-	p, err := findCapture()
-	if err != nil {
-		t.Skipf("real capture not available (shared test data is kept beside the repository, never copied into it): %v", err)
-	}
-	return p
-}
+func realCapture(t testing.TB) string { return testenv.RealCapture(t) }
 
-func findCapture() (string, error) {
-	dir, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			break
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", errors.New("no go.mod above the test directory")
-		}
-		dir = parent
-	}
-	p := filepath.Join(dir, "..", "shared", "testdata", "roce", "hiroce-send-ack.pcap")
-	if _, err := os.Stat(p); err != nil {
-		return "", err
-	}
-	return p, nil
-}
+func findCapture() (string, error) { return testenv.FindCapture() }
 
 var (
 	macA = [6]byte{0x02, 0, 0, 0, 0, 0x0a}

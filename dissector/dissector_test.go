@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/crem-project/crem/capture"
+	"github.com/crem-project/crem/internal/testenv"
 	"github.com/crem-project/crem/psn"
 	"github.com/crem-project/crem/wire"
 )
@@ -53,10 +54,7 @@ func messages(t *testing.T) []wire.Message {
 // TestDissectorAgreesWithEncoder writes each CREM message with package wire into a capture and
 // checks that tshark, running crem.lua, reads back the draft's fields.
 func TestDissectorAgreesWithEncoder(t *testing.T) {
-	tshark, err := exec.LookPath("tshark")
-	if err != nil {
-		t.Skip("tshark is not installed (apt-get install tshark); the dissector is checked only with it")
-	}
+	tshark := testenv.Tshark(t)
 	dir := t.TempDir()
 	file := filepath.Join(dir, "crem.pcap")
 	var buf bytes.Buffer
@@ -140,10 +138,7 @@ func TestDissectorAgreesWithEncoder(t *testing.T) {
 // TestDissectorNeedsThePort: without the domain's CREM port the dissector claims nothing,
 // since the draft assigns no default port.
 func TestDissectorNeedsThePort(t *testing.T) {
-	tshark, err := exec.LookPath("tshark")
-	if err != nil {
-		t.Skip("tshark is not installed (apt-get install tshark)")
-	}
+	tshark := testenv.Tshark(t)
 	file := filepath.Join(t.TempDir(), "one.pcap")
 	var buf bytes.Buffer
 	w, _ := capture.NewWriter(&buf)
