@@ -27,6 +27,9 @@ func commands() []command {
 		{"pcap", "check the ICRC of every RoCEv2 packet in a capture", runPcap},
 		{"netem", "impair UDP between clients and a server: loss, delay, jitter, rate, queue, ECN", runNetem},
 		{"perf", "measure the RoCEv2 RC queue pair (gbn, sr, tcaeth), perftest style", runPerf},
+		{"sim", "simulate the engines at 400 Gbit/s and 25 ms: completion time per scheme, drop rate and size", runSim},
+		{"gateway", "run a CREM gateway: protect the RoCEv2 flows crossing it toward a peer gateway", runGateway},
+		{"lab", "the whole story on loopback: RDMA over an impaired path, with and without CREM gateways", runLab},
 		{"version", "print the version of crem", runVersion},
 	}
 }

@@ -1,0 +1,113 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/crem-project/crem/gateway"
+)
+
+const gatewayDescription = `Runs a CREM gateway: the CSF for the RoCEv2 flows leaving toward the peer gateway and the
+CRF for those arriving from it, on real sockets (docs/gateway.md describes every field of the
+TOML configuration file). Flags override the file. There is no default CREM port (C14).
+
+A peer that does not answer is not fatal: the flows stay unprotected, the log and the metrics
+say so, and HELLO is tried again after the hold-off (C3). SIGTERM and SIGINT close every flow
+with CLOSE reason 0 and drain. /metrics (Prometheus) and /healthz are served on
+metrics_address. Exit status: 0 after a clean stop, 1 on a run-time failure, 2 for a bad
+configuration (one line on standard error).
+
+Example:
+  crem gateway --config gw.toml --log-level debug`
+
+func runGateway(args []string, s stdio) int {
+	fs := newFlagSet("gateway", "crem gateway --config FILE [flags]", gatewayDescription, s)
+	file := fs.String("config", "", "TOML configuration `FILE`")
+	cremAddr := fs.String("crem-address", "", "address and CREM port to listen on (overrides crem_address)")
+	peer := fs.String("peer", "", "peer gateway's CREM address (overrides peer)")
+	mode := fs.String("mode", "", "data path: relay or tun (overrides mode)")
+	protection := fs.String("domain-protection", "", "ipsec or boundary (overrides domain_protection)")
+	metrics := fs.String("metrics-address", "", "serve /metrics and /healthz here (overrides metrics_address)")
+	level := fs.String("log-level", "", "debug, info, warn or error (overrides log_level)")
+	pcapFile := fs.String("pcap", "", "record every datagram received and sent to this pcap `FILE` (overrides pcap)")
+	if code, done := parseFlags(fs, args); done {
+		return code
+	}
+	bad := func(err error) int {
+		fmt.Fprintf(s.err, "crem gateway: %v\n", err)
+		return 2
+	}
+	var cfg gateway.Config
+	if *file != "" {
+		c, err := gateway.LoadConfig(*file)
+		if err != nil {
+			return bad(err)
+		}
+		cfg = c
+	}
+	for _, o := range []struct {
+		v   string
+		dst *string
+	}{{*cremAddr, &cfg.CREMAddress}, {*peer, &cfg.Peer}, {*mode, &cfg.Mode}, {*protection, &cfg.DomainProtection},
+		{*metrics, &cfg.MetricsAddress}, {*level, &cfg.LogLevel}, {*pcapFile, &cfg.Pcap}} {
+		if o.v != "" {
+			*o.dst = o.v
+		}
+	}
+	if err := cfg.Validate(); err != nil {
+		return bad(err)
+	}
+	lv := slog.LevelInfo
+	switch cfg.LogLevel {
+	case "debug":
+		lv = slog.LevelDebug
+	case "warn":
+		lv = slog.LevelWarn
+	case "error":
+		lv = slog.LevelError
+	}
+	log := slog.New(slog.NewTextHandler(s.err, &slog.HandlerOptions{Level: lv}))
+	opts := gateway.Options{Logger: log}
+	if cfg.Pcap != "" {
+		f, err := os.Create(cfg.Pcap)
+		if err != nil {
+			return bad(fmt.Errorf("pcap: %w", err))
+		}
+		defer f.Close()
+		opts.Pcap = f
+	}
+	g, err := gateway.New(cfg, opts)
+	if err != nil {
+		var ce *gateway.ConfigError
+		if errors.As(err, &ce) {
+			return bad(err)
+		}
+		fmt.Fprintf(s.err, "crem gateway: %v\n", err)
+		return 1
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if a := g.MetricsAddress(); a != "" {
+		ln, err := net.Listen("tcp", a)
+		if err != nil {
+			return bad(fmt.Errorf("metrics_address %s: %w", a, err))
+		}
+		go func() {
+			if err := g.ServeMetrics(ctx, ln); err != nil {
+				log.Error("metrics", "err", err)
+			}
+		}()
+		log.Info("metrics", "address", ln.Addr().String())
+	}
+	if err := g.Run(ctx); err != nil {
+		fmt.Fprintf(s.err, "crem gateway: %v\n", err)
+		return 1
+	}
+	return 0
+}

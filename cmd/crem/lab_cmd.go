@@ -1,0 +1,173 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	"github.com/crem-project/crem/lab"
+	"github.com/crem-project/crem/units"
+)
+
+const labDescription = `Runs the whole story on one machine over real UDP sockets on loopback: an RDMA RC
+requester and responder, the impaired path between them (delay, rate, loss), and for the CREM
+configurations two CREM gateways in relay mode at the ends of the path. Each configuration,
+gbn, tcaeth, crem+gbn and crem+tcaeth, moves the same messages over the same path with the same
+seed, and every byte delivered is checked.
+
+The lab picks a free CREM port in the Dynamic Ports range on 127.0.0.1-127.0.0.4 and prints it.
+
+Output: a table (completion time mean and max per message, goodput, packets lost on the path,
+restored by CREM, coded retransmission symbols sent, packets retransmitted by RDMA, and wire
+overhead: all UDP payload octets the path carried, both directions, divided by the message
+octets), with a progress bar when standard error is a terminal. With --json, one JSON object and
+nothing else on standard output: crem_port and runs, an array of {name, verified, messages,
+bytes, mean_s, max_s, goodput_bps, lost, restored, coded_retx, rdma_retx, overhead}.
+Exit status: 0 when every configuration verified, 1 when one did not, 2 for usage errors.
+
+Example:
+  crem lab --rtt 20ms --loss 0.01 --rate 500Mbit --messages 16 --size 4MiB`
+
+func runLab(args []string, s stdio) int {
+	fs := newFlagSet("lab", "crem lab [flags]", labDescription, s)
+	rtt := fs.Duration("rtt", 20*time.Millisecond, "round-trip time of the path (a Go duration)")
+	loss := fs.String("loss", "0.01", "loss on each direction: a fraction (0.01), or any loss specification without --loss-model")
+	model := fs.String("loss-model", "", "loss model: bernoulli, gilbert-burst:burst=B, gilbert:p=P,r=R, every:n=N,of=M, script:I,J")
+	rate := units.Rate(500e6)
+	fs.Var(&rate, "rate", "rate of the path's bottleneck (500Mbit)")
+	seed := fs.Uint64("seed", 1, "seed of the data, the loss models and the engines")
+	messages := fs.Int("messages", 16, "messages per configuration")
+	size := units.Size(4 << 20)
+	fs.Var(&size, "size", "message size (4MiB)")
+	op := fs.String("op", "write", "RDMA operation: write, send or read")
+	mtu := fs.Int("mtu", 4096, "RDMA MTU")
+	runs := fs.String("runs", "", "comma-separated configurations to run (default: gbn,tcaeth,crem+gbn,crem+tcaeth)")
+	pcapFile := fs.String("pcap", "", "capture the impaired path of every run to this classic pcap `FILE` (Ethernet)")
+	asJSON := fs.Bool("json", false, "print one JSON object instead of the table")
+	timeout := fs.Duration("timeout", 2*time.Minute, "give up a configuration after this long")
+	if code, done := parseFlags(fs, args); done {
+		return code
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(s.err, "crem lab: unexpected argument %q\n", fs.Arg(0))
+		return 2
+	}
+	ls, err := lossSpec(*loss, *model)
+	if err != nil {
+		fmt.Fprintf(s.err, "crem lab: %v\n", err)
+		return 2
+	}
+	o := lab.Options{RTT: *rtt, Loss: ls, Rate: int64(rate), Seed: *seed, Messages: *messages, Size: int(size),
+		Op: *op, MTU: *mtu, Timeout: *timeout}
+	if *runs != "" {
+		o.Runs = splitList(*runs)
+	}
+	if *pcapFile != "" {
+		f, err := os.Create(*pcapFile)
+		if err != nil {
+			fmt.Fprintf(s.err, "crem lab: %v\n", err)
+			return 2
+		}
+		defer f.Close()
+		o.Pcap = f
+	}
+	if isTerminal(s.err) {
+		o.Progress = progressBar(s.err)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	port, err := lab.PickCREMPort(*seed)
+	if err != nil {
+		fmt.Fprintf(s.err, "crem lab: %v\n", err)
+		return 1
+	}
+	o.CREMPort = port
+	if !*asJSON {
+		fmt.Fprintf(s.out, "CREM port %d (127.0.0.1-127.0.0.4); path: RTT %v, loss %v, rate %v; %d x %v %s, MTU %d\n",
+			port, *rtt, ls, rate, *messages, size, *op, *mtu)
+	}
+	res, err := lab.Lab(ctx, o)
+	if o.Progress != nil {
+		fmt.Fprint(s.err, "\r\033[K")
+	}
+	if err != nil {
+		fmt.Fprintf(s.err, "crem lab: %v\n", err)
+		if len(res.Runs) == 0 {
+			if ctx.Err() == nil && res.CREMPort == 0 {
+				return 2
+			}
+			return 1
+		}
+	}
+	if *asJSON {
+		b, _ := json.Marshal(res)
+		fmt.Fprintln(s.out, string(b))
+	} else {
+		writeLabTable(s.out, res)
+	}
+	for _, r := range res.Runs {
+		if !r.Verified {
+			fmt.Fprintf(s.err, "crem lab: %s did not verify: %s\n", r.Name, r.Error)
+		}
+	}
+	if !res.Verified() {
+		return 1
+	}
+	return 0
+}
+
+func splitList(s string) []string {
+	var out []string
+	start := 0
+	for i := 0; i <= len(s); i++ {
+		if i == len(s) || s[i] == ',' {
+			if i > start {
+				out = append(out, s[start:i])
+			}
+			start = i + 1
+		}
+	}
+	return out
+}
+
+func writeLabTable(w io.Writer, res lab.Result) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "run\tverified\tmean s\tmax s\tgoodput Mbit/s\tlost\trestored\tcoded retx\tRDMA retx\toverhead\t")
+	for _, r := range res.Runs {
+		fmt.Fprintf(tw, "%s\t%v\t%.3f\t%.3f\t%.1f\t%d\t%d\t%d\t%d\t%.3f\t\n", r.Name, r.Verified, r.MeanS, r.MaxS,
+			r.GoodputBps/1e6, r.Lost, r.Restored, r.CodedRetx, r.RDMARetx, r.Overhead)
+	}
+	tw.Flush()
+}
+
+// isTerminal reports whether w is a character device (a terminal).
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
+}
+
+// progressBar draws one line on the terminal per update.
+func progressBar(w io.Writer) func(run string, done, total int) {
+	return func(run string, done, total int) {
+		const width = 30
+		n := done * width / max(total, 1)
+		bar := make([]byte, width)
+		for i := range bar {
+			bar[i] = '.'
+			if i < n {
+				bar[i] = '#'
+			}
+		}
+		fmt.Fprintf(w, "\r%-12s [%s] %d/%d", run, bar, done, total)
+	}
+}

@@ -1,0 +1,101 @@
+package gateway_test
+
+import (
+	"context"
+	"net"
+	"net/netip"
+	"runtime"
+	"testing"
+	"time"
+
+	"github.com/crem-project/crem/cremtest"
+	"github.com/crem-project/crem/flow"
+	"github.com/crem-project/crem/gateway"
+	"github.com/crem-project/crem/wire"
+)
+
+// TestRelayNoAllocs: once warm, relaying protected traffic through two gateways (CSF and CRF
+// at work, k = 32, m = 4) allocates nothing per packet.
+func TestRelayNoAllocs(t *testing.T) {
+	if testing.Short() {
+		t.Skip("moves 30000 packets")
+	}
+	target, _ := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	defer target.Close()
+	target.SetReadBuffer(8 << 20)
+	ep, _ := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	defer ep.Close()
+	port := ep.LocalAddr().(*net.UDPAddr).Port
+	off := false
+	pol := gateway.PolicyConfig{K: 32, M: 4, Adapt: &off, BurstGap: "1ms"}
+	rule := []gateway.ProtectRule{{SrcPort: port}}
+	aCREM, bCREM, bWAN := freeUDP(t), freeUDP(t), freeUDP(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	var done []chan struct{}
+	defer func() {
+		cancel()
+		for _, d := range done {
+			<-d
+		}
+	}()
+	mk := func(c gateway.Config) *gateway.Gateway {
+		g, err := gateway.New(c, gateway.Options{Seed: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		d := make(chan struct{})
+		done = append(done, d)
+		go func() { defer close(d); g.Run(ctx) }()
+		return g
+	}
+	b := mk(gateway.Config{CREMAddress: bCREM, Peer: aCREM, Protect: rule, Shards: 1, Policy: pol,
+		Relay: gateway.RelayConfig{Listen: "127.0.0.1:0", Target: target.LocalAddr().String(), WANListen: bWAN, PeerData: "127.0.0.1:9"}})
+	a := mk(gateway.Config{CREMAddress: aCREM, Peer: bCREM, Protect: rule, Shards: 1, Policy: pol,
+		Relay: gateway.RelayConfig{Listen: "127.0.0.1:0", Target: "127.0.0.1:9", WANListen: "127.0.0.1:0", PeerData: bWAN}})
+	desc := flow.Descriptor{Kind: wire.FlowKindRoCEv2, Src: netip.MustParseAddr("127.0.0.1"), Dst: netip.MustParseAddr("127.0.0.1"), DestQP: 0x42, SrcPort: uint16(port)}
+	syn := cremtest.Synth{Desc: desc, PSN: 1}
+	pk := syn.Next(1024)
+	next := uint32(0)
+	got := make(chan int, 1)
+	go func() {
+		buf := make([]byte, 9000)
+		n := 0
+		for {
+			target.SetReadDeadline(time.Now().Add(time.Second))
+			if _, _, err := target.ReadFromUDPAddrPort(buf); err != nil {
+				got <- n
+				return
+			}
+			n++
+		}
+	}()
+	to := a.RelayAddr()
+	burst := func(n int) {
+		for i := range n {
+			next = (next + 1) & 0xffffff
+			pk[9], pk[10], pk[11] = byte(next>>16), byte(next>>8), byte(next)
+			ep.WriteToUDPAddrPort(pk, to)
+			if i%32 == 31 {
+				time.Sleep(200 * time.Microsecond)
+			}
+		}
+	}
+	burst(12000) // warm: the CSF's held blocks and the CRF's window fill once
+	time.Sleep(100 * time.Millisecond)
+	var m0, m1 runtime.MemStats
+	runtime.ReadMemStats(&m0)
+	const n = 20000
+	burst(n)
+	time.Sleep(100 * time.Millisecond)
+	runtime.ReadMemStats(&m1)
+	per := float64(m1.Mallocs-m0.Mallocs) / n
+	st := b.Stats()
+	t.Logf("%.4f allocations per packet; B's CRF: %d sources, A's CSF: %d repair", per, st.Receiver.Flows.Sources, a.Stats().Sender.RepairSent)
+	t.Logf("kernel drops: A local %d, B wan %d, B crem %d", a.Stats().Gateway["socket_drops_local"], st.Gateway["socket_drops_wan"], st.Gateway["socket_drops_crem"])
+	if a.Stats().Sender.RepairSent == 0 || st.Receiver.Flows.Sources == 0 {
+		t.Fatal("the flow was not protected")
+	}
+	if per > 0.05 {
+		t.Fatalf("%.3f allocations per relayed packet, want none in steady state", per)
+	}
+}

@@ -1,0 +1,408 @@
+package gateway
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"hash/maphash"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"net/netip"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/crem-project/crem/wire"
+)
+
+// Options are what a caller adds to a Config when it builds a Gateway in process.
+type Options struct {
+	Logger *slog.Logger // nil: discard
+	// Pcap, if set, receives a classic pcap of every datagram the gateway receives and sends
+	// (Config.Pcap names a file instead).
+	Pcap io.Writer
+	// Seed seeds the engines' random sources (nonces, Flow IDs, Request IDs); 0 takes one
+	// from the operating system.
+	Seed uint64
+}
+
+// Gateway is a running CREM gateway.
+type Gateway struct {
+	cfg    *resolved
+	log    *slog.Logger
+	start  time.Time
+	seed   uint64
+	hseed  maphash.Seed
+	crem   *sock
+	local  *sock // relay: this side's endpoints
+	wan    *sock // relay: the peer gateway's data
+	shards []*shard
+	route  router
+	pcap   *pcapRec
+	c      counters
+	free   chan *pkt // buffers for reuse: steady traffic allocates none
+	tun    *tunPath
+
+	closeOnce sync.Once
+	done      chan struct{}
+	wg        sync.WaitGroup
+	// rawReaders read socket descriptors directly: they stop before the sockets close.
+	rawReaders sync.WaitGroup
+}
+
+// counters are the gateway's own outcomes (the engines count theirs).
+type counters struct {
+	rx, tx                        [4]atomic.Uint64 // per socket kind
+	rxBytes, txBytes              [4]atomic.Uint64
+	socketDrops                   [4]atomic.Uint64 // the kernel's drops per socket (SO_RXQ_OVFL)
+	writeErrors, readErrors       atomic.Uint64
+	truncated, shardFull          atomic.Uint64
+	cremMalformed, cremUnknownFlw atomic.Uint64
+	cremDiscarded                 atomic.Uint64
+	notRoCE                       atomic.Uint64
+	unprotectedPackets            atomic.Uint64 // relayed while their flow was not protected
+	protectedPackets              atomic.Uint64
+	delivered, restored           atomic.Uint64
+	abandoned, forwardedFromPeer  atomic.Uint64
+	helloRefusedNoPort            atomic.Uint64
+	flowsStarted                  atomic.Uint64
+	pathReportsIntercepted        atomic.Uint64
+	templateErrors                atomic.Uint64
+}
+
+const (
+	kindCREM = iota
+	kindLocal
+	kindWAN
+	kindTun // a whole IP packet read from the TUN device
+)
+
+var kindNames = [4]string{"crem", "local", "wan", "tun"}
+
+// bufSize holds any RoCEv2 datagram of a 4096-octet MTU and any CREM message of T <= 8192.
+const bufSize = 9216
+
+type pkt struct {
+	buf  []byte
+	iov  [1][]byte // the Buffers of its batch message, so queueing allocates nothing
+	n    int
+	from netip.AddrPort
+	kind uint8
+	ce   bool
+}
+
+func (p *pkt) data() []byte { return p.buf[:p.n] }
+
+// New validates the configuration, opens the sockets (an address in use is a ConfigError)
+// and starts nothing yet; Run starts it.
+func New(c Config, o Options) (*Gateway, error) {
+	r, err := c.resolve()
+	if err != nil {
+		return nil, err
+	}
+	log := o.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	g := &Gateway{cfg: r, log: log, start: time.Now(), seed: o.Seed, hseed: maphash.MakeSeed(), done: make(chan struct{})}
+	if g.seed == 0 {
+		g.seed = rand.Uint64()
+	}
+	g.free = make(chan *pkt, 16384)
+	g.route.init()
+	ok := false
+	defer func() {
+		if !ok {
+			g.closeSockets()
+		}
+	}()
+	if g.crem, err = listen("crem_address", r.crem, kindCREM); err != nil {
+		return nil, err
+	}
+	switch r.mode {
+	case "relay":
+		if g.local, err = listen("relay.listen", r.listen, kindLocal); err != nil {
+			return nil, err
+		}
+		if g.wan, err = listen("relay.wan_listen", r.wanListen, kindWAN); err != nil {
+			return nil, err
+		}
+	case "tun":
+		if g.tun, err = openTun(r); err != nil {
+			return nil, err
+		}
+	}
+	if o.Pcap != nil {
+		if g.pcap, err = newPcapRec(o.Pcap); err != nil {
+			return nil, fmt.Errorf("gateway: pcap: %w", err)
+		}
+	}
+	n := r.shards
+	if n == 0 {
+		n = runtime.GOMAXPROCS(0)
+	}
+	for i := range n {
+		sh, err := newShard(g, i)
+		if err != nil {
+			return nil, err
+		}
+		g.shards = append(g.shards, sh)
+	}
+	ok = true
+	return g, nil
+}
+
+// CREMAddr returns the bound CREM address.
+func (g *Gateway) CREMAddr() netip.AddrPort { return g.crem.addr }
+
+// RelayAddr returns the relay address this side's endpoints send to (relay mode).
+func (g *Gateway) RelayAddr() netip.AddrPort {
+	if g.local == nil {
+		return netip.AddrPort{}
+	}
+	return g.local.addr
+}
+
+// WANAddr returns the address the peer gateway's relayed datagrams arrive on (relay mode).
+func (g *Gateway) WANAddr() netip.AddrPort {
+	if g.wan == nil {
+		return netip.AddrPort{}
+	}
+	return g.wan.addr
+}
+
+func (g *Gateway) now() time.Duration { return time.Since(g.start) }
+
+// Run drives the gateway until ctx ends, then closes every flow with CLOSE reason 0 (normal
+// end), sends what the engines want sent, and closes the sockets.
+func (g *Gateway) Run(ctx context.Context) error {
+	for _, sh := range g.shards {
+		g.wg.Add(1)
+		go func() { defer g.wg.Done(); sh.loop() }()
+	}
+	var readers sync.WaitGroup
+	if g.wan != nil {
+		readers.Add(3) // this side's reader and pairLoop's two waiters
+		g.rawReaders.Add(1)
+		go g.pairLoop(g.crem, g.wan, &readers)
+		go func() { defer readers.Done(); g.readLoop(g.local) }()
+	} else {
+		readers.Add(1)
+		go func() { defer readers.Done(); g.readLoop(g.crem) }()
+	}
+	if g.tun != nil {
+		readers.Add(1)
+		go func() { defer readers.Done(); g.tunLoop() }()
+	}
+	g.log.Info("gateway running", "crem", g.crem.addr, "peer", g.cfg.peer, "mode", g.cfg.mode, "shards", len(g.shards))
+	<-ctx.Done()
+	g.log.Info("gateway stopping: closing flows")
+	for _, sh := range g.shards {
+		sh.closeAll()
+	}
+	g.closeOnce.Do(func() { close(g.done) })
+	g.wg.Wait()
+	g.rawReaders.Wait()
+	g.closeSockets()
+	readers.Wait()
+	st := g.Stats()
+	g.log.Info("gateway stopped", "flows", st.Flows, "csf_sources", st.Sender.Sources, "csf_repair_sent", st.Sender.RepairSent,
+		"csf_retx_sent", st.Sender.RetxSent, "csf_unprotected", st.Sender.Unprotected,
+		"crf_flows", st.Receiver.FlowsOpened, "crf_sources", st.Receiver.Flows.Sources, "crf_repairs", st.Receiver.Flows.Repairs,
+		"crf_restored", st.Receiver.Flows.Restored, "crf_icrc_mismatch", st.Receiver.Flows.ICRCMismatch,
+		"close_sent", st.Sender.CloseSent+st.Receiver.CloseSent, "write_errors", st.Gateway["write_errors"])
+	if g.pcap != nil {
+		return g.pcap.flush()
+	}
+	return nil
+}
+
+func (g *Gateway) closeSockets() {
+	for _, s := range []*sock{g.crem, g.local, g.wan} {
+		if s != nil {
+			s.conn.Close()
+		}
+	}
+	if g.tun != nil {
+		g.tun.close()
+	}
+}
+
+func (g *Gateway) getPkt() *pkt {
+	select {
+	case p := <-g.free:
+		return p
+	default:
+		return &pkt{buf: make([]byte, bufSize)}
+	}
+}
+
+func (g *Gateway) putPkt(p *pkt) {
+	p.n, p.ce = 0, false
+	select {
+	case g.free <- p:
+	default: // more buffers than the free list holds: let them go
+	}
+}
+
+// accept counts a received datagram and hands it to its shard; false keeps the buffer with
+// the caller (dropped, counted).
+func (g *Gateway) accept(s *sock, p *pkt) bool {
+	g.c.rx[s.kind].Add(1)
+	if p.n > len(p.buf) || p.n >= bufSize {
+		g.c.truncated.Add(1)
+		return false
+	}
+	g.c.rxBytes[s.kind].Add(uint64(p.n))
+	if g.pcap != nil {
+		g.pcap.record(p.from, s.addr, p.data())
+	}
+	sh := g.shardFor(p)
+	if sh == nil {
+		return false
+	}
+	select {
+	case sh.in <- p:
+		return true
+	default:
+		g.c.shardFull.Add(1)
+		return false
+	}
+}
+
+// shardFor finds the shard of a datagram, or nil (counted) when it has none.
+func (g *Gateway) shardFor(p *pkt) *shard {
+	b := p.data()
+	switch p.kind {
+	case kindLocal:
+		if len(b) < 12 {
+			g.c.notRoCE.Add(1)
+			return g.shards[0] // relayed as it is
+		}
+		return g.shards[g.pairHash(g.cfg.localEP, g.cfg.remoteEP)]
+	case kindWAN:
+		return g.shards[g.pairHash(g.cfg.localEP, g.cfg.remoteEP)]
+	}
+	// CREM
+	if len(b) < wire.HeaderLen || b[0]>>4 != wire.Version {
+		g.c.cremDiscarded.Add(1)
+		return nil
+	}
+	t := wire.Type(b[0] & 0x0f)
+	id := binary.BigEndian.Uint32(b[4:8])
+	switch t {
+	case wire.TypeHello:
+		h, err := wire.ParseHello(b)
+		if err != nil {
+			g.c.cremMalformed.Add(1)
+			return nil
+		}
+		return g.shards[g.pairHash(h.Source.Unmap(), h.Destination.Unmap())]
+	case wire.TypePathReport:
+		pr, err := wire.ParsePathReport(b)
+		if err != nil {
+			g.c.cremMalformed.Add(1)
+			return nil
+		}
+		return g.shards[g.pairHash(pr.Source.Unmap(), pr.Destination.Unmap())]
+	case wire.TypeHelloAck:
+		if len(b) < 24 {
+			g.c.cremMalformed.Add(1)
+			return nil
+		}
+		h, err := wire.ParseHelloAck(b)
+		if err != nil {
+			g.c.cremMalformed.Add(1)
+			return nil
+		}
+		if i, ok := g.route.get(&g.route.nonce, h.SenderNonce); ok {
+			return g.shards[i]
+		}
+	case wire.TypeParamUpdate, wire.TypeRepair:
+		if i, ok := g.route.get32(&g.route.crf, id); ok {
+			return g.shards[i]
+		}
+	case wire.TypeParamAck, wire.TypeLossReport, wire.TypeRepairRequest:
+		if i, ok := g.route.get32(&g.route.csf, id); ok {
+			return g.shards[i]
+		}
+	case wire.TypeClose:
+		// Either side may close (C2); a CLOSE goes to both halves that know the Flow ID.
+		if i, ok := g.route.get32(&g.route.csf, id); ok {
+			return g.shards[i]
+		}
+		if i, ok := g.route.get32(&g.route.crf, id); ok {
+			return g.shards[i]
+		}
+	default:
+		g.c.cremDiscarded.Add(1)
+		return nil
+	}
+	g.c.cremUnknownFlw.Add(1)
+	return nil
+}
+
+// pairHash maps an unordered address pair to a shard, so both directions of a flow meet.
+func (g *Gateway) pairHash(a, b netip.Addr) int {
+	if len(g.shards) == 1 {
+		return 0
+	}
+	if b.Less(a) {
+		a, b = b, a
+	}
+	var h maphash.Hash
+	h.SetSeed(g.hseed)
+	x, y := a.As16(), b.As16()
+	h.Write(x[:])
+	h.Write(y[:])
+	return int(h.Sum64() % uint64(len(g.shards)))
+}
+
+// router maps Flow IDs and HELLO nonces to shards.
+type router struct {
+	mu    sync.RWMutex
+	crf   map[uint32]int // Flow IDs this gateway's CRFs assigned
+	csf   map[uint32]int // Flow IDs the peer assigned to this gateway's CSFs
+	nonce map[uint64]int // nonces of this gateway's HELLOs
+}
+
+func (r *router) init() {
+	r.crf, r.csf, r.nonce = map[uint32]int{}, map[uint32]int{}, map[uint64]int{}
+}
+
+func (r *router) get32(m *map[uint32]int, k uint32) (int, bool) {
+	r.mu.RLock()
+	v, ok := (*m)[k]
+	r.mu.RUnlock()
+	return v, ok
+}
+
+func (r *router) get(m *map[uint64]int, k uint64) (int, bool) {
+	r.mu.RLock()
+	v, ok := (*m)[k]
+	r.mu.RUnlock()
+	return v, ok
+}
+
+func (r *router) set32(m *map[uint32]int, k uint32, v int) {
+	r.mu.Lock()
+	(*m)[k] = v
+	r.mu.Unlock()
+}
+
+func (r *router) del32(m *map[uint32]int, k uint32) {
+	r.mu.Lock()
+	delete(*m, k)
+	r.mu.Unlock()
+}
+
+func (r *router) setNonce(k uint64, v int) {
+	r.mu.Lock()
+	if len(r.nonce) > 1<<16 {
+		clear(r.nonce) // bounded: a nonce matters only until its HELLO_ACK
+	}
+	r.nonce[k] = v
+	r.mu.Unlock()
+}

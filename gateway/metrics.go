@@ -1,0 +1,238 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"reflect"
+	"strings"
+	"time"
+	"unicode"
+
+	"github.com/crem-project/crem/crf"
+	"github.com/crem-project/crem/csf"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// Stats is a snapshot of every counter: the gateway's own and its engines' (summed over
+// flows and shards).
+type Stats struct {
+	Sender   csf.Stats // every CSF of the gateway, summed
+	Receiver crf.Stats // every CRF, summed (Receiver.Flows sums the flows)
+	Flows    int       // outbound flows with a CSF
+	Gateway  map[string]uint64
+}
+
+// Stats sums the counters of every shard.
+func (g *Gateway) Stats() Stats {
+	st := Stats{Gateway: g.ownCounters()}
+	for _, sh := range g.shards {
+		sh.mu.Lock()
+		for _, s := range sh.list {
+			addInto(reflect.ValueOf(&st.Sender).Elem(), reflect.ValueOf(s.s.Stats()))
+		}
+		st.Flows += len(sh.list)
+		addInto(reflect.ValueOf(&st.Receiver).Elem(), reflect.ValueOf(sh.recv.Stats()))
+		sh.mu.Unlock()
+	}
+	return st
+}
+
+func (g *Gateway) ownCounters() map[string]uint64 {
+	c := &g.c
+	m := map[string]uint64{
+		"write_errors": c.writeErrors.Load(), "read_errors": c.readErrors.Load(),
+		"truncated": c.truncated.Load(), "shard_queue_full": c.shardFull.Load(),
+		"crem_malformed": c.cremMalformed.Load(), "crem_unknown_flow": c.cremUnknownFlw.Load(),
+		"crem_discarded": c.cremDiscarded.Load(), "not_roce": c.notRoCE.Load(),
+		"packets_unprotected": c.unprotectedPackets.Load(), "packets_protected": c.protectedPackets.Load(),
+		"delivered_from_crf": c.delivered.Load(), "restored_delivered": c.restored.Load(),
+		"abandoned": c.abandoned.Load(), "forwarded_from_peer": c.forwardedFromPeer.Load(),
+		"hello_refused_no_src_port": c.helloRefusedNoPort.Load(), "flows_started": c.flowsStarted.Load(),
+		"path_reports_intercepted": c.pathReportsIntercepted.Load(), "template_errors": c.templateErrors.Load(),
+	}
+	for k, n := range kindNames {
+		m["rx_packets_"+n] = c.rx[k].Load()
+		m["tx_packets_"+n] = c.tx[k].Load()
+		m["rx_bytes_"+n] = c.rxBytes[k].Load()
+		m["tx_bytes_"+n] = c.txBytes[k].Load()
+		m["socket_drops_"+n] = c.socketDrops[k].Load()
+	}
+	return m
+}
+
+// addInto adds every unsigned counter of src into dst (same struct type), recursively.
+func addInto(dst, src reflect.Value) {
+	switch src.Kind() {
+	case reflect.Uint64:
+		dst.SetUint(dst.Uint() + src.Uint())
+	case reflect.Struct:
+		for i := range src.NumField() {
+			if dst.Field(i).CanSet() {
+				addInto(dst.Field(i), src.Field(i))
+			}
+		}
+	case reflect.Array:
+		for i := range src.Len() {
+			addInto(dst.Index(i), src.Index(i))
+		}
+	}
+}
+
+// snake turns a Go field name into a metric name part: RepairSent -> repair_sent.
+func snake(s string) string {
+	var b strings.Builder
+	rs := []rune(s)
+	for i, r := range rs {
+		if unicode.IsUpper(r) {
+			if i > 0 && (unicode.IsLower(rs[i-1]) || (i+1 < len(rs) && unicode.IsLower(rs[i+1]))) {
+				b.WriteByte('_')
+			}
+			b.WriteRune(unicode.ToLower(r))
+		} else {
+			b.WriteRune(r)
+		}
+	}
+	return b.String()
+}
+
+// collector exposes Stats to Prometheus; names are derived from the engines' field names,
+// so every counter an engine adds appears without a change here.
+type collector struct{ g *Gateway }
+
+// Collector returns a Prometheus collector of every counter of the gateway.
+func (g *Gateway) Collector() prometheus.Collector { return collector{g} }
+
+func (collector) Describe(ch chan<- *prometheus.Desc) {} // unchecked collector: names follow the engines
+
+func (c collector) Collect(ch chan<- prometheus.Metric) {
+	st := c.g.Stats()
+	emitStruct(ch, "crem_csf_", reflect.ValueOf(st.Sender))
+	emitStruct(ch, "crem_crf_", reflect.ValueOf(st.Receiver))
+	ch <- prometheus.MustNewConstMetric(prometheus.NewDesc("crem_gateway_flows", "outbound flows with a CSF", nil, nil),
+		prometheus.GaugeValue, float64(st.Flows))
+	c.perFlow(ch)
+	for k, v := range st.Gateway {
+		ch <- prometheus.MustNewConstMetric(prometheus.NewDesc("crem_gateway_"+k+"_total", "gateway counter "+k, nil, nil),
+			prometheus.CounterValue, float64(v))
+	}
+}
+
+func emitStruct(ch chan<- prometheus.Metric, prefix string, v reflect.Value) {
+	t := v.Type()
+	for i := range v.NumField() {
+		f, fv := t.Field(i), v.Field(i)
+		if !f.IsExported() {
+			continue
+		}
+		name := prefix + snake(f.Name)
+		switch fv.Kind() {
+		case reflect.Uint64:
+			ch <- prometheus.MustNewConstMetric(prometheus.NewDesc(name+"_total", t.Name()+"."+f.Name, nil, nil),
+				prometheus.CounterValue, float64(fv.Uint()))
+		case reflect.Struct:
+			emitStruct(ch, name+"_", fv)
+		case reflect.Array:
+			d := prometheus.NewDesc(name+"_total", t.Name()+"."+f.Name+" by CLOSE reason", []string{"reason"}, nil)
+			for j := range fv.Len() {
+				ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(fv.Index(j).Uint()), fmt.Sprint(j))
+			}
+		}
+	}
+}
+
+// ServeMetrics serves /metrics and /healthz on addr until ctx ends.
+func (g *Gateway) ServeMetrics(ctx context.Context, ln net.Listener) error {
+	reg := prometheus.NewRegistry()
+	if err := reg.Register(g.Collector()); err != nil {
+		return fmt.Errorf("gateway: metrics: %w", err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-g.done:
+			http.Error(w, "stopping", http.StatusServiceUnavailable)
+		default:
+			fmt.Fprintln(w, "ok")
+		}
+	})
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	go func() {
+		<-ctx.Done()
+		sctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		srv.Shutdown(sctx)
+	}()
+	if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return fmt.Errorf("gateway: metrics: %w", err)
+	}
+	return nil
+}
+
+// MetricsAddress returns the configured metrics address ("" for none).
+func (g *Gateway) MetricsAddress() string { return g.cfg.metricsAddr }
+
+// maxLabelledFlows bounds the per-flow series: with more flows only the sums are exposed.
+const maxLabelledFlows = 64
+
+// perFlow emits a few counters per flow, labelled, while the number of flows stays bounded.
+func (c collector) perFlow(ch chan<- prometheus.Metric) {
+	type csfRow struct {
+		src, dst, qp string
+		st           csf.Stats
+		state        csf.State
+	}
+	type crfRow struct {
+		id string
+		st crf.FlowStats
+	}
+	var outs []csfRow
+	var ins []crfRow
+	for _, sh := range c.g.shards {
+		sh.mu.Lock()
+		for _, s := range sh.list {
+			outs = append(outs, csfRow{s.key.Src.String(), s.key.Dst.String(), fmt.Sprint(s.key.DestQP), s.s.Stats(), s.s.State()})
+		}
+		if len(ins) <= maxLabelledFlows {
+			for _, id := range sh.recv.Flows() {
+				if fs, ok := sh.recv.FlowStats(id); ok {
+					ins = append(ins, crfRow{fmt.Sprintf("%#08x", id), fs})
+				}
+			}
+		}
+		sh.mu.Unlock()
+	}
+	if len(outs) <= maxLabelledFlows {
+		l := []string{"src", "dst", "qp"}
+		for _, r := range outs {
+			for _, m := range []struct {
+				name string
+				v    uint64
+			}{{"sources", r.st.Sources}, {"sources_unprotected", r.st.SourcesUnprotected}, {"repair_sent", r.st.RepairSent},
+				{"retx_sent", r.st.RetxSent}, {"source_copy_sent", r.st.SourceCopySent}, {"requests_received", r.st.RequestsReceived},
+				{"unprotected", r.st.Unprotected}, {"repair_denied_budget", r.st.RepairDeniedBudget}} {
+				ch <- prometheus.MustNewConstMetric(prometheus.NewDesc("crem_csf_flow_"+m.name+"_total", "per flow: csf.Stats", l, nil),
+					prometheus.CounterValue, float64(m.v), r.src, r.dst, r.qp)
+			}
+			ch <- prometheus.MustNewConstMetric(prometheus.NewDesc("crem_csf_flow_state", "per flow: the session state (0 idle, 1 hello, 2 unprotected, 3 established, 4 closed)", l, nil),
+				prometheus.GaugeValue, float64(r.state), r.src, r.dst, r.qp)
+		}
+	}
+	if len(ins) <= maxLabelledFlows {
+		l := []string{"flow_id"}
+		for _, r := range ins {
+			for _, m := range []struct {
+				name string
+				v    uint64
+			}{{"sources", r.st.Sources}, {"restored", r.st.Restored}, {"icrc_mismatch", r.st.ICRCMismatch},
+				{"abandoned", r.st.Abandoned}, {"blocks_evicted", r.st.BlocksEvicted}, {"requests", r.st.Requests}} {
+				ch <- prometheus.MustNewConstMetric(prometheus.NewDesc("crem_crf_flow_"+m.name+"_total", "per flow: crf.FlowStats", l, nil),
+					prometheus.CounterValue, float64(m.v), r.id)
+			}
+		}
+	}
+}

@@ -1,0 +1,426 @@
+// Package lab is the engine of `crem lab`: the whole story on one machine. It runs an RDMA
+// RC requester and responder (package rc over real UDP sockets on loopback), the impaired
+// path between them (netem links driven on real sockets), and for the CREM configurations
+// two gateways (package gateway, relay mode) at the ends of the path. Each configuration
+// (gbn, tcaeth, crem+gbn, crem+tcaeth) moves the same messages over the same path with the
+// same seed; every byte delivered is checked, and the figures of each run are collected.
+package lab
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"net"
+	"net/netip"
+	"sync"
+	"time"
+
+	"github.com/crem-project/crem/gateway"
+	"github.com/crem-project/crem/netem"
+	"github.com/crem-project/crem/psn"
+	"github.com/crem-project/crem/rc"
+	"github.com/crem-project/crem/rc/udp"
+)
+
+// Configurations are the runs of the lab, in order.
+var Configurations = []string{"gbn", "tcaeth", "crem+gbn", "crem+tcaeth"}
+
+// Options describe the lab. Zero values take the defaults of `crem lab`.
+type Options struct {
+	RTT      time.Duration  // default 20 ms
+	Loss     netem.LossSpec // each direction, seeds Seed*2+1 and Seed*2+2
+	Rate     int64          // path rate, bit/s (default 500 Mbit/s)
+	Seed     uint64
+	Messages int    // default 16
+	Size     int    // default 4 MiB
+	Op       string // write (default), send or read
+	MTU      int    // RDMA MTU, default 4096
+	// K and M are the gateways' block size and first repair count (defaults 32 and 4).
+	K, M int
+	// Runs selects configurations (default: all four).
+	Runs []string
+	// Pcap, if set, receives the impaired path of every run as one classic pcap file.
+	Pcap io.Writer
+	// Progress, if set, is called as messages complete.
+	Progress func(run string, done, total int)
+	// Logger receives the gateways' logs (default: discarded).
+	Logger *slog.Logger
+	// CREMPort is the CREM port of the gateways (0: PickCREMPort chooses one).
+	CREMPort int
+	// Timeout bounds each run (default 2 minutes).
+	Timeout time.Duration
+}
+
+// Run is one configuration's outcome; the JSON names are `crem lab --json`'s.
+type Run struct {
+	Name       string  `json:"name"`
+	Verified   bool    `json:"verified"`
+	Messages   int     `json:"messages"`
+	Bytes      int64   `json:"bytes"`
+	MeanS      float64 `json:"mean_s"`
+	MaxS       float64 `json:"max_s"`
+	GoodputBps float64 `json:"goodput_bps"`
+	Lost       uint64  `json:"lost"`
+	Restored   uint64  `json:"restored"`
+	CodedRetx  uint64  `json:"coded_retx"`
+	RDMARetx   uint64  `json:"rdma_retx"`
+	Overhead   float64 `json:"overhead"`
+	Error      string  `json:"error,omitempty"`
+}
+
+// Result is the whole lab.
+type Result struct {
+	CREMPort int   `json:"crem_port"`
+	Runs     []Run `json:"runs"`
+}
+
+// Verified reports whether every run verified.
+func (r Result) Verified() bool {
+	for _, x := range r.Runs {
+		if !x.Verified {
+			return false
+		}
+	}
+	return len(r.Runs) > 0
+}
+
+func (o *Options) defaults() error {
+	if o.RTT == 0 {
+		o.RTT = 20 * time.Millisecond
+	}
+	if o.RTT < 0 {
+		return fmt.Errorf("lab: rtt %v is negative", o.RTT)
+	}
+	if o.Rate == 0 {
+		o.Rate = 500e6
+	}
+	if o.Rate < 1e6 {
+		return fmt.Errorf("lab: rate %d bit/s: want at least 1 Mbit/s", o.Rate)
+	}
+	if o.Messages == 0 {
+		o.Messages = 16
+	}
+	if o.Size == 0 {
+		o.Size = 4 << 20
+	}
+	if o.Messages < 1 || o.Size < 1 || o.Size > 1<<30 {
+		return fmt.Errorf("lab: %d messages of %d octets: want at least one message of 1 octet to 1 GiB", o.Messages, o.Size)
+	}
+	if o.Op == "" {
+		o.Op = "write"
+	}
+	switch o.Op {
+	case "write", "send", "read":
+	default:
+		return fmt.Errorf("lab: op %q: want write, send or read", o.Op)
+	}
+	if o.MTU == 0 {
+		o.MTU = 4096
+	}
+	if !rc.ValidMTU(o.MTU) {
+		return fmt.Errorf("lab: MTU %d: want 256, 512, 1024, 2048 or 4096", o.MTU)
+	}
+	if o.K == 0 {
+		o.K = 32
+	}
+	if o.M == 0 {
+		o.M = 4
+	}
+	if len(o.Runs) == 0 {
+		o.Runs = Configurations
+	}
+	for _, r := range o.Runs {
+		if _, _, err := parseRun(r); err != nil {
+			return err
+		}
+	}
+	if o.Timeout == 0 {
+		o.Timeout = 2 * time.Minute
+	}
+	return nil
+}
+
+func parseRun(name string) (crem bool, mode rc.Mode, err error) {
+	switch name {
+	case "gbn":
+		return false, rc.ModeGBN, nil
+	case "tcaeth":
+		return false, rc.ModeTCAETH, nil
+	case "crem+gbn":
+		return true, rc.ModeGBN, nil
+	case "crem+tcaeth":
+		return true, rc.ModeTCAETH, nil
+	}
+	return false, 0, fmt.Errorf("lab: configuration %q: want gbn, tcaeth, crem+gbn or crem+tcaeth", name)
+}
+
+// Loopback addresses of the lab: the requester's side, the responder's side, and the path's
+// two ends. Linux answers on all of 127.0.0.0/8.
+var (
+	addrA     = netip.MustParseAddr("127.0.0.1") // requester and gateway A
+	addrB     = netip.MustParseAddr("127.0.0.2") // responder and gateway B
+	addrPathA = netip.MustParseAddr("127.0.0.3") // the path's end facing A
+	addrPathB = netip.MustParseAddr("127.0.0.4") // the path's end facing B
+)
+
+// PickCREMPort finds a port in the Dynamic Ports range (49152-65535) free on the four lab
+// addresses: every CREM message of the lab is addressed to it (draft, CREM port).
+func PickCREMPort(seed uint64) (int, error) {
+	r := rand.New(rand.NewPCG(seed, uint64(time.Now().UnixNano())))
+	for range 200 {
+		port := 49152 + r.IntN(65536-49152)
+		ok := true
+		var held []*net.UDPConn
+		for _, a := range []netip.Addr{addrA, addrB, addrPathA, addrPathB} {
+			c, err := net.ListenUDP("udp", net.UDPAddrFromAddrPort(netip.AddrPortFrom(a, uint16(port))))
+			if err != nil {
+				ok = false
+				break
+			}
+			held = append(held, c)
+		}
+		for _, c := range held {
+			c.Close()
+		}
+		if ok {
+			return port, nil
+		}
+	}
+	return 0, errors.New("lab: no free CREM port on 127.0.0.1-4")
+}
+
+// Lab runs every configuration and returns their figures. The error is about setting up;
+// a run that fails to verify says so in its Run.
+func Lab(ctx context.Context, o Options) (Result, error) {
+	if err := o.defaults(); err != nil {
+		return Result{}, err
+	}
+	port := o.CREMPort
+	if port == 0 {
+		var err error
+		if port, err = PickCREMPort(o.Seed); err != nil {
+			return Result{}, err
+		}
+	}
+	var err error
+	res := Result{CREMPort: port}
+	var pc *pathPcap
+	if o.Pcap != nil {
+		if pc, err = newPathPcap(o.Pcap); err != nil {
+			return res, err
+		}
+	}
+	for _, name := range o.Runs {
+		r, err := runOne(ctx, &o, name, port, pc)
+		if err != nil {
+			r.Name, r.Error = name, err.Error()
+		}
+		res.Runs = append(res.Runs, r)
+		if ctx.Err() != nil {
+			break
+		}
+	}
+	if pc != nil {
+		if err := pc.flush(); err != nil {
+			return res, fmt.Errorf("lab: pcap: %w", err)
+		}
+	}
+	return res, nil
+}
+
+// pathConfigs builds the two directions of the path.
+func pathConfigs(o *Options) (ab, ba netem.Config) {
+	mk := func(seed uint64) netem.Config {
+		return netem.Config{Rate: o.Rate, Delay: o.RTT / 2, QueuePackets: 100000, Loss: o.Loss.New(seed), Seed: seed}
+	}
+	return mk(o.Seed*2 + 1), mk(o.Seed*2 + 2)
+}
+
+// rcRate is the RDMA senders' preset rate: 80 percent of the path, leaving room for the
+// ACKs and CREM's repair (every configuration uses the same rate).
+func rcRate(o *Options) int64 { return o.Rate * 8 / 10 }
+
+type side struct {
+	host *udp.Host
+	qp   *rc.QP
+	conn *udp.Conn
+}
+
+func runOne(ctx context.Context, o *Options, name string, port int, pc *pathPcap) (Run, error) {
+	run := Run{Name: name, Messages: o.Messages, Bytes: int64(o.Messages) * int64(o.Size)}
+	crem, mode, _ := parseRun(name)
+	ab, ba := pathConfigs(o)
+	// The path's two ends listen on the CREM port: every CREM message of the lab is addressed
+	// to it (the relayed RoCEv2 datagrams share the sockets, so their order is kept).
+	p, err := newPath(ab, ba, pc, netip.AddrPortFrom(addrPathA, uint16(port)), netip.AddrPortFrom(addrPathB, uint16(port)))
+	if err != nil {
+		return run, err
+	}
+	defer p.close()
+	hostA, err := udp.Listen(netip.AddrPortFrom(addrA, 0).String(), udp.Options{})
+	if err != nil {
+		return run, fmt.Errorf("lab: requester socket: %w", err)
+	}
+	defer hostA.Close()
+	hostB, err := udp.Listen(netip.AddrPortFrom(addrB, 0).String(), udp.Options{})
+	if err != nil {
+		return run, fmt.Errorf("lab: responder socket: %w", err)
+	}
+	defer hostB.Close()
+
+	const qpA, qpB = 0x111, 0x222
+	rate := rcRate(o)
+	cfgA := rc.Config{QPN: qpA, RemoteQPN: qpB, SendPSN: psn.Of(uint32(o.Seed) & 0xffffff), RecvPSN: psn.Of(uint32(o.Seed>>24) & 0xffffff),
+		MTU: o.MTU, Mode: mode, Rate: rate, RTT: o.RTT + time.Millisecond, Burst: time.Millisecond,
+		LocalAddr: addrA, RemoteAddr: addrB, LocalPort: hostA.LocalAddr().Port(), RemotePort: hostB.LocalAddr().Port()}
+	cfgB := cfgA
+	cfgB.QPN, cfgB.RemoteQPN, cfgB.SendPSN, cfgB.RecvPSN = qpB, qpA, cfgA.RecvPSN, cfgA.SendPSN
+	cfgB.LocalAddr, cfgB.RemoteAddr, cfgB.LocalPort, cfgB.RemotePort = addrB, addrA, cfgA.RemotePort, cfgA.LocalPort
+	cfgB.NotifyWrites = true
+	if crem && mode == rc.ModeTCAETH {
+		// T5: where CREM protects the flow, the reorder window covers CREM's restoration
+		// delay, a block's span plus the repair's flight, so the RDMA sender does not race it.
+		span := time.Duration(float64(o.K*(o.MTU+64)*8) / float64(rate) * 1e9)
+		w := span + 2*max(time.Millisecond, o.RTT/8)
+		cfgA.ReorderWindow, cfgB.ReorderWindow = w, w
+	}
+
+	// Where each side's QP sends: into the path directly, or to its gateway.
+	toA, toB := p.addr[0], p.addr[1]
+	var gws []*gateway.Gateway
+	var gwWG sync.WaitGroup
+	gctx, gcancel := context.WithCancel(context.Background())
+	defer func() {
+		gcancel()
+		gwWG.Wait()
+	}()
+	if crem {
+		ordered := mode == rc.ModeGBN
+		rules := []gateway.ProtectRule{
+			{Src: addrA.String(), Dst: addrB.String(), SrcPort: int(cfgA.LocalPort), QP: qpB, ReverseQP: qpA, Ordered: &ordered},
+			{Src: addrB.String(), Dst: addrA.String(), SrcPort: int(cfgB.LocalPort), QP: qpA, ReverseQP: qpB, Ordered: &ordered},
+		}
+		// The RDMA senders' pacer sends in bursts of up to 1 ms on real sockets: a block
+		// closes on a longer gap only (C5), so that blocks fill up to k.
+		burstGap := 2 * time.Millisecond
+		var reorder time.Duration
+		if ordered {
+			// A go-back-N receiver NAKs the first packet after a gap: the CRF's hold (C7 a)
+			// also waits for one coded retransmission round, and still ends well before the
+			// requester's retransmission timeout (3 SRTT).
+			reorder = 3 * o.RTT / 2
+		}
+		mkcfg := func(self, other netip.Addr, pathSelf netip.AddrPort, host *udp.Host, pathData netip.AddrPort) gateway.Config {
+			return gateway.Config{CREMAddress: netip.AddrPortFrom(self, uint16(port)).String(), Peer: pathSelf.String(),
+				Mode: "relay", Shards: 1, Protect: rules,
+				Relay: gateway.RelayConfig{Listen: netip.AddrPortFrom(self, 0).String(), Target: host.LocalAddr().String(),
+					WANListen: netip.AddrPortFrom(self, 0).String(), PeerData: pathData.String(),
+					LocalEndpoint: self.String(), RemoteEndpoint: other.String()},
+				Policy: gateway.PolicyConfig{K: o.K, M: o.M, MTU: o.MTU, InitialRTT: (o.RTT + time.Millisecond).String(),
+					MaxOpenBlocks: maxOpen(o, rate), BurstGap: burstGap.String(), Reorder: reorder.String()}}
+		}
+		log := o.Logger
+		for i, c := range []gateway.Config{
+			mkcfg(addrA, addrB, p.addr[0], hostA, p.addr[0]),
+			mkcfg(addrB, addrA, p.addr[1], hostB, p.addr[1]),
+		} {
+			g, err := gateway.New(c, gateway.Options{Logger: log, Seed: o.Seed*16 + uint64(i) + 1})
+			if err != nil {
+				return run, fmt.Errorf("lab: gateway %c: %w", 'A'+i, err)
+			}
+			gws = append(gws, g)
+			gwWG.Add(1)
+			go func() { defer gwWG.Done(); g.Run(gctx) }()
+		}
+		for i := range 2 {
+			p.route(i, gws[i].CREMAddr(), gws[1-i].CREMAddr())
+			p.route(i, gws[i].WANAddr(), gws[1-i].WANAddr())
+			p.def[i] = gws[1-i].WANAddr()
+		}
+		toA, toB = gws[0].RelayAddr(), gws[1].RelayAddr()
+	} else {
+		p.def = [2]netip.AddrPort{hostB.LocalAddr(), hostA.LocalAddr()}
+	}
+	p.run()
+
+	qa, err := rc.NewQP(cfgA)
+	if err != nil {
+		return run, fmt.Errorf("lab: requester: %w", err)
+	}
+	qb, err := rc.NewQP(cfgB)
+	if err != nil {
+		return run, fmt.Errorf("lab: responder: %w", err)
+	}
+	w := newWorkload(o, name, qa, qb)
+	if err := w.prepareResponder(); err != nil {
+		return run, err
+	}
+	ca, err := hostA.Add(qa, toA, nil, w.requesterDone)
+	if err != nil {
+		return run, fmt.Errorf("lab: requester: %w", err)
+	}
+	defer hostA.Remove(ca)
+	cb, err := hostB.Add(qb, toB, nil, w.responderDone)
+	if err != nil {
+		return run, fmt.Errorf("lab: responder: %w", err)
+	}
+	defer hostB.Remove(cb)
+
+	rctx, cancel := context.WithTimeout(ctx, o.Timeout)
+	defer cancel()
+	start := time.Now()
+	w.start = start
+	ca.Do(func(*rc.QP) { w.postAll() })
+	select {
+	case <-w.done:
+	case <-rctx.Done():
+	}
+	elapsed := time.Since(start)
+	var sa, sb rc.Stats
+	ca.Do(func(q *rc.QP) { sa = q.Stats() })
+	cb.Do(func(q *rc.QP) { sb = q.Stats() })
+	w.mu.Lock()
+	run.Verified = w.err == nil && w.completed == o.Messages && w.checked == o.Messages && w.bad == 0
+	if w.err != nil {
+		run.Error = w.err.Error()
+	} else if !run.Verified {
+		run.Error = fmt.Sprintf("%d of %d messages completed, %d checked, %d bad", w.completed, o.Messages, w.checked, w.bad)
+	}
+	var sum time.Duration
+	for _, d := range w.durations {
+		sum += d
+		run.MaxS = max(run.MaxS, d.Seconds())
+	}
+	if len(w.durations) > 0 {
+		run.MeanS = sum.Seconds() / float64(len(w.durations))
+	}
+	w.mu.Unlock()
+	run.GoodputBps = float64(run.Bytes) * 8 / elapsed.Seconds()
+	run.RDMARetx = sa.RetransmittedPackets + sb.RetransmittedPackets
+	gcancel()
+	gwWG.Wait()
+	for _, g := range gws {
+		st := g.Stats()
+		run.Restored += st.Receiver.Flows.Restored
+		run.CodedRetx += st.Sender.RetxSent
+	}
+	ps := p.stats()
+	var carried uint64
+	for _, s := range ps {
+		run.Lost += s.DroppedLoss + s.DroppedOverflow
+		carried += s.SentBytes
+	}
+	run.Overhead = float64(carried) / float64(run.Bytes)
+	return run, nil
+}
+
+// maxOpen sizes the CRF's Max Open Blocks for the path (E14): the blocks one round trip and
+// a half carries, at least C15's 64.
+func maxOpen(o *Options, rate int64) int {
+	perBlock := float64(o.K*(o.MTU+64)*8) / float64(rate)
+	n := int(1.5*o.RTT.Seconds()/perBlock) + 8
+	return min(max(64, n), 1024)
+}

@@ -1,0 +1,111 @@
+package lab
+
+import (
+	"bytes"
+	"io"
+
+	"context"
+	"github.com/crem-project/crem/capture"
+	"testing"
+	"time"
+
+	"github.com/crem-project/crem/netem"
+)
+
+// TestCREMTCAETHBeatsGBN runs the lab's defaults (20 ms RTT, 1 percent loss, 500 Mbit/s,
+// 16 messages of 4 MiB) for gbn and crem+tcaeth: crem+tcaeth completes faster in mean and
+// max, and every byte of both is verified.
+func TestCREMTCAETHBeatsGBN(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the lab's defaults (about 8 s)")
+	}
+	loss, _ := netem.ParseLossSpec("0.01")
+	res, err := Lab(context.Background(), Options{Loss: loss, Seed: 1, Runs: []string{"gbn", "crem+tcaeth"}, Timeout: 50 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Runs) != 2 {
+		t.Fatalf("runs: %+v", res.Runs)
+	}
+	g, c := res.Runs[0], res.Runs[1]
+	t.Logf("gbn %+v", g)
+	t.Logf("crem+tcaeth %+v", c)
+	if !g.Verified || !c.Verified {
+		t.Fatalf("not verified: gbn %q, crem+tcaeth %q", g.Error, c.Error)
+	}
+	if !(c.MeanS < g.MeanS && c.MaxS < g.MaxS) {
+		t.Fatalf("crem+tcaeth mean %.3f s max %.3f s, gbn mean %.3f s max %.3f s", c.MeanS, c.MaxS, g.MeanS, g.MaxS)
+	}
+	if c.Restored == 0 || g.Lost == 0 {
+		t.Fatalf("want losses and restorations: %+v %+v", g, c)
+	}
+}
+
+// TestOperations runs every configuration briefly for SEND and READ.
+func TestOperations(t *testing.T) {
+	loss, _ := netem.ParseLossSpec("0.01")
+	for _, op := range []string{"send", "read"} {
+		res, err := Lab(context.Background(), Options{RTT: 4 * time.Millisecond, Loss: loss, Rate: 200e6, Messages: 3,
+			Size: 256 << 10, Op: op, Seed: 2, Timeout: 30 * time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range res.Runs {
+			if !r.Verified {
+				t.Errorf("%s %s: %s", op, r.Name, r.Error)
+			}
+		}
+	}
+}
+
+func TestOptionsErrors(t *testing.T) {
+	for _, o := range []Options{{Op: "cas"}, {MTU: 1000}, {Runs: []string{"crem+sr"}}, {Rate: 10}} {
+		if _, err := Lab(context.Background(), o); err == nil {
+			t.Errorf("%+v: no error", o)
+		}
+	}
+}
+
+// TestPcap: --pcap captures the impaired path of every run in one classic pcap file of
+// Ethernet frames, the datagrams the path dropped marked with TTL 1.
+func TestPcap(t *testing.T) {
+	loss, _ := netem.ParseLossSpec("0.05")
+	var buf bytes.Buffer
+	res, err := Lab(context.Background(), Options{RTT: 2 * time.Millisecond, Loss: loss, Rate: 100e6, Messages: 1, Size: 128 << 10,
+		Seed: 4, Runs: []string{"tcaeth", "crem+tcaeth"}, Pcap: &buf, Timeout: 20 * time.Second})
+	if err != nil || !res.Verified() {
+		t.Fatalf("%v %+v", err, res)
+	}
+	r, err := capture.NewReader(&buf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.LinkType() != capture.LinkEthernet {
+		t.Fatalf("link type %v", r.LinkType())
+	}
+	var frames, dropped int
+	for {
+		f, err := r.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		frames++
+		d, err := capture.DecodeUDP(f.LinkType, f.Data)
+		if err != nil {
+			t.Fatalf("frame %d: %v", f.Number, err)
+		}
+		if d.IPHeader[8] == 1 {
+			dropped++
+		}
+	}
+	var lost uint64
+	for _, x := range res.Runs {
+		lost += x.Lost
+	}
+	if frames == 0 || uint64(dropped) != lost {
+		t.Fatalf("%d frames, %d marked dropped, the runs lost %d", frames, dropped, lost)
+	}
+}

@@ -1,0 +1,237 @@
+package lab
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/netip"
+	"sync"
+	"time"
+
+	"github.com/crem-project/crem/capture"
+	"github.com/crem-project/crem/netem"
+)
+
+// path is the impaired path between the two sides: one netem link per direction, carrying
+// every datagram (RoCEv2 data and CREM messages cross the same bottleneck and the same loss
+// model, in the order they were sent). Each side has one socket; what arrives on side A's goes
+// over the A->B link and out of side B's socket, to the destination the sender's address is
+// routed to (and back the same way).
+type path struct {
+	start time.Time
+	sock  [2]*net.UDPConn // side A, side B
+	addr  [2]netip.AddrPort
+	// routes[i] maps a sender on side i to its destination on the other side; def[i] takes
+	// the rest.
+	routes [2]map[netip.AddrPort]netip.AddrPort
+	def    [2]netip.AddrPort
+	dirs   [2]*direction
+	pcap   *pathPcap
+	wg     sync.WaitGroup
+}
+
+type item struct {
+	from netip.AddrPort
+	data []byte
+}
+
+// direction owns one link; index 0 is A->B.
+type direction struct {
+	idx  int
+	mu   sync.Mutex
+	link *netem.Link
+	in   chan item
+	p    *path
+	stop chan struct{}
+}
+
+type pathPcap struct {
+	mu sync.Mutex
+	bw *bufio.Writer
+	w  *capture.Writer
+}
+
+func newPath(ab, ba netem.Config, pc *pathPcap, a, b netip.AddrPort) (*path, error) {
+	p := &path{start: time.Now(), pcap: pc, routes: [2]map[netip.AddrPort]netip.AddrPort{{}, {}}}
+	for i, cfg := range []netem.Config{ab, ba} {
+		l, err := netem.NewLink(cfg)
+		if err != nil {
+			return nil, fmt.Errorf("lab: path: %w", err)
+		}
+		p.dirs[i] = &direction{idx: i, link: l, in: make(chan item, 65536), p: p, stop: make(chan struct{})}
+	}
+	for i, ap := range []netip.AddrPort{a, b} {
+		s, err := net.ListenUDP("udp", net.UDPAddrFromAddrPort(ap))
+		if err != nil {
+			p.closeSockets()
+			return nil, fmt.Errorf("lab: path socket %v: %w", ap, err)
+		}
+		s.SetReadBuffer(8 << 20)
+		s.SetWriteBuffer(8 << 20)
+		p.sock[i] = s
+		p.addr[i] = s.LocalAddr().(*net.UDPAddr).AddrPort()
+	}
+	return p, nil
+}
+
+// route sends what from (on side) sends to to, on the other side.
+func (p *path) route(side int, from, to netip.AddrPort) { p.routes[side][from] = to }
+
+func (p *path) closeSockets() {
+	for _, s := range p.sock {
+		if s != nil {
+			s.Close()
+		}
+	}
+}
+
+// run starts the readers and the two direction loops; routes are fixed from here on.
+func (p *path) run() {
+	for side := range 2 {
+		p.wg.Add(1)
+		go func() {
+			defer p.wg.Done()
+			p.read(side)
+		}()
+	}
+	for _, d := range p.dirs {
+		p.wg.Add(1)
+		go func() { defer p.wg.Done(); d.loop() }()
+	}
+}
+
+func (p *path) now() time.Duration { return time.Since(p.start) }
+
+func (p *path) read(side int) {
+	buf := make([]byte, 65536)
+	d := p.dirs[side] // side A's socket feeds A->B
+	for {
+		n, from, err := p.sock[side].ReadFromUDPAddrPort(buf)
+		if err != nil {
+			if errors.Is(err, net.ErrClosed) {
+				return
+			}
+			continue
+		}
+		from = netip.AddrPortFrom(from.Addr().Unmap(), from.Port())
+		select {
+		case d.in <- item{from: from, data: append([]byte(nil), buf[:n]...)}:
+		case <-d.stop:
+			return
+		}
+	}
+}
+
+// dest returns where a datagram from from on side goes.
+func (p *path) dest(side int, from netip.AddrPort) netip.AddrPort {
+	if to, ok := p.routes[side][from]; ok {
+		return to
+	}
+	return p.def[side]
+}
+
+func packAddr(a netip.AddrPort) uint64 {
+	b := a.Addr().As4()
+	return uint64(b[0])<<40 | uint64(b[1])<<32 | uint64(b[2])<<24 | uint64(b[3])<<16 | uint64(a.Port())
+}
+
+func unpackAddr(v uint64) netip.AddrPort {
+	return netip.AddrPortFrom(netip.AddrFrom4([4]byte{byte(v >> 40), byte(v >> 32), byte(v >> 24), byte(v >> 16)}), uint16(v))
+}
+
+func (d *direction) loop() {
+	t := time.NewTimer(time.Hour)
+	defer t.Stop()
+	p := d.p
+	out := func(pk netem.Packet) {
+		to := unpackAddr(pk.ID)
+		p.sock[1-d.idx].WriteToUDPAddrPort(pk.Data, to)
+		p.record(p.addr[1-d.idx], to, pk.Data, false)
+	}
+	for {
+		select {
+		case it := <-d.in:
+			d.mu.Lock()
+			now := p.now()
+			to := p.dest(d.idx, it.from)
+			if d.link.Send(now, netem.Packet{Data: it.data, ID: packAddr(to)}) != netem.Queued {
+				p.record(it.from, to, it.data, true)
+			}
+			d.link.Deliver(now, out)
+			d.mu.Unlock()
+		case <-t.C:
+			d.mu.Lock()
+			d.link.Deliver(p.now(), out)
+			d.mu.Unlock()
+		case <-d.stop:
+			return
+		}
+		d.mu.Lock()
+		next, ok := d.link.NextDeadline()
+		d.mu.Unlock()
+		if !t.Stop() {
+			select {
+			case <-t.C:
+			default:
+			}
+		}
+		if ok {
+			t.Reset(max(next-p.now(), 0))
+		} else {
+			t.Reset(time.Hour)
+		}
+	}
+}
+
+// record writes one frame of the path's capture; dropped datagrams have TTL 1.
+func (p *path) record(from, to netip.AddrPort, b []byte, dropped bool) {
+	if p.pcap == nil {
+		return
+	}
+	h := capture.FrameHeader{SrcMAC: [6]byte{2, 0x63, 0x72, 0x65, 0x6d, 1}, DstMAC: [6]byte{2, 0x63, 0x72, 0x65, 0x6d, 0},
+		Src: from, Dst: to}
+	if dropped {
+		h.TTL, h.DstMAC[5] = 1, 0xd1
+	}
+	p.pcap.mu.Lock()
+	p.pcap.w.WriteUDP(time.Now(), h, b)
+	p.pcap.mu.Unlock()
+}
+
+// stats returns each direction's link counters.
+func (p *path) stats() [2]netem.Stats {
+	var s [2]netem.Stats
+	for i, d := range p.dirs {
+		d.mu.Lock()
+		s[i] = d.link.Stats()
+		d.mu.Unlock()
+	}
+	return s
+}
+
+func (p *path) close() error {
+	p.closeSockets()
+	for _, d := range p.dirs {
+		close(d.stop)
+	}
+	p.wg.Wait()
+	return nil
+}
+
+// newPathPcap starts one capture for every run of the lab.
+func newPathPcap(w io.Writer) (*pathPcap, error) {
+	bw := bufio.NewWriterSize(w, 1<<20)
+	cw, err := capture.NewWriter(bw)
+	if err != nil {
+		return nil, fmt.Errorf("lab: pcap: %w", err)
+	}
+	return &pathPcap{bw: bw, w: cw}, nil
+}
+
+func (pc *pathPcap) flush() error {
+	pc.mu.Lock()
+	defer pc.mu.Unlock()
+	return pc.bw.Flush()
+}

@@ -1,0 +1,235 @@
+package sim
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/crem-project/crem/netem"
+	"github.com/crem-project/crem/psn"
+	"github.com/crem-project/crem/rc"
+	"github.com/crem-project/crem/roce"
+)
+
+// Shim sits between a QP and its link: the CREM sender function beside the requester, the CREM
+// receiver function beside the responder. It sees every packet its QP sends and every packet
+// the link delivers, and may send packets of its own. A nil Shim passes everything through.
+type Shim interface {
+	// Egress takes a packet the local QP sends; the shim passes it on with pass (or not) and
+	// may send packets of its own with send.
+	Egress(now time.Duration, pkt []byte, pass, send func([]byte))
+	// Ingress takes a packet the link delivers, with whether it is the peer shim's (a CREM
+	// message) and whether a queue marked it CE; the shim hands packets for the QP to deliver
+	// and may answer with send.
+	Ingress(now time.Duration, pkt []byte, shim, ce bool, deliver, send func([]byte))
+	// Tick runs the shim's timers at now; what becomes ready for the QP goes to deliver.
+	Tick(now time.Duration, deliver, send func([]byte))
+	// NextDeadline returns when the shim next wants Tick.
+	NextDeadline() (time.Duration, bool)
+}
+
+// Counts are what one direction of a connection carried.
+type Counts struct {
+	Packets, Octets       uint64 // sent onto the link, lost ones included, with IPv4 and UDP headers
+	Dropped               uint64
+	DataPackets           uint64 // packets that take a PSN (requests, READ responses)
+	RepeatPackets         uint64 // data packets whose PSN was sent before: retransmissions
+	RepeatOctets          uint64
+	ShimPackets, ShimOcts uint64 // packets the shims sent (CREM messages)
+}
+
+// Conn is one connection in virtual time: requester QP A, responder QP B, the shims beside
+// them and the two links. Its loop runs every engine due at the current instant, then jumps to
+// the earliest deadline.
+type Conn struct {
+	QP   [2]*rc.QP
+	Shim [2]Shim
+	Link [2]*netem.Link // Link[0] carries A's side to B, Link[1] the reverse
+	Now  time.Duration
+	// Last is the instant the latest Step ran (Now has moved on to the next deadline).
+	Last  time.Duration
+	Count [2]Counts
+	// Events counts packet events: each packet sent onto a link and each one delivered.
+	Events uint64
+
+	fl    flights // A's WRITE packets in flight, stored small
+	sent  *sentPackets
+	seen  [2]psnSet
+	sendf [2]func([]byte)
+	deliv [2]func(netem.Packet)
+	toQP  [2]func([]byte)
+}
+
+// wireOverhead is what each UDP payload carries beyond itself on the wire: IPv4 and UDP headers,
+// the count rc's pacer uses.
+const wireOverhead = 28
+
+// NewConn wires a and b over links ab (A to B) and ba (B to A) with optional shims.
+func NewConn(a, b *rc.QP, ab, ba netem.Config, shimA, shimB Shim) (*Conn, error) {
+	l0, err := netem.NewLink(ab)
+	if err != nil {
+		return nil, fmt.Errorf("sim: link A to B: %w", err)
+	}
+	l1, err := netem.NewLink(ba)
+	if err != nil {
+		return nil, fmt.Errorf("sim: link B to A: %w", err)
+	}
+	c := &Conn{QP: [2]*rc.QP{a, b}, Shim: [2]Shim{shimA, shimB}, Link: [2]*netem.Link{l0, l1}}
+	for s := range 2 {
+		c.sendf[s] = func(pkt []byte) { c.put(s, pkt, false) }
+		c.toQP[s] = func(pkt []byte) { c.QP[s].Handle(c.Now, pkt) }
+		c.deliv[s] = func(k netem.Packet) {
+			c.Events++
+			to := 1 - s
+			data, packed := k.Data, false
+			if data == nil && k.ID != 0 {
+				data, packed = c.fl.unpack(k.ID), true
+			}
+			if sh := c.Shim[to]; sh != nil {
+				sh.Ingress(c.Now, data, k.Tag != nil, k.CE, c.toQP[to], c.shimSend(to))
+			} else {
+				c.QP[to].Handle(c.Now, data)
+				if packed {
+					c.fl.recycle(data) // rc copies what it keeps
+				}
+			}
+		}
+	}
+	return c, nil
+}
+
+func (c *Conn) shimSend(s int) func([]byte) {
+	return func(pkt []byte) { c.put(s, pkt, true) }
+}
+
+// put sends pkt from side s onto its link.
+func (c *Conn) put(s int, pkt []byte, shim bool) {
+	c.Events++
+	size := len(pkt) + wireOverhead
+	cnt := &c.Count[s]
+	cnt.Packets++
+	cnt.Octets += uint64(size)
+	if shim {
+		cnt.ShimPackets++
+		cnt.ShimOcts += uint64(size)
+	} else if len(pkt) >= roce.BTHLen && roce.Opcode(pkt[0]).Info().Source {
+		cnt.DataPackets++
+		p := uint32(pkt[9])<<16 | uint32(pkt[10])<<8 | uint32(pkt[11])
+		if c.seen[s].add(p) {
+			cnt.RepeatPackets++
+			cnt.RepeatOctets += uint64(size)
+		} else if s == 0 && c.sent != nil {
+			c.sent.record(pkt)
+		}
+	}
+	k := netem.Packet{Data: pkt, Size: size, ECT: true}
+	if shim {
+		k.Tag = shimMark{}
+	}
+	if s == 0 && !shim {
+		if h := c.fl.pack(pkt); h != 0 {
+			k.Data, k.ID = nil, h
+		}
+	}
+	if v := c.Link[s].Send(c.Now, k); v != netem.Queued {
+		cnt.Dropped++
+		if k.ID != 0 {
+			c.fl.release(k.ID)
+		}
+	}
+}
+
+// CompactWrites lets the connection carry A's WRITE packets of the message in src, whose first
+// packet has PSN first, as their headers and place while they are on the link (see flights).
+func (c *Conn) CompactWrites(src []byte, first psn.PSN, mtu int) {
+	c.fl.src, c.fl.first, c.fl.mtu = src, first, mtu
+}
+
+// flush hands what each QP wants sent to its shim or its link.
+func (c *Conn) flush() {
+	for s := range 2 {
+		if sh := c.Shim[s]; sh != nil {
+			c.QP[s].Drain(func(pkt []byte) { sh.Egress(c.Now, pkt, c.sendf[s], c.shimSend(s)) })
+		} else {
+			c.QP[s].Drain(c.sendf[s])
+		}
+	}
+}
+
+// Step runs everything due at the current instant, then advances the clock to the next
+// deadline. It returns false when nothing is pending anywhere.
+func (c *Conn) Step() bool {
+	for range 1 << 20 {
+		for s := range 2 {
+			c.QP[s].Tick(c.Now)
+			if sh := c.Shim[s]; sh != nil {
+				sh.Tick(c.Now, c.toQP[s], c.shimSend(s))
+			}
+		}
+		c.flush()
+		c.Link[0].Deliver(c.Now, c.deliv[0])
+		c.Link[1].Deliver(c.Now, c.deliv[1])
+		c.flush()
+		c.Last = c.Now
+		next, ok := c.next()
+		if !ok {
+			return false
+		}
+		if next > c.Now {
+			c.Now = next
+			return true
+		}
+	}
+	panic("sim: no progress at one instant after a million rounds")
+}
+
+func (c *Conn) next() (time.Duration, bool) {
+	var d time.Duration
+	ok := false
+	take := func(t time.Duration, has bool) {
+		if has && (!ok || t < d) {
+			d, ok = t, true
+		}
+	}
+	for s := range 2 {
+		take(c.Link[s].NextDeadline())
+		take(c.QP[s].NextDeadline())
+		if sh := c.Shim[s]; sh != nil {
+			take(sh.NextDeadline())
+		}
+	}
+	return d, ok
+}
+
+// RunUntil steps until done returns true; it fails when nothing is pending and done is still
+// false, or when the virtual time passes limit.
+func (c *Conn) RunUntil(done func() bool, limit time.Duration) error {
+	for !done() {
+		if c.Now > limit {
+			return fmt.Errorf("sim: not done after %v of virtual time", limit)
+		}
+		if !c.Step() {
+			if done() {
+				return nil
+			}
+			return fmt.Errorf("sim: idle at %v and not done", c.Now)
+		}
+	}
+	return nil
+}
+
+// shimMark tags a shim's packets on the link.
+type shimMark struct{}
+
+// psnSet remembers which 24-bit PSNs were sent, one bit each.
+type psnSet struct{ bits []uint64 }
+
+// add marks p and reports whether it was already marked.
+func (s *psnSet) add(p uint32) bool {
+	if s.bits == nil {
+		s.bits = make([]uint64, (1<<24)/64)
+	}
+	w, b := p/64, uint64(1)<<(p%64)
+	had := s.bits[w]&b != 0
+	s.bits[w] |= b
+	return had
+}

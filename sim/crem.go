@@ -1,0 +1,272 @@
+package sim
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"net/netip"
+	"time"
+
+	"github.com/crem-project/crem/crf"
+	"github.com/crem-project/crem/csf"
+	"github.com/crem-project/crem/flow"
+	"github.com/crem-project/crem/policy"
+	"github.com/crem-project/crem/wire"
+)
+
+// Addresses of the CREM functions beside the QPs (the CREM port is always explicit, C14).
+var (
+	csfPort = uint16(50000)
+	crfPort = uint16(50000)
+)
+
+// cremSender is the shim beside the requester: the CSF observes every packet the requester
+// sends and every RDMA packet coming back, and sends repair and session messages of its own.
+type cremSender struct {
+	s       *csf.Sender
+	crf     netip.AddrPort
+	km      []KM
+	last    [2]int
+	scratch []byte
+}
+
+// cremReceiver is the shim beside the responder: the CRF observes every source packet before
+// the responder does, restores lost ones from repair, holds for in-order delivery in the
+// ordered mode (C7 a), and answers with repair requests and loss reports.
+type cremReceiver struct {
+	r    *crf.Receiver
+	snd  *cremSender
+	csf  netip.AddrPort
+	held bool
+}
+
+// cremOptions returns the CSF options of a scheme's policy for the trial p.
+func cremOptions(p *Params) ([]csf.Option, error) {
+	switch p.Scheme.CREM {
+	case PolicyFixed:
+		return []csf.Option{csf.WithConfig(wire.SchemeCauchy, 32, 8, 0), csf.WithAdaptation(false)}, nil
+	case PolicyDraft:
+		d := DraftPolicy(p)
+		return []csf.Option{csf.WithConfig(wire.SchemeCauchy, d.K, d.M, 0)}, nil
+	case PolicyBest:
+		b := BestPolicy(p)
+		opts := []csf.Option{csf.WithConfig(wire.SchemeCauchy, b.K, b.M, 0)}
+		if b.Extra > 0 {
+			// C16: the RETH's DMA Length marks the message long; each WRITE of the trial is.
+			opts = append(opts, csf.WithLongMessageRepair(b.Extra, uint32(min(p.Size, chunk))))
+		}
+		return opts, nil
+	}
+	return nil, fmt.Errorf("sim: unknown CREM policy %q", p.Scheme.CREM)
+}
+
+// newCREM builds the CREM engines beside the QPs of a and b.
+// With sent, the engines use the symbolic codec, and restored packets are rebuilt from sent.
+func newCREM(p *Params, a, b *flowEnds, sent *sentPackets) (Shim, Shim, func(*Outcome), error) {
+	desc := flow.Descriptor{Kind: wire.FlowKindRoCEv2, Src: a.addr, Dst: b.addr, DestQP: b.qpn, SrcPort: a.port}
+	csfAddr, crfAddr := netip.AddrPortFrom(a.addr, csfPort), netip.AddrPortFrom(b.addr, crfPort)
+	r1 := rand.New(rand.NewPCG(p.Seed, 0xc5f))
+	r2 := rand.New(rand.NewPCG(p.Seed, 0xc7f))
+	opts, err := cremOptions(p)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	lim := simLimits(p)
+	var ropts []crf.Option
+	if sent != nil {
+		opts = append(opts, csf.WithEncoder(symEncoder{}))
+		ropts = append(ropts, crf.WithDecoders(func() (flow.Decoder, error) { return &symDecoder{packet: sent.packet}, nil }))
+	}
+	s, err := csf.New(append([]csf.Option{csf.WithFlow(desc), csf.WithCRF(crfAddr), csf.WithRandom(r1.Uint64),
+		csf.WithRDMAMTU(p.MTU), csf.WithInitialRTT(p.RTT), csf.WithReverseQP(a.qpn), csf.WithLimits(lim),
+		csf.WithMaxHeldBlocks(lim.MaxOpenBlocks)}, opts...)...)
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("sim: CREM sender: %w", err)
+	}
+	set := crf.Settings{Ordered: p.Scheme.Hold, SrcPort: a.port}
+	r, err := crf.New(append([]crf.Option{crf.WithRandom(r2.Uint64), crf.WithInitialRTT(p.RTT), crf.WithLimits(lim),
+		crf.WithMemory(1 << 40), crf.WithSettings(func(flow.Descriptor) (crf.Settings, bool) { return set, true })},
+		ropts...)...)
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("sim: CREM receiver: %w", err)
+	}
+	snd := &cremSender{s: s, crf: crfAddr}
+	rcv := &cremReceiver{r: r, snd: snd, csf: csfAddr}
+	return snd, rcv, func(o *Outcome) {
+		o.KM = snd.km
+		fs := r.Stats().Flows
+		o.Restored, o.RepairRequests, o.ICRCMismatch = fs.Restored, fs.Requests, fs.ICRCMismatch
+		o.CodedRetransmissions = s.Stats().RetxSent
+	}, nil
+}
+
+// simLimits are the limits both CREM functions declare for a trial: symbols hold whole
+// 4 KiB-MTU packets, and the open blocks cover what can be unacknowledged at once (the message,
+// or two RTTs of packets at the line rate, in blocks of 16 or more), up to the wire's maximum.
+// The engines scan their open blocks for each deadline, so the bound is kept to what the trial
+// needs.
+func simLimits(p *Params) flow.Limits {
+	pk, octets := writeShape(p.Size, p.MTU)
+	perPkt := float64(octets) / float64(pk) * 8 / float64(p.Rate)
+	inflight := min(pk, int64(2*p.RTT.Seconds()/perPkt)+1)
+	l := flow.DefaultLimits()
+	l.MaxK, l.MaxM, l.MaxT = 128, 64, 8192
+	l.MaxOpenBlocks = int(min(0xffff, inflight/16+64))
+	return l
+}
+
+// flowEnds names one end of the protected flow.
+type flowEnds struct {
+	addr netip.Addr
+	port uint16
+	qpn  uint32
+}
+
+func (c *cremSender) drain(now time.Duration, send func([]byte)) {
+	c.s.Drain(func(d flow.Datagram) { send(append([]byte(nil), d.Payload...)) })
+	if cfg, ok := c.s.Config(); ok && (cfg.K != c.last[0] || cfg.M != c.last[1] || len(c.km) == 0) {
+		c.last = [2]int{cfg.K, cfg.M}
+		c.km = append(c.km, KM{At: now, K: cfg.K, M: cfg.M})
+	}
+}
+
+func (c *cremSender) Egress(now time.Duration, pkt []byte, pass, send func([]byte)) {
+	c.s.Observe(now, pkt)
+	pass(pkt)
+	c.drain(now, send)
+}
+
+func (c *cremSender) Ingress(now time.Duration, pkt []byte, shim, ce bool, deliver, send func([]byte)) {
+	if shim {
+		c.s.Handle(now, c.crf, pkt)
+	} else {
+		c.s.ObserveReverse(now, pkt)
+		deliver(pkt)
+	}
+	c.drain(now, send)
+}
+
+func (c *cremSender) Tick(now time.Duration, deliver, send func([]byte)) {
+	if t, ok := c.s.NextDeadline(); ok && t <= now {
+		c.s.Tick(now)
+	}
+	c.drain(now, send)
+}
+
+func (c *cremSender) NextDeadline() (time.Duration, bool) { return c.s.NextDeadline() }
+
+// warm runs the session until the first configuration is acknowledged (HELLO, HELLO_ACK,
+// PARAM_UPDATE, PARAM_ACK), so a message posted next is protected from its first packet.
+func (c *cremSender) warm(conn *Conn) error {
+	c.s.Start(conn.Now)
+	c.drain(conn.Now, conn.shimSend(0))
+	limit := conn.Now + 50*time.Second
+	err := conn.RunUntil(func() bool {
+		_, ok := c.s.Config()
+		return ok && c.s.State() == csf.StateEstablished
+	}, limit)
+	if err != nil {
+		return fmt.Errorf("sim: CREM warm-up: %w", err)
+	}
+	c.km = c.km[:0]
+	if cfg, ok := c.s.Config(); ok {
+		c.last = [2]int{cfg.K, cfg.M}
+		c.km = append(c.km, KM{At: 0, K: cfg.K, M: cfg.M})
+	}
+	return nil
+}
+
+func (c *cremReceiver) drain(deliver, send func([]byte)) {
+	c.r.Drain(func(d flow.Datagram) { send(append([]byte(nil), d.Payload...)) })
+	c.r.DrainDeliveries(func(d crf.Delivery) {
+		if d.Kind != crf.Abandoned && d.Packet != nil {
+			deliver(d.Packet)
+		}
+	})
+}
+
+func (c *cremReceiver) Egress(now time.Duration, pkt []byte, pass, send func([]byte)) { pass(pkt) }
+
+func (c *cremReceiver) Ingress(now time.Duration, pkt []byte, shim, ce bool, deliver, send func([]byte)) {
+	if shim {
+		c.r.Handle(now, c.csf, pkt, ce)
+	} else if c.r.Observe(now, c.snd.s.FlowID(), pkt, ce) == crf.Forward {
+		deliver(pkt)
+	}
+	c.drain(deliver, send)
+}
+
+func (c *cremReceiver) Tick(now time.Duration, deliver, send func([]byte)) {
+	if t, ok := c.r.NextDeadline(); ok && t <= now {
+		c.r.Tick(now)
+	}
+	c.drain(deliver, send)
+}
+
+func (c *cremReceiver) NextDeadline() (time.Duration, bool) { return c.r.NextDeadline() }
+
+// Policy is a CREM sender's code for a message: k positions per block, m ordinary repair
+// symbols per block of any message, and Extra more per block of a message known to be long
+// (C16), so that blocks of a long message carry m + Extra.
+type Policy struct {
+	K, M, Extra int
+}
+
+// lossEstimate is the loss rate the sender's estimator holds for a warm flow on the trial's
+// path: the drop rate of random loss; none for congestion loss, which the estimator does not
+// count as random loss (C11), so m must not rise with it.
+func lossEstimate(p *Params) float64 {
+	if p.Loss == LossQueue {
+		return 0
+	}
+	return p.DropRate
+}
+
+// DraftPolicy is the draft's recommendation at the flow's loss estimate: k = 32 and the
+// smallest m with P[Binomial(k+m, p) > m] < 1e-4, unless coded retransmission alone meets
+// rho = 0.01 (RULINGS C6).
+func DraftPolicy(p *Params) Policy {
+	k := policy.DefaultK
+	return Policy{K: k, M: policy.ChooseM(k, lossEstimate(p), policy.DefaultEpsilon, policy.DefaultRho, maxM)}
+}
+
+// maxM is the largest m the simulator's CREM functions declare.
+const maxM = 64
+
+// BestPolicy is the project's policy for a message (C6, C16). The sender knows the message's
+// length N packets (the RETH's DMA Length) and its loss estimate p, and picks k and the total
+// per-block repair m + Extra minimizing the expected completion time
+//
+//	N t (1 + (m+Extra)/k) + RTT + P[some block fails] 1.5 RTT
+//
+// where a block of k + m' symbols fails when more than m' are lost, and a failed block costs a
+// repair round trip; the repair stays within the budget (at most half the source rate, C11 b).
+// M itself stays the draft's choice for that k, so short messages are treated as the draft
+// treats them; the rest is Extra, sent only for this long message.
+func BestPolicy(p *Params) Policy {
+	est := lossEstimate(p)
+	pk, octets := writeShape(p.Size, p.MTU)
+	n := float64(pk)
+	t := float64(octets) / n * 8 / float64(p.Rate)
+	rtt := p.RTT.Seconds()
+	best, bestCost := Policy{K: policy.DefaultK}, math.Inf(1)
+	for _, k := range []int{32, 64, 128, 16} {
+		base := policy.ChooseM(k, est, policy.DefaultEpsilon, policy.DefaultRho, maxM)
+		blocks := math.Ceil(n / float64(k))
+		for m := base; m <= min(maxM, 255-k, k/2); m++ {
+			q := 0.0
+			if est > 0 {
+				q = policy.TailAbove(k+m, m, est)
+			}
+			fail := -math.Expm1(blocks * math.Log1p(-min(q, 1-1e-16)))
+			cost := n*t*(1+float64(m)/float64(k)) + rtt + fail*1.5*rtt
+			if cost < bestCost-1e-12 {
+				best, bestCost = Policy{K: k, M: base, Extra: m - base}, cost
+			}
+		}
+	}
+	return best
+}
+
+func (c *cremSender) debug() string   { return fmt.Sprintf("csf %v %+v", c.s.State(), c.s.Stats()) }
+func (c *cremReceiver) debug() string { return fmt.Sprintf("crf %+v", c.r.Stats()) }

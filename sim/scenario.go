@@ -1,0 +1,64 @@
+package sim
+
+import (
+	"fmt"
+	"strings"
+	"time"
+)
+
+// Scenario is a named preset of a sweep: the path, the loss process, and the cells' drop rates
+// and message sizes. Every field can be overridden before the sweep runs.
+type Scenario struct {
+	Name      string
+	Rate      int64
+	RTT       time.Duration
+	MTU       int
+	Loss      LossKind
+	BurstLen  float64
+	DropRates []float64
+	Sizes     []int64
+	// Extra cells beyond the grid: a size run only at one drop rate.
+	Extra  []Extra
+	Trials int
+}
+
+// Extra is one extra (drop rate, size) cell of a scenario.
+type Extra struct {
+	DropRate float64
+	Size     int64
+}
+
+const (
+	kib = int64(1) << 10
+	mib = int64(1) << 20
+	gib = int64(1) << 30
+)
+
+var sdrDrops = []float64{1e-6, 1e-5, 1e-4, 1e-3, 1e-2}
+var sdrSizes = []int64{128 * kib, 1 * mib, 16 * mib, 128 * mib, 1 * gib}
+
+// Scenarios returns the presets.
+func Scenarios() []Scenario {
+	return []Scenario{
+		{Name: "sdr-casestudy", Rate: 400e9, RTT: 25 * time.Millisecond, MTU: 4096, Loss: LossBernoulli,
+			DropRates: sdrDrops, Sizes: sdrSizes, Extra: []Extra{{1e-6, 8 * gib}}, Trials: 30},
+		{Name: "metro", Rate: 100e9, RTT: time.Millisecond, MTU: 4096, Loss: LossBernoulli,
+			DropRates: sdrDrops, Sizes: sdrSizes, Trials: 30},
+		{Name: "bursty", Rate: 400e9, RTT: 25 * time.Millisecond, MTU: 4096, Loss: LossBursty, BurstLen: 4,
+			DropRates: []float64{1e-5, 1e-4, 1e-3, 1e-2}, Sizes: sdrSizes, Trials: 30},
+		{Name: "congested", Rate: 400e9, RTT: 25 * time.Millisecond, MTU: 4096, Loss: LossQueue,
+			DropRates: []float64{1e-4, 1e-3, 1e-2}, Sizes: []int64{1 * mib, 16 * mib, 128 * mib}, Trials: 30},
+	}
+}
+
+// LookupScenario returns the preset called name.
+func LookupScenario(name string) (Scenario, error) {
+	var names []string
+	for _, s := range Scenarios() {
+		if s.Name == strings.ToLower(strings.TrimSpace(name)) {
+			return s, nil
+		}
+		names = append(names, s.Name)
+	}
+	return Scenario{}, fmt.Errorf("sim: unknown scenario %q (want one of %s)", name, strings.Join(names, ", "))
+}

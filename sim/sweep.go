@@ -1,0 +1,293 @@
+package sim
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"math"
+	"runtime"
+	"slices"
+	"sort"
+	"sync"
+	"time"
+)
+
+// Cell is one (scheme, drop rate, message size) of a sweep.
+type Cell struct {
+	Scheme   Scheme
+	DropRate float64
+	Size     int64
+}
+
+// Sweep is a scenario run over schemes, drop rates and sizes.
+type Sweep struct {
+	Scenario Scenario
+	Schemes  []Scheme
+	Seed     uint64
+	// Shard and Shards select a deterministic slice of the cells: those whose index is Shard
+	// modulo Shards. Shards 0 or 1 runs everything.
+	Shard, Shards int
+	// Workers run trials in parallel (GOMAXPROCS when 0); MemoryBudget bounds the estimated
+	// memory of the trials running at once (3 GiB when 0).
+	Workers      int
+	MemoryBudget int64
+	// Progress, if set, is called after each trial with the trials done and the total.
+	Progress func(done, total int)
+}
+
+// Cells returns every cell of the sweep in report order (scheme, drop rate, size), before
+// sharding.
+func (s *Sweep) Cells() []Cell {
+	type ds struct {
+		d float64
+		n int64
+	}
+	var grid []ds
+	for _, d := range s.Scenario.DropRates {
+		for _, n := range s.Scenario.Sizes {
+			grid = append(grid, ds{d, n})
+		}
+	}
+	for _, e := range s.Scenario.Extra {
+		if !slices.Contains(grid, ds{e.DropRate, e.Size}) {
+			grid = append(grid, ds{e.DropRate, e.Size})
+		}
+	}
+	slices.SortStableFunc(grid, func(a, b ds) int {
+		return cmp.Or(cmp.Compare(a.d, b.d), cmp.Compare(a.n, b.n))
+	})
+	var out []Cell
+	for _, sc := range s.Schemes {
+		for _, g := range grid {
+			out = append(out, Cell{Scheme: sc, DropRate: g.d, Size: g.n})
+		}
+	}
+	return out
+}
+
+// ShardCells returns the cells of this shard.
+func (s *Sweep) ShardCells() []Cell {
+	all := s.Cells()
+	if s.Shards <= 1 {
+		return all
+	}
+	var out []Cell
+	for i, c := range all {
+		if i%s.Shards == s.Shard {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// TrialSeed is the seed of one trial of a (drop rate, size): the same for every scheme, so all
+// schemes meet the same loss draws.
+func TrialSeed(seed uint64, drop float64, size int64, trial int) uint64 {
+	h := fnv.New64a()
+	fmt.Fprintf(h, "%d/%g/%d/%d", seed, drop, size, trial)
+	return mix(h.Sum64(), 7)
+}
+
+// params returns the trial parameters of a cell.
+func (s *Sweep) params(c Cell, trial int) Params {
+	sc := s.Scenario
+	return Params{Scheme: c.Scheme, Rate: sc.Rate, RTT: sc.RTT, MTU: sc.MTU, Size: c.Size,
+		DropRate: c.DropRate, Loss: sc.Loss, BurstLen: sc.BurstLen,
+		Seed: TrialSeed(s.Seed, c.DropRate, c.Size, trial)}
+}
+
+// memEstimate is a trial's estimated peak memory: the engines' per-PSN state and the packets
+// in flight (stored small, see flights) at some 3 kB per packet of the message with the
+// collector's headroom, the synthetic regions, and for CREM the source packets its functions
+// keep (two RTTs of packets at most, twice).
+func memEstimate(p Params) int64 {
+	pk, octets := writeShape(p.Size, p.MTU)
+	est := pk*3000 + 2*min(p.Size, DefaultPeriod) + 16<<20
+	if p.Scheme.CREM != "" {
+		perPkt := float64(octets) / float64(pk) * 8 / float64(p.Rate)
+		inflight := min(pk, int64(2*p.RTT.Seconds()/perPkt)+1)
+		est += 2 * inflight * (int64(p.MTU) + 128) * 2
+	}
+	return est
+}
+
+// Run runs the shard's cells and returns one Result per cell, in cell order.
+func (s *Sweep) Run() ([]Result, error) {
+	sc := s.Scenario
+	if sc.Trials <= 0 {
+		return nil, fmt.Errorf("sim: sweep: %d trials", sc.Trials)
+	}
+	if s.Shards > 1 && (s.Shard < 0 || s.Shard >= s.Shards) {
+		return nil, fmt.Errorf("sim: sweep: shard %d of %d", s.Shard, s.Shards)
+	}
+	cells := s.ShardCells()
+	outs := make([][]Outcome, len(cells))
+	type job struct{ cell, trial int }
+	var jobs []job
+	for i, c := range cells {
+		n := sc.Trials
+		if c.Size >= 8*gib {
+			n = max(1, min(n, 10)) // the largest messages: 10 trials, as the goals allow
+		}
+		outs[i] = make([]Outcome, n)
+		for t := range n {
+			jobs = append(jobs, job{i, t})
+		}
+	}
+	workers := s.Workers
+	if workers <= 0 {
+		workers = runtime.GOMAXPROCS(0)
+	}
+	budget := s.MemoryBudget
+	if budget <= 0 {
+		budget = 3 << 30
+	}
+	var (
+		mu      sync.Mutex
+		cond    = sync.NewCond(&mu)
+		inUse   int64
+		running int
+		next    int
+		done    int
+		errs    []error
+		wg      sync.WaitGroup
+	)
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			rs := &Regions{Seed: mix(s.Seed, 5)}
+			defer rs.Free()
+			for {
+				mu.Lock()
+				if next >= len(jobs) || len(errs) > 0 {
+					mu.Unlock()
+					return
+				}
+				j := jobs[next]
+				next++
+				p := s.params(cells[j.cell], j.trial)
+				need := min(memEstimate(p), budget)
+				for running > 0 && inUse+need > budget {
+					cond.Wait()
+				}
+				inUse += need
+				running++
+				mu.Unlock()
+
+				p.Regions = rs
+				o, err := Run(p)
+
+				mu.Lock()
+				inUse -= need
+				running--
+				cond.Broadcast()
+				if err != nil {
+					errs = append(errs, fmt.Errorf("cell %s drop %g size %d trial %d: %w",
+						cells[j.cell].Scheme.Name, cells[j.cell].DropRate, cells[j.cell].Size, j.trial, err))
+				} else {
+					outs[j.cell][j.trial] = o
+				}
+				done++
+				if s.Progress != nil {
+					s.Progress(done, len(jobs))
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return nil, fmt.Errorf("sim: sweep: %w", err)
+	}
+	res := make([]Result, len(cells))
+	for i, c := range cells {
+		res[i] = Summarize(sc.Name, c, outs[i])
+	}
+	return res, nil
+}
+
+// Result is the summary of one cell: the fields of `crem sim --json`.
+type Result struct {
+	Scenario             string  `json:"scenario"`
+	Scheme               string  `json:"scheme"`
+	DropRate             float64 `json:"drop_rate"`
+	MessageBytes         int64   `json:"message_bytes"`
+	Trials               int     `json:"trials"`
+	IdealS               float64 `json:"ideal_s"`
+	MeanS                float64 `json:"mean_s"`
+	P50S                 float64 `json:"p50_s"`
+	P99S                 float64 `json:"p99_s"`
+	P999S                float64 `json:"p999_s"`
+	Overhead             float64 `json:"overhead"`
+	RepairOverhead       float64 `json:"repair_overhead"`
+	SecondRoundShare     float64 `json:"second_round_share"`
+	RetransmittedPackets float64 `json:"retransmitted_packets"`
+	ReversePackets       float64 `json:"reverse_packets"`
+	// Incomplete counts trials that had not completed within the time limit; their completion
+	// time is the limit, so the statistics are lower bounds when it is not 0.
+	Incomplete int `json:"incomplete"`
+	// Completions are the trials' completion times in seconds, in trial order (CSV and merge).
+	Completions []float64 `json:"-"`
+	// KM is CREM's (k, m) over time in the first trial.
+	KM []KM `json:"-"`
+}
+
+// Summarize folds a cell's trials into its Result.
+func Summarize(scenario string, c Cell, outs []Outcome) Result {
+	r := Result{Scenario: scenario, Scheme: c.Scheme.Name, DropRate: c.DropRate, MessageBytes: c.Size,
+		Trials: len(outs)}
+	if len(outs) == 0 {
+		return r
+	}
+	var wire, repair, retx, rev float64
+	second := 0
+	for _, o := range outs {
+		r.Completions = append(r.Completions, o.Completion.Seconds())
+		wire += float64(o.WireOctets)
+		repair += float64(o.RepairOctets)
+		retx += float64(o.Retransmitted)
+		rev += float64(o.Reverse)
+		if o.SecondRound {
+			second++
+		}
+		if o.Incomplete {
+			r.Incomplete++
+		}
+		r.IdealS = o.Ideal.Seconds()
+	}
+	n := float64(len(outs))
+	r.fillTimes()
+	r.Overhead = wire / n / float64(c.Size)
+	r.RepairOverhead = repair / n / float64(c.Size)
+	r.SecondRoundShare = float64(second) / n
+	r.RetransmittedPackets = retx / n
+	r.ReversePackets = rev / n
+	r.KM = outs[0].KM
+	return r
+}
+
+// fillTimes computes the mean and quantiles from Completions.
+func (r *Result) fillTimes() {
+	s := slices.Clone(r.Completions)
+	sort.Float64s(s)
+	var sum float64
+	for _, v := range s {
+		sum += v
+	}
+	r.MeanS = sum / float64(len(s))
+	r.P50S, r.P99S, r.P999S = quantile(s, 0.5), quantile(s, 0.99), quantile(s, 0.999)
+}
+
+// quantile is the nearest-rank quantile of sorted values.
+func quantile(s []float64, q float64) float64 {
+	if len(s) == 0 {
+		return math.NaN()
+	}
+	i := int(math.Ceil(q*float64(len(s)))) - 1
+	return s[min(max(i, 0), len(s)-1)]
+}
+
+// Ideal returns the cell's lossless completion time.
+func (r *Result) Ideal() time.Duration { return time.Duration(r.IdealS * float64(time.Second)) }
