@@ -20,6 +20,9 @@ func TestRelayNoAllocs(t *testing.T) {
 	if testing.Short() {
 		t.Skip("moves 30000 packets")
 	}
+	if raceEnabled {
+		t.Skip("the race detector allocates")
+	}
 	target, _ := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
 	defer target.Close()
 	target.SetReadBuffer(8 << 20)
