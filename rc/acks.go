@@ -107,19 +107,29 @@ func (r *responder) sendRead(q *QP) int {
 	lo := min(i*mtu, len(j.buf))
 	pk.Payload = j.buf[lo:min(len(j.buf), lo+mtu)]
 	q.emit(&pk)
-	if j.retx {
+	if j.retx && !j.isFresh(pk.BTH.PSN) {
 		q.stats.RetransmittedPackets++
 	} else {
 		q.stats.DataPackets++
 	}
 	j.next++
-	if j.next == j.n {
+	if j.next >= j.end {
 		r.reads = r.reads[1:]
 		if len(r.reads) == 0 {
 			r.reads = nil
 		}
 	}
 	return pk.Len()
+}
+
+// isFresh reports whether the job's response at p goes out for the first time.
+func (j *readJob) isFresh(p psn.PSN) bool {
+	for _, f := range j.fresh {
+		if f.p.Forward(p) < uint32(f.n) {
+			return true
+		}
+	}
+	return false
 }
 
 // timers sends the ACK that a coalescing delay or the T6 timer holds back.

@@ -33,6 +33,7 @@ func (r *requester) onAtomicAck(q *QP, p *roce.Packet) {
 		return
 	}
 	r.retries = 0
+	r.respLast = q.now
 	w.orig = p.AtomicAckETH.OrigRemData
 	binary.LittleEndian.PutUint64(w.wr.Local, w.orig)
 	r.finishResponder(w)
@@ -75,10 +76,29 @@ func (r *requester) onReadResponse(q *QP, p *roce.Packet) {
 		q.stats.Malformed++
 		return
 	}
+	// The READs before this one sent all their responses asked for no later than this one
+	// before it: those still missing are lost (R17).
+	if r.reads > 1 {
+		r.earlierLost(q, w, w.asked[j])
+	}
+	if r.cfg.Mode == ModeGBN && j != w.low {
+		// gbn takes a READ's responses in order only: one beyond the first missing one is
+		// discarded, and the READ is re-issued from the missing one, once until it arrives
+		// (IBTA's READ retry; R16).
+		q.stats.DuplicateResponses++
+		if !w.waiting {
+			r.reissueRead(q, w, w.n, q.now, causeRead)
+		}
+		return
+	}
 	copy(w.wr.Local[j*mtu:], p.Payload)
 	w.got[j] = true
 	w.gotN++
-	w.lastProgress = q.now
+	for w.low < w.n && w.got[w.low] {
+		w.low++
+		w.waiting = false
+	}
+	w.lastProgress, r.respLast = q.now, q.now
 	w.retries, r.retries = 0, 0
 	q.stats.ReadResponsesReceived++
 	if w.gotN == w.n {
@@ -89,6 +109,21 @@ func (r *requester) onReadResponse(q *QP, p *roce.Packet) {
 	// lost, as one request's responses come in order (IBTA's READ retry).
 	if j > 0 && !w.got[j-1] && w.asked[j-1] <= w.asked[j] {
 		r.reissueRead(q, w, j, w.asked[j], causeRead)
+	}
+}
+
+// earlierLost re-issues the READs posted before w whose first missing response was asked for
+// no later than t, the ask time of a response of w that arrived: the responder sends a READ's
+// responses before those of every later READ asked for at the same time or later (R17).
+func (r *requester) earlierLost(q *QP, w *wqe, t time.Duration) {
+	for _, o := range r.sq {
+		if o == w || !o.started {
+			return
+		}
+		if o.wr.Op != OpRead || o.done || o.low >= o.n || o.asked[o.low] > t || o.waiting {
+			continue
+		}
+		r.reissueRead(q, o, o.n, t, causeRead)
 	}
 }
 
@@ -103,6 +138,7 @@ func (r *requester) reissueRead(q *QP, w *wqe, limit int, before time.Duration, 
 				for k := j; k < w.n; k++ {
 					w.asked[k] = q.now
 				}
+				w.waiting = true
 				r.queue(w.first.Add(j), cause, 0)
 				return
 			}

@@ -25,6 +25,8 @@ type wqe struct {
 	lastReissue  time.Duration
 	reissued     bool
 	retries      int
+	low          int  // READ: the first response not received
+	waiting      bool // gbn READ: re-issued from low, which has not arrived since (R16)
 	orig         uint64
 }
 
@@ -82,9 +84,11 @@ type requester struct {
 	stalled      bool
 	tq           []timerEnt // sr: transmissions in time order, for the per-packet timers
 	tqHead       int
-	xmits        uint64 // sr: transmissions so far, numbering txPkt.xmit
-	reads        int    // outstanding READ and atomic requests
-	rdAtomic     int    // READ and atomic requests started and not completed
+	xmits        uint64        // sr: transmissions so far, numbering txPkt.xmit
+	reads        int           // outstanding READ and atomic requests
+	dataOut      int           // SEND and WRITE PSNs sent and not acknowledged (gbn's timer runs for them)
+	respLast     time.Duration // the last READ response or ATOMIC ACKNOWLEDGE that progressed
+	rdAtomic     int           // READ and atomic requests started and not completed
 
 	rnrActive  bool
 	rnrUntil   time.Duration
@@ -188,6 +192,9 @@ func (r *requester) sendNew(q *QP) int {
 		if !w.responder() {
 			w.unacked = w.n
 		} else {
+			if r.reads == 0 {
+				r.respLast = q.now
+			}
 			r.reads++
 			r.rdAtomic++
 		}
@@ -212,7 +219,13 @@ func (r *requester) sendNew(q *QP) int {
 	pkt := r.build(w, seg, p, 0)
 	q.emit(pkt)
 	q.stats.DataPackets++
-	if r.cfg.Mode == ModeSR {
+	if !w.responder() {
+		if r.dataOut == 0 && r.cfg.Mode == ModeGBN {
+			r.lastProgress = q.now // gbn's timer runs from the first SEND or WRITE outstanding (R16)
+		}
+		r.dataOut++
+	}
+	if r.cfg.Mode == ModeSR && !w.responder() {
 		r.tq = append(r.tq, timerEnt{p, q.now})
 	}
 	return pkt.Len()
@@ -348,7 +361,7 @@ func (r *requester) sendRetx(q *QP) int {
 		case causeRNR:
 			q.stats.RNRRetransmissions++
 		}
-		if r.cfg.Mode == ModeSR {
+		if r.cfg.Mode == ModeSR && !w.responder() {
 			r.tq = append(r.tq, timerEnt{it.p, q.now})
 		}
 		return pkt.Len()
@@ -525,6 +538,7 @@ func (r *requester) ackTo(q *QP, c psn.PSN) bool {
 		fresh++
 		e.acked = true
 		e.w.unacked--
+		r.dataOut--
 		if e.sends == 1 && !e.sacked {
 			newest = i
 		}
@@ -599,7 +613,7 @@ func (r *requester) fail(q *QP, p psn.PSN, st Status) {
 		}
 		q.complete(Completion{ID: w.wr.ID, Kind: KindSend, Op: w.wr.Op, Status: s})
 	}
-	r.sq, r.tx, r.retx, r.cur, r.reads, r.rdAtomic = nil, nil, nil, 0, 0, 0
+	r.sq, r.tx, r.retx, r.cur, r.reads, r.rdAtomic, r.dataOut = nil, nil, nil, 0, 0, 0, 0
 }
 
 // onSRNAK takes an sr NAK PSN sequence error: m has not arrived, and, when top follows m,

@@ -46,9 +46,18 @@ type wctx struct {
 type readJob struct {
 	p    psn.PSN
 	buf  []byte
-	n    int
+	n    int // responses of the request, for the opcodes
+	end  int // responses to send: those from next up to end (protocol notes R17)
 	next int
 	retx bool
+	// fresh are the PSNs it took over from an original READ that had not sent them: first
+	// transmissions, counted as data.
+	fresh []psnRun
+}
+
+type psnRun struct {
+	p psn.PSN
+	n int
 }
 
 type atomicResult struct {
@@ -516,7 +525,8 @@ func (r *responder) exec(q *QP, rq *request) int {
 		}
 		r.msn = (r.msn + 1) & psn.Mask
 		q.stats.ReadsExecuted++
-		r.reads = append(r.reads, readJob{p: rq.p, buf: buf, n: r.psnsOf(rq)})
+		n := r.psnsOf(rq)
+		r.reads = append(r.reads, readJob{p: rq.p, buf: buf, n: n, end: n})
 		return execOK
 	case roce.OpCompareSwap, roce.OpFetchAdd:
 		if r.inSend || r.inWrite {
@@ -606,7 +616,7 @@ func (r *responder) duplicate(q *QP, rq *request, behind int) {
 			buf = buf[:n*r.cfg.MTU]
 		}
 		q.stats.DuplicateReads++
-		r.reads = append(r.reads, readJob{p: rq.p, buf: buf, n: n, retx: true})
+		r.rerun(readJob{p: rq.p, buf: buf, n: n, end: n, retx: true})
 	case behind > 0 && (rq.op == roce.OpCompareSwap || rq.op == roce.OpFetchAdd):
 		for _, a := range r.atomics {
 			if a.valid && a.p == rq.p {
@@ -623,4 +633,49 @@ func (r *responder) duplicate(q *QP, rq *request, behind int) {
 		q.stats.AckTriggerImmediate++
 		r.sendAck(q)
 	}
+}
+
+// rerun queues a re-issued READ (IBTA 9.9.2): ahead of every original READ still sending and of
+// the re-issued ones of later PSNs, so that the oldest READ's recovery never waits for the
+// responses of the READs after it. It takes over the responses it covers that other jobs have
+// still to send, which so go out once (protocol notes R17).
+func (r *responder) rerun(j readJob) {
+	lo, hi := j.p, j.p.Add(j.end)
+	at := 0
+	keep := r.reads[:0]
+	for _, o := range r.reads {
+		a, b := o.p.Add(o.next), o.p.Add(o.end)
+		took := func(from, to psn.PSN) {
+			if !o.retx {
+				j.fresh = append(j.fresh, psnRun{from, int(from.Forward(to))})
+				return
+			}
+			n := int32(from.Forward(to))
+			for _, f := range o.fresh { // what o took over, it hands on
+				l := max(psn.Diff(from, f.p), 0)
+				h := min(psn.Diff(from, f.p.Add(f.n)), n)
+				if l < h {
+					j.fresh = append(j.fresh, psnRun{from.Add(int(l)), int(h - l)})
+				}
+			}
+		}
+		switch {
+		case !lo.After(a) && !hi.Before(b): // all that is left of o
+			took(a, b)
+			continue
+		case lo.After(a) && lo.Before(b) && !hi.Before(b): // o's tail
+			took(lo, b)
+			o.end = int(o.p.Forward(lo))
+		case !lo.After(a) && hi.After(a) && hi.Before(b): // o's head
+			took(a, hi)
+			o.next = int(o.p.Forward(hi))
+		}
+		keep = append(keep, o)
+		if o.retx && len(keep) == at+1 && o.p.Before(lo) {
+			at++
+		}
+	}
+	r.reads = append(keep, readJob{})
+	copy(r.reads[at+1:], r.reads[at:])
+	r.reads[at] = j
 }

@@ -1,6 +1,10 @@
 package rc
 
-import "time"
+import (
+	"time"
+
+	"github.com/crem-project/crem/psn"
+)
 
 // timers runs the requester's expired timers.
 func (r *requester) timers(q *QP) {
@@ -15,7 +19,8 @@ func (r *requester) timers(q *QP) {
 	if len(r.tx) > 0 {
 		switch r.cfg.Mode {
 		case ModeGBN:
-			if now >= r.lastProgress+r.rto() {
+			// READ and atomics are recovered by their own timers (R16).
+			if r.dataOut > 0 && now >= r.lastProgress+r.rto() {
 				q.stats.Timeouts++
 				r.lastProgress = now
 				if r.retry(q) {
@@ -31,30 +36,74 @@ func (r *requester) timers(q *QP) {
 			}
 		}
 	}
-	if r.reads > 0 && r.err == nil {
-		for _, w := range r.sq {
-			if !w.started || !w.responder() || w.done || now < w.lastProgress+r.rto() {
+	if w := r.oldestResponder(); w != nil && now >= r.responderDue(w) {
+		w.lastProgress = now
+		if r.dataBefore(w.first) {
+			// A SEND or WRITE before it is outstanding and the responder executes in order:
+			// that recovers first, and this one's retries do not run.
+			return
+		}
+		w.retries++
+		if w.retries > r.cfg.RetryCount {
+			r.fail(q, w.first, StatusRetryExceeded)
+			return
+		}
+		q.stats.Timeouts++
+		// As IBTA's timeout resends from the oldest request on: this one, and every later
+		// READ or atomic that has had no response, whose request may be lost too (R16).
+		later := false
+		for _, o := range r.sq {
+			if o == w {
+				later = true
+			}
+			if !later || !o.started || !o.responder() || o.done || o != w && o.gotN > 0 {
 				continue
 			}
-			w.lastProgress = now
-			if w.first != r.una {
-				// Earlier requests are outstanding and the responder executes in order:
-				// they recover first, and this one's retries do not run.
-				continue
-			}
-			w.retries++
-			if w.retries > r.cfg.RetryCount {
-				r.fail(q, w.first, StatusRetryExceeded)
-				return
-			}
-			q.stats.Timeouts++
-			if w.wr.Op == OpRead {
-				r.reissueRead(q, w, w.n, now, causeTimeout)
+			if o.wr.Op == OpRead {
+				r.reissueRead(q, o, o.n, now, causeTimeout)
 			} else {
-				r.queue(w.first, causeTimeout, 0)
+				r.queue(o.first, causeTimeout, 0)
 			}
 		}
 	}
+}
+
+// dataBefore reports whether a SEND or WRITE PSN before p is neither acknowledged nor reported
+// received.
+func (r *requester) dataBefore(p psn.PSN) bool {
+	n := int(r.una.Forward(p))
+	for i := 0; i < n && i < len(r.tx); i++ {
+		if e := &r.tx[i]; !e.acked && !e.sacked && !e.w.responder() {
+			return true
+		}
+	}
+	return false
+}
+
+// oldestResponder returns the oldest READ or atomic started and not completed, or nil. Only
+// its timer runs: the responder answers in order, so the later ones wait for it (R16).
+func (r *requester) oldestResponder() *wqe {
+	if r.reads == 0 {
+		return nil
+	}
+	for _, w := range r.sq {
+		if w.started && w.responder() && !w.done {
+			return w
+		}
+	}
+	return nil
+}
+
+// responderDue returns when the timer of w, the oldest READ or atomic, expires: an RTO after
+// the last response received, of w or of a later READ streaming in its turn, or after w's own
+// last response or re-issue when it was re-issued since it last progressed, as a re-issue is
+// answered ahead of the READs streaming (R16, R17).
+func (r *requester) responderDue(w *wqe) time.Duration {
+	base := max(w.lastProgress, r.respLast)
+	if w.reissued && w.lastReissue >= w.lastProgress {
+		base = w.lastReissue
+	}
+	return base + r.rto()
 }
 
 // retry counts a timeout without progress and fails the QP beyond the retry count.
@@ -146,7 +195,9 @@ func (r *requester) deadline(q *QP) (time.Duration, bool) {
 	if len(r.tx) > 0 {
 		switch r.cfg.Mode {
 		case ModeGBN:
-			set(r.lastProgress + r.rto())
+			if r.dataOut > 0 {
+				set(r.lastProgress + r.rto())
+			}
 		case ModeSR:
 			for r.tqHead < len(r.tq) {
 				te := r.tq[r.tqHead]
@@ -165,12 +216,8 @@ func (r *requester) deadline(q *QP) (time.Duration, bool) {
 			set(r.lastProgress + r.ackTimeout())
 		}
 	}
-	if r.reads > 0 {
-		for _, w := range r.sq {
-			if w.started && w.responder() && !w.done {
-				set(w.lastProgress + r.rto())
-			}
-		}
+	if w := r.oldestResponder(); w != nil {
+		set(r.responderDue(w))
 	}
 	return d, ok
 }
