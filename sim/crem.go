@@ -14,10 +14,10 @@ import (
 	"github.com/crem-project/crem/wire"
 )
 
-// Addresses of the CREM functions beside the QPs (the CREM port is always explicit, C14).
-var (
-	csfPort = uint16(50000)
-	crfPort = uint16(50000)
+// The UDP ports of the CREM functions beside the QPs (the CREM port is always explicit, C14).
+const (
+	csfPort uint16 = 50000
+	crfPort uint16 = 50000
 )
 
 // cremSender is the shim beside the requester: the CSF observes every packet the requester
@@ -38,6 +38,17 @@ type cremReceiver struct {
 	snd  *cremSender
 	csf  netip.AddrPort
 	held bool
+}
+
+// policyK returns the k a scheme's policy chooses for the trial.
+func policyK(p *Params) int {
+	switch p.Scheme.CREM {
+	case PolicyBest:
+		return BestPolicy(p).K
+	case PolicyDraft:
+		return DraftPolicy(p).K
+	}
+	return 32
 }
 
 // cremOptions returns the CSF options of a scheme's policy for the trial p.
@@ -71,7 +82,7 @@ func newCREM(p *Params, a, b *flowEnds, sent *sentPackets) (Shim, Shim, func(*Ou
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	lim := simLimits(p)
+	lim := simLimits(p, policyK(p))
 	var ropts []crf.Option
 	if sent != nil {
 		opts = append(opts, csf.WithEncoder(symEncoder{}))
@@ -102,16 +113,17 @@ func newCREM(p *Params, a, b *flowEnds, sent *sentPackets) (Shim, Shim, func(*Ou
 
 // simLimits are the limits both CREM functions declare for a trial: symbols hold whole
 // 4 KiB-MTU packets, and the open blocks cover what can be unacknowledged at once (the message,
-// or two RTTs of packets at the line rate, in blocks of 16 or more), up to the wire's maximum.
+// or two RTTs of packets at the line rate, in blocks of the policy's k), up to the wire's maximum.
 // The engines scan their open blocks for each deadline, so the bound is kept to what the trial
 // needs.
-func simLimits(p *Params) flow.Limits {
+func simLimits(p *Params, k int) flow.Limits {
 	pk, octets := writeShape(p.Size, p.MTU)
 	perPkt := float64(octets) / float64(pk) * 8 / float64(p.Rate)
 	inflight := min(pk, int64(2*p.RTT.Seconds()/perPkt)+1)
 	l := flow.DefaultLimits()
-	l.MaxK, l.MaxM, l.MaxT = 128, 64, 8192
-	l.MaxOpenBlocks = int(min(0xffff, inflight/16+64))
+	l.MaxK, l.MaxM = 128, 64
+	l.MaxT = max(l.MaxT, p.MTU+64) // a whole packet and its length prefix, no more: the CRF sizes its buffers by it
+	l.MaxOpenBlocks = int(min(0xffff, inflight/int64(max(k, 1))+64))
 	return l
 }
 
@@ -245,6 +257,13 @@ const maxM = 64
 // treats them; the rest is Extra, sent only for this long message.
 func BestPolicy(p *Params) Policy {
 	est := lossEstimate(p)
+	burst := 1.0
+	if p.Loss == LossBursty {
+		burst = max(1, p.BurstLen)
+		if p.BurstLen <= 0 {
+			burst = 4
+		}
+	}
 	pk, octets := writeShape(p.Size, p.MTU)
 	n := float64(pk)
 	t := float64(octets) / n * 8 / float64(p.Rate)
@@ -254,9 +273,12 @@ func BestPolicy(p *Params) Policy {
 		base := policy.ChooseM(k, est, policy.DefaultEpsilon, policy.DefaultRho, maxM)
 		blocks := math.Ceil(n / float64(k))
 		for m := base; m <= min(maxM, 255-k, k/2); m++ {
+			// Losses come in bursts of mean length burst: a block of k+m survives while the
+			// bursts that start in it (each packet starts one with probability est/burst)
+			// lose no more than m packets in all.
 			q := 0.0
 			if est > 0 {
-				q = policy.TailAbove(k+m, m, est)
+				q = policy.TailAbove(k+m, int(float64(m)/burst), est/burst)
 			}
 			fail := -math.Expm1(blocks * math.Log1p(-min(q, 1-1e-16)))
 			cost := n*t*(1+float64(m)/float64(k)) + rtt + fail*1.5*rtt

@@ -18,7 +18,7 @@ func TestSymbolicCodecMatchesReal(t *testing.T) {
 			p     float64
 			loss  LossKind
 			seeds int
-		}{{1e-2, LossBernoulli, 2}, {5e-2, LossBernoulli, 2}, {5e-2, LossBursty, 3}} {
+		}{{1e-2, LossBernoulli, 2}, {5e-2, LossBernoulli, 2}, {5e-2, LossBursty, 3}, {1e-1, LossBursty, 2}} {
 			for seed := range uint64(c.seeds) {
 				p := casestudy(scheme(t, name), 2<<20, c.p, seed+1)
 				p.Loss = c.loss

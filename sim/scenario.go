@@ -34,18 +34,17 @@ const (
 	gib = int64(1) << 30
 )
 
-var sdrDrops = []float64{1e-6, 1e-5, 1e-4, 1e-3, 1e-2}
-var sdrSizes = []int64{128 * kib, 1 * mib, 16 * mib, 128 * mib, 1 * gib}
-
-// Scenarios returns the presets.
+// Scenarios returns the presets, new each call: a caller may change what it gets.
 func Scenarios() []Scenario {
+	sdrDrops := func() []float64 { return []float64{1e-6, 1e-5, 1e-4, 1e-3, 1e-2} }
+	sdrSizes := func() []int64 { return []int64{128 * kib, 1 * mib, 16 * mib, 128 * mib, 1 * gib} }
 	return []Scenario{
 		{Name: "sdr-casestudy", Rate: 400e9, RTT: 25 * time.Millisecond, MTU: 4096, Loss: LossBernoulli,
-			DropRates: sdrDrops, Sizes: sdrSizes, Extra: []Extra{{1e-6, 8 * gib}}, Trials: 30},
+			DropRates: sdrDrops(), Sizes: sdrSizes(), Extra: []Extra{{1e-6, 8 * gib}}, Trials: 30},
 		{Name: "metro", Rate: 100e9, RTT: time.Millisecond, MTU: 4096, Loss: LossBernoulli,
-			DropRates: sdrDrops, Sizes: sdrSizes, Trials: 30},
+			DropRates: sdrDrops(), Sizes: sdrSizes(), Trials: 30},
 		{Name: "bursty", Rate: 400e9, RTT: 25 * time.Millisecond, MTU: 4096, Loss: LossBursty, BurstLen: 4,
-			DropRates: []float64{1e-5, 1e-4, 1e-3, 1e-2}, Sizes: sdrSizes, Trials: 30},
+			DropRates: []float64{1e-5, 1e-4, 1e-3, 1e-2}, Sizes: sdrSizes(), Trials: 30},
 		{Name: "congested", Rate: 400e9, RTT: 25 * time.Millisecond, MTU: 4096, Loss: LossQueue,
 			DropRates: []float64{1e-4, 1e-3, 1e-2}, Sizes: []int64{1 * mib, 16 * mib, 128 * mib}, Trials: 30},
 	}

@@ -285,3 +285,17 @@ func TestParse(t *testing.T) {
 		t.Fatal("empty params accepted")
 	}
 }
+
+// A sweep whose trials would need more memory than the limit is refused before it starts.
+func TestMemoryLimit(t *testing.T) {
+	sc, _ := LookupScenario("sdr-casestudy")
+	sc.Sizes, sc.DropRates, sc.Extra = []int64{8 << 30}, []float64{1e-6}, nil
+	s, _ := ParseSchemes("crem+tcaeth")
+	sw := Sweep{Scenario: sc, Schemes: s}
+	if _, err := sw.Run(); err == nil {
+		t.Fatal("CREM at 8 GiB was not refused")
+	}
+	if need := memEstimate(sw.params(Cell{Scheme: scheme(t, "tcaeth"), DropRate: 1e-6, Size: 8 << 30}, 0)); need > 16<<30 {
+		t.Fatalf("tcaeth at 8 GiB estimated at %d MiB", need>>20)
+	}
+}

@@ -32,6 +32,9 @@ type Sweep struct {
 	// memory of the trials running at once (3 GiB when 0).
 	Workers      int
 	MemoryBudget int64
+	// MemoryLimit refuses a sweep with a trial whose estimated memory exceeds it (16 GiB when
+	// 0), rather than exhausting the machine: CREM at 8 GiB needs more (docs/performance.md).
+	MemoryLimit int64
 	// Progress, if set, is called after each trial with the trials done and the total.
 	Progress func(done, total int)
 }
@@ -100,14 +103,14 @@ func (s *Sweep) params(c Cell, trial int) Params {
 // memEstimate is a trial's estimated peak memory: the engines' per-PSN state and the packets
 // in flight (stored small, see flights) at some 3 kB per packet of the message with the
 // collector's headroom, the synthetic regions, and for CREM the source packets its functions
-// keep (two RTTs of packets at most, twice).
+// keep (two RTTs of packets at most, at each end, with the collector's headroom).
 func memEstimate(p Params) int64 {
 	pk, octets := writeShape(p.Size, p.MTU)
 	est := pk*3000 + 2*min(p.Size, DefaultPeriod) + 16<<20
 	if p.Scheme.CREM != "" {
 		perPkt := float64(octets) / float64(pk) * 8 / float64(p.Rate)
 		inflight := min(pk, int64(2*p.RTT.Seconds()/perPkt)+1)
-		est += 2 * inflight * (int64(p.MTU) + 128) * 2
+		est += 2 * inflight * (int64(p.MTU) + 128) * 3 // measured: 3.2 GB at 1 GiB, past 12 GB at 8 GiB
 	}
 	return est
 }
@@ -122,6 +125,16 @@ func (s *Sweep) Run() ([]Result, error) {
 		return nil, fmt.Errorf("sim: sweep: shard %d of %d", s.Shard, s.Shards)
 	}
 	cells := s.ShardCells()
+	limit := s.MemoryLimit
+	if limit <= 0 {
+		limit = 16 << 30
+	}
+	for _, c := range cells {
+		if need := memEstimate(s.params(c, 0)); need > limit {
+			return nil, fmt.Errorf("sim: sweep: %s at %d octets needs some %d MiB per trial, above the limit of %d MiB",
+				c.Scheme.Name, c.Size, need>>20, limit>>20)
+		}
+	}
 	outs := make([][]Outcome, len(cells))
 	type job struct{ cell, trial int }
 	var jobs []job

@@ -65,3 +65,31 @@ func TestSRRTOAgreesWithModel(t *testing.T) {
 		}
 	}
 }
+
+// ec agrees with the model of fixed erasure coding where its blocks do not fail: the message
+// and its parity (m/k of it, on the same link) are injected, then one RTT.
+func TestECAgreesWithModel(t *testing.T) {
+	for _, c := range []struct {
+		size int64
+		p    float64
+	}{{16 * mib, 1e-4}, {64 * mib, 1e-3}} {
+		x := casestudy(scheme(t, "ec"), c.size, c.p, 5)
+		o, err := Run(x)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pk, octets := writeShape(c.size, 4096)
+		tinj := time.Duration(float64(octets) / float64(pk) * 8 / 400e9 * float64(time.Second))
+		m := model.EC{N: int(pk), K: 32, M: 8, TInj: tinj, RTT: x.RTT}
+		if f := m.BlockFailure(c.p); f > 1e-6 {
+			t.Fatalf("cell where blocks fail (%g): pick another", f)
+		}
+		want := m.Completion()
+		excess := want - o.Ideal
+		if d := o.Completion - want; d < -excess/5 || d > excess/5+50*time.Microsecond {
+			t.Errorf("%d MiB at %g: ec %v, model %v (ideal %v)", c.size>>20, c.p, o.Completion, want, o.Ideal)
+		}
+		t.Logf("%d MiB at %g: ec %v (%.4fx), model %v (%.4fx)", c.size>>20, c.p, o.Completion,
+			o.Completion.Seconds()/o.Ideal.Seconds(), want, want.Seconds()/o.Ideal.Seconds())
+	}
+}

@@ -25,7 +25,7 @@ var simKeys = []string{"scenario", "scheme", "drop_rate", "message_bytes", "tria
 // carrying the contract's fields; CSV and figures (PNG and SVG) land in --out.
 func TestSimJSON(t *testing.T) {
 	dir := t.TempDir()
-	code, out, errOut := runSimCLI(t, "--scenario", "sdr-casestudy", "--schemes", "sr-rto,tcaeth",
+	code, out, errOut := runSimCLI(t, "--scenario", "sdr-casestudy", "--schemes", "sr-rto,crem+tcaeth",
 		"--sizes", "256KiB,1MiB", "--drop-rates", "1e-3,1e-2", "--trials", "4", "--seed", "2", "--json", "--out", dir)
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errOut)
@@ -52,7 +52,8 @@ func TestSimJSON(t *testing.T) {
 		}
 	}
 	for _, f := range []string{"results.csv", "completions.csv", "km.csv", "shard-0-of-1.json",
-		"completion-1MiB.png", "completion-1MiB.svg", "overhead-256KiB.png", "overhead-256KiB.svg"} {
+		"completion-1MiB.png", "completion-1MiB.svg", "overhead-256KiB.png", "overhead-256KiB.svg",
+		"km.png", "km.svg"} {
 		if st, err := os.Stat(filepath.Join(dir, f)); err != nil || st.Size() == 0 {
 			t.Errorf("%s: %v", f, err)
 		}

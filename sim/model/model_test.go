@@ -53,3 +53,18 @@ func TestEdges(t *testing.T) {
 		t.Fatal("zero parameters accepted")
 	}
 }
+
+// Fixed erasure coding: parity stretches the injection by (K+M)/K; blocks fail by the binomial
+// tail.
+func TestEC(t *testing.T) {
+	m := EC{N: 1024, K: 32, M: 8, TInj: time.Microsecond, RTT: time.Millisecond}
+	if got, want := m.Completion(), 1280*time.Microsecond+time.Millisecond; got != want {
+		t.Fatalf("completion %v, want %v", got, want)
+	}
+	if f := m.BlockFailure(1e-4); f > 1e-15 || f < 0 {
+		t.Fatalf("failure at 1e-4: %g", f)
+	}
+	if f := m.BlockFailure(0.2); f < 0.99 {
+		t.Fatalf("failure at 0.2: %g", f)
+	}
+}
