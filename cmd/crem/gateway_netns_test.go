@@ -152,16 +152,21 @@ burst_gap = "1ms"
 	gwA := start(nsA, &logA, "gateway", "--config", conf("a", "198.18.10.1", "198.18.20.1", "cremA", "198.18.1.0/24"))
 	start(nsB, &logS, "perf", "serve", "--listen", "198.18.2.1:18515")
 	time.Sleep(300 * time.Millisecond)
-	cmd := exec.Command("ip", "netns", "exec", nsA, os.Args[0], "perf", "write", "--server", "198.18.2.1:18515",
-		"--size", "1MiB", "--iters", "16", "--mtu", "4096", "--rate", "300Mbit", "--mode", "tcaeth", "--json", "--timeout", "40s")
-	cmd.Env = append(os.Environ(), "CREM_TEST_AS_CREM=1")
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("perf write: %v\n%s\ngateway A: %s\ngateway B: %s\nserver: %s", err, out, logA.String(), logB.String(), logS.String())
-	}
-	var res struct{ Verified bool }
-	if json.Unmarshal(out, &res) != nil || !res.Verified {
-		t.Fatalf("perf write: %s", out)
+	// Which packets the token bucket drops depends on timing, and a drop early in a run can fall
+	// where the RDMA transport recovers first; three verified transfers through the same
+	// gateways make a run in which CREM restores nothing vanishingly rare.
+	for run := 0; run < 3; run++ {
+		cmd := exec.Command("ip", "netns", "exec", nsA, os.Args[0], "perf", "write", "--server", "198.18.2.1:18515",
+			"--size", "1MiB", "--iters", "16", "--mtu", "4096", "--rate", "300Mbit", "--mode", "tcaeth", "--json", "--timeout", "40s")
+		cmd.Env = append(os.Environ(), "CREM_TEST_AS_CREM=1")
+		out, err := cmd.Output()
+		if err != nil {
+			t.Fatalf("perf write (run %d): %v\n%s\ngateway A: %s\ngateway B: %s\nserver: %s", run, err, out, logA.String(), logB.String(), logS.String())
+		}
+		var res struct{ Verified bool }
+		if json.Unmarshal(out, &res) != nil || !res.Verified {
+			t.Fatalf("perf write (run %d): %s", run, out)
+		}
 	}
 	for _, c := range []*exec.Cmd{gwA, gwB} {
 		c.Process.Signal(syscall.SIGTERM)
