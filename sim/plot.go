@@ -105,6 +105,22 @@ func lineFigure(dir, file, title, ylabel string, rs []Result, y, y2 func(Result)
 	if lines == 0 {
 		return nil // nothing with a positive drop rate to draw on a log axis
 	}
+	// Slowdowns span orders of magnitude (go-back-N against the rest): a log axis then keeps
+	// the schemes near the ideal apart.
+	ylo, yhi := math.Inf(1), math.Inf(-1)
+	for _, r := range rs {
+		if r.DropRate > 0 {
+			for _, f := range []func(Result) float64{y, y2} {
+				if f != nil {
+					ylo, yhi = math.Min(ylo, f(r)), math.Max(yhi, f(r))
+				}
+			}
+		}
+	}
+	if ylo > 0 && yhi/ylo > 10 {
+		p.Y.Scale = plot.LogScale{}
+		p.Y.Tick.Marker = plot.LogTicks{Prec: -1}
+	}
 	p.Legend.Top = true
 	p.Add(plotter.NewGrid())
 	return save(p, dir, file)
