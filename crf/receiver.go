@@ -162,9 +162,8 @@ func (r *Receiver) flow(id uint32) *rflow {
 // send queues m for to; false (counted) when the queue is full. Messages sent per block go
 // through sendRequest and sendReport instead: the interface would move them to the heap.
 func (r *Receiver) send(to netip.AddrPort, m wire.Message) bool {
-	b := r.q.Next()
-	if b == nil {
-		r.st.QueueFull++
+	b, ok := r.reserve()
+	if !ok {
 		return false
 	}
 	b, err := m.Append(b)
@@ -173,9 +172,8 @@ func (r *Receiver) send(to netip.AddrPort, m wire.Message) bool {
 
 // sendRequest is send for REPAIR_REQUEST, without an allocation.
 func (r *Receiver) sendRequest(to netip.AddrPort, m *wire.RepairRequest) bool {
-	b := r.q.Next()
-	if b == nil {
-		r.st.QueueFull++
+	b, ok := r.reserve()
+	if !ok {
 		return false
 	}
 	b, err := m.Append(b)
@@ -184,13 +182,22 @@ func (r *Receiver) sendRequest(to netip.AddrPort, m *wire.RepairRequest) bool {
 
 // sendReport is send for LOSS_REPORT, without an allocation.
 func (r *Receiver) sendReport(to netip.AddrPort, m *wire.LossReport) bool {
-	b := r.q.Next()
-	if b == nil {
-		r.st.QueueFull++
+	b, ok := r.reserve()
+	if !ok {
 		return false
 	}
 	b, err := m.Append(b)
 	return r.commit(to, b, err)
+}
+
+// reserve returns the queue's next free buffer; false (counted) when the queue is full.
+func (r *Receiver) reserve() ([]byte, bool) {
+	b := r.q.Next()
+	if b == nil {
+		r.st.QueueFull++
+		return nil, false
+	}
+	return b, true
 }
 
 func (r *Receiver) commit(to netip.AddrPort, b []byte, err error) bool {
