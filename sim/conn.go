@@ -50,6 +50,10 @@ type Conn struct {
 	Count [2]Counts
 	// Events counts packet events: each packet sent onto a link and each one delivered.
 	Events uint64
+	// CopySent makes the connection copy every packet it keeps on a link other than the small
+	// WRITE form (see flights), for QPs that reuse their buffers once Drain's callback returns
+	// (rc.Config.ReuseBuffers).
+	CopySent bool
 
 	fl    flights // A's WRITE packets in flight, stored small
 	sent  *sentPackets
@@ -80,7 +84,7 @@ func NewConn(a, b *rc.QP, ab, ba netem.Config, shimA, shimB Shim) (*Conn, error)
 		c.deliv[s] = func(k netem.Packet) {
 			c.Events++
 			to := 1 - s
-			data, packed := k.Data, false
+			data, packed := k.Data, c.CopySent
 			if data == nil && k.ID != 0 {
 				data, packed = c.fl.unpack(k.ID), true
 			}
@@ -130,10 +134,15 @@ func (c *Conn) put(s int, pkt []byte, shim bool) {
 			k.Data, k.ID = nil, h
 		}
 	}
+	if k.Data != nil && c.CopySent {
+		k.Data = c.fl.clone(pkt)
+	}
 	if v := c.Link[s].Send(c.Now, k); v != netem.Queued {
 		cnt.Dropped++
 		if k.ID != 0 {
 			c.fl.release(k.ID)
+		} else if c.CopySent {
+			c.fl.recycle(k.Data)
 		}
 	}
 }

@@ -19,7 +19,12 @@ type flights struct {
 	ents  []flight
 	free  []uint32
 	bufs  [][]byte // rebuilt packets the receiver is done with
+	small [][]byte // copied ACKs and other short packets the receiver is done with
 }
+
+// smallPacket is the largest packet the pool of short buffers serves (ACKs, NAKs, READ
+// requests).
+const smallPacket = 256
 
 type flight struct {
 	head   [roce.BTHLen + roce.RETHLen]byte
@@ -68,18 +73,33 @@ func (f *flights) pack(pkt []byte) uint64 {
 	return uint64(i) + 1
 }
 
+// buffer returns a buffer of n octets from the pool.
+func (f *flights) buffer(n int) []byte {
+	pool, size := &f.bufs, max(n, f.mtu+64)
+	if n <= smallPacket {
+		pool, size = &f.small, smallPacket
+	}
+	if k := len(*pool); k > 0 && cap((*pool)[k-1]) >= n {
+		b := (*pool)[k-1][:n]
+		*pool = (*pool)[:k-1]
+		return b
+	}
+	return make([]byte, n, size)
+}
+
+// clone copies pkt into a buffer from the pool.
+func (f *flights) clone(pkt []byte) []byte {
+	b := f.buffer(len(pkt))
+	copy(b, pkt)
+	return b
+}
+
 // unpack rebuilds the packet of handle h into a buffer from the pool and forgets h.
 func (f *flights) unpack(h uint64) []byte {
 	i := uint32(h - 1)
 	e := &f.ents[i]
 	n := int(e.hn) + int(e.n) + int(e.tn)
-	var b []byte
-	if k := len(f.bufs); k > 0 && cap(f.bufs[k-1]) >= n {
-		b = f.bufs[k-1][:n]
-		f.bufs = f.bufs[:k-1]
-	} else {
-		b = make([]byte, n, max(n, f.mtu+64))
-	}
+	b := f.buffer(n)
 	copy(b, e.head[:e.hn])
 	copy(b[e.hn:], f.src[e.off:e.off+int64(e.n)])
 	copy(b[int(e.hn)+int(e.n):], e.tail[:e.tn])
@@ -91,8 +111,12 @@ func (f *flights) unpack(h uint64) []byte {
 func (f *flights) release(h uint64) { f.free = append(f.free, uint32(h-1)) }
 
 // recycle returns a rebuilt packet's buffer once its receiver is done with it.
+// The pools are bounded: a buffer beyond the bound goes to the collector.
 func (f *flights) recycle(b []byte) {
-	if len(f.bufs) < 64 {
+	switch {
+	case cap(b) == smallPacket && len(f.small) < 1<<16:
+		f.small = append(f.small, b)
+	case cap(b) > smallPacket && len(f.bufs) < 64:
 		f.bufs = append(f.bufs, b)
 	}
 }

@@ -125,7 +125,15 @@ func runSim(args []string, s stdio) int {
 		}
 		defer bar.Finish()
 	}
+	meter, start := startMemoryMeter(200*time.Millisecond), time.Now()
 	res, err := sw.Run()
+	if meter != nil {
+		peak := meter.Stop()
+		if err == nil {
+			fmt.Fprintf(s.err, "crem sim: %d trials in %.1f s, peak memory %d MiB (proportional set size)\n",
+				trialCount(res), time.Since(start).Seconds(), peak>>20)
+		}
+	}
 	if err != nil {
 		fmt.Fprintf(s.err, "crem sim: %v\n", err)
 		return 1
