@@ -42,13 +42,35 @@ func (r *responder) afterData(q *QP, ackReq, opened bool) {
 
 // sendAck sends an ACK (an extended one in tcaeth, T2) and starts a new batch.
 func (r *responder) sendAck(q *QP) {
+	r.emitAck(q)
+	r.pending, r.batchCount = 0, 0
+	r.reportRuns(q) // sr: the selective acknowledgement rides with each ACK (protocol notes R15)
+	if r.cfg.Mode == ModeTCAETH {
+		// Should nothing new arrive, this ACK is repeated (protocol notes R20).
+		r.ackAt, r.repeats, r.repeatArmed = q.now, 0, true
+	}
+}
+
+func (r *responder) emitAck(q *QP) {
 	p := roce.Packet{BTH: roce.BTH{OpCode: roce.OpAcknowledge, PSN: r.epsn.Add(-1)},
 		AETH: roce.ACK(roce.CreditInvalid, r.msn)}
 	r.extend(&p)
 	q.emit(&p)
 	q.stats.AckPackets++
-	r.pending, r.batchCount = 0, 0
-	r.reportRuns(q) // sr: the selective acknowledgement rides with each ACK (protocol notes R15)
+}
+
+// AckRepeats is how often a tcaeth responder repeats its latest ACK when nothing new arrives
+// after it: T_thresh after it, and T_thresh after each repeat (protocol notes R20).
+const AckRepeats = 2
+
+// repeatDue returns when the tcaeth responder repeats its latest ACK: T_thresh after the ACK
+// or the previous repeat, while no packet is pending (a pending batch has its own timer, T6)
+// and fewer than AckRepeats were sent.
+func (r *responder) repeatDue() (time.Duration, bool) {
+	if r.cfg.Mode != ModeTCAETH || !r.repeatArmed || r.batchCount > 0 || r.repeats >= AckRepeats {
+		return 0, false
+	}
+	return r.ackAt + time.Duration(r.repeats+1)*r.cfg.TThresh, true
 }
 
 // extend adds the T/C AETH to an acknowledgement of an extended QP.
@@ -65,6 +87,7 @@ func (r *responder) extend(p *roce.Packet) {
 func (r *responder) sendNAK(q *QP, a roce.AETH, p psn.PSN) {
 	pk := roce.Packet{BTH: roce.BTH{OpCode: roce.OpAcknowledge, PSN: p}, AETH: a}
 	if r.cfg.Mode == ModeTCAETH {
+		r.repeatArmed = false // the latest word is this NAK, which the requester's own timers cover
 		r.extend(&pk)
 		pk.BTH.PSN = pk.TCAETH.LastFinished // T2: the BTH PSN of an extended ACK is Last Finished
 		if p != pk.BTH.PSN.Add(1) {
@@ -132,19 +155,34 @@ func (j *readJob) isFresh(p psn.PSN) bool {
 	return false
 }
 
-// timers sends the ACK that a coalescing delay or the T6 timer holds back.
+// timers sends the ACK that a coalescing delay or the T6 timer holds back, and tcaeth's
+// repeat of the latest ACK at an idle tail.
 func (r *responder) timers(q *QP) {
-	if t, ok := r.deadline(q); ok && q.now >= t {
+	if t, ok := r.ackDue(); ok && q.now >= t {
 		if r.cfg.Mode == ModeTCAETH {
 			q.stats.AckTriggerTime++
 		}
 		r.sendAck(q)
 	}
+	if t, ok := r.repeatDue(); ok && q.now >= t {
+		r.repeats++
+		q.stats.AckRepeats++
+		r.emitAck(q)
+	}
 }
 
-func (r *responder) deadline(q *QP) (time.Duration, bool) {
+// ackDue returns when a held-back ACK is due.
+func (r *responder) ackDue() (time.Duration, bool) {
 	if r.cfg.Mode == ModeTCAETH {
 		return r.batchStart + r.cfg.TThresh, r.batchCount > 0
 	}
 	return r.pendingSince + r.cfg.TThresh, r.pending > 0
+}
+
+func (r *responder) deadline(q *QP) (time.Duration, bool) {
+	d, ok := r.ackDue()
+	if t, ok2 := r.repeatDue(); ok2 && (!ok || t < d) {
+		d, ok = t, true
+	}
+	return d, ok
 }

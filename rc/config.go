@@ -55,7 +55,8 @@ type Config struct {
 	RecvPSN   psn.PSN // first PSN expected of the peer's requests
 	MTU       int     // RDMA MTU: 256, 512, 1024, 2048 or 4096
 	Mode      Mode
-	// SRNoNAK turns off the sr responder's NAKs, leaving recovery to the timers ("SR RTO").
+	// SRNoNAK turns off the sr responder's NAKs, leaving recovery to the per-packet timers
+	// ("SR RTO"); the ACKs still report the runs received, which the timers then skip.
 	SRNoNAK bool
 
 	// Rate is the preset rate in bits per second at which this QP paces what it sends; 0 sends
@@ -92,6 +93,15 @@ type Config struct {
 	// packets (default 16384); MaxBuffered bounds the octets it holds until it can place them
 	// (default 64 MiB).
 	RecvWindow, MaxBuffered int
+	// SkipICRC is for drivers whose packets never leave the process (a simulator): the QP
+	// neither seals the ICRC of what it sends (its four octets stay zero) nor verifies the ICRC
+	// of what it receives. Packets of such a QP fail every ICRC check elsewhere, so it must never
+	// face a socket, a capture or a CREM receiver that checks restored packets (RULINGS C12).
+	SkipICRC bool
+	// ReuseBuffers lets the QP reuse the buffers of the packets it hands to Drain's out: each is
+	// valid only until out returns, and a driver that keeps one must copy it. Steady traffic then
+	// allocates nothing per packet. Without it every packet is a fresh buffer that out owns.
+	ReuseBuffers bool
 	// NotifyWrites makes the responder report each RDMA WRITE message placed in order as a
 	// completion of kind KindWritePlaced (not an IBTA completion; for tools that check data).
 	NotifyWrites bool

@@ -17,12 +17,16 @@
 //     count.
 //   - sr: selective repeat in the style of IRN. The responder places out-of-order packets
 //     (RULINGS T9) and NAKs each missing PSN once; the requester resends only what is named, and
-//     every packet has its own retransmission timer. With NAKs off the timers alone recover.
+//     every packet has its own retransmission timer. With NAKs off the timers alone recover;
+//     the ACKs still report the runs received, so that the timers resend only what was lost.
 //   - tcaeth: the windowless cumulative ACK extension (tc-aeth-draft, RULINGS T1-T9): pacing at
 //     the preset rate with no window check, the receiver's batch state with the dual trigger and
 //     its timer, extended ACKs carrying a T/C AETH, the sender's scoreboard and RACK-style loss
-//     decision, and the fallback timeout.
+//     decision, and the fallback timeout; an ACK not followed by new data is repeated twice, so
+//     that a lost last ACK does not wait for the fallback.
 //
 // The connection-setup exchange that agrees on these parameters is encoded by SetupMsg; the
-// drivers that carry packets live in rc/udp (real sockets) and rc/link (virtual time).
+// drivers that carry packets live in rc/udp (real sockets) and rc/link (virtual time). A driver
+// whose packets never leave the process may turn off the ICRC (Config.SkipICRC) and let the QP
+// reuse its packet buffers (Config.ReuseBuffers).
 package rc

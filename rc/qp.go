@@ -20,6 +20,7 @@ type QP struct {
 
 	now   time.Duration
 	outq  [][]byte // packets ready for the driver
+	arena []byte   // with ReuseBuffers: the buffer outq's packets live in until Drain returns
 	comps []Completion
 	stats Stats
 
@@ -95,7 +96,7 @@ func (q *QP) PostSend(wr SendWR) error {
 		return fmt.Errorf("rc: post: %v of %d octets takes %d PSNs, more than the send buffer's %d",
 			wr.Op, len(wr.Local), w.n, q.cfg.SendBuffer)
 	}
-	q.req.sq = append(q.req.sq, w)
+	q.req.post(w)
 	return nil
 }
 
@@ -110,14 +111,22 @@ func (q *QP) PollCompletions(dst []Completion) []Completion {
 func (q *QP) Pending() int { return len(q.req.sq) }
 
 // Drain passes every packet the QP wants sent to out, in order, and forgets them. Each is a
-// whole RoCEv2 UDP payload owned by out from then on.
+// whole RoCEv2 UDP payload, owned by out from then on; with Config.ReuseBuffers it is valid
+// only until out returns.
 func (q *QP) Drain(out func(pkt []byte)) {
 	for _, p := range q.outq {
 		out(p)
 	}
 	clear(q.outq)
 	q.outq = q.outq[:0]
+	q.arena = q.arena[:0]
+	if cap(q.arena) > maxArena {
+		q.arena = nil // a burst's buffer is not kept for good
+	}
 }
+
+// maxArena bounds the packet buffer a QP keeps from one Drain to the next.
+const maxArena = 1 << 20
 
 // Tick runs the timers and the pacer at now.
 func (q *QP) Tick(now time.Duration) {
@@ -156,13 +165,15 @@ func (q *QP) Handle(now time.Duration, pkt []byte) {
 		q.stats.Malformed++
 		return
 	}
-	if err := q.in.Verify(pkt); err != nil {
-		if errors.Is(err, roce.ErrICRC) {
-			q.stats.BadICRC++
-		} else {
-			q.stats.Malformed++
+	if !q.cfg.SkipICRC {
+		if err := q.in.Verify(pkt); err != nil {
+			if errors.Is(err, roce.ErrICRC) {
+				q.stats.BadICRC++
+			} else {
+				q.stats.Malformed++
+			}
+			return
 		}
-		return
 	}
 	p, err := roce.ParsePacket(pkt)
 	if err != nil {
@@ -186,12 +197,22 @@ func (q *QP) Handle(now time.Duration, pkt []byte) {
 	q.pump()
 }
 
-// emit seals a packet and queues it for the driver.
-func (q *QP) emit(p *roce.Packet) {
+// emit seals a packet, queues it for the driver and returns its length.
+func (q *QP) emit(p *roce.Packet) int {
 	p.BTH.DestQP = q.cfg.RemoteQPN
 	p.BTH.PKey = q.cfg.PKey
-	b, err := p.Append(make([]byte, 0, p.Len()))
-	if err == nil {
+	var b []byte
+	var err error
+	if q.cfg.ReuseBuffers {
+		// Packets are laid end to end in one buffer that Drain empties; an earlier packet
+		// keeps the old array should this append move it.
+		start := len(q.arena)
+		q.arena, err = p.Append(q.arena)
+		b = q.arena[start:len(q.arena):len(q.arena)]
+	} else {
+		b, err = p.Append(make([]byte, 0, p.Len()))
+	}
+	if err == nil && !q.cfg.SkipICRC {
 		err = q.out.Seal(b)
 	}
 	if err != nil {
@@ -200,6 +221,7 @@ func (q *QP) emit(p *roce.Packet) {
 	}
 	q.stats.PacketsOut++
 	q.outq = append(q.outq, b)
+	return len(b)
 }
 
 func (q *QP) complete(c Completion) {

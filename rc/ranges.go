@@ -66,6 +66,9 @@ func (s *rangeSet) reported(base, p psn.PSN) {
 
 // trim forgets everything before base (the cumulative point moved to base).
 func (s *rangeSet) trim(old, base psn.PSN) {
+	if len(s.rs) == 0 {
+		return
+	}
 	shift := old.Forward(base)
 	n := 0
 	for n < len(s.rs) && old.Forward(s.rs[n].r) < shift {

@@ -13,12 +13,12 @@ func (r *requester) onAtomicAck(q *QP, p *roce.Packet) {
 		return
 	}
 	q.stats.AcksReceived++
-	i := psnIndex(r.una, p.BTH.PSN, len(r.tx))
-	if i < 0 || !r.tx[i].w.wr.Op.isAtomic() {
+	i := psnIndex(r.una, p.BTH.PSN, r.tx.len())
+	if i < 0 || !r.tx.at(i).resp || !r.wqe(r.tx.at(i)).wr.Op.isAtomic() {
 		q.stats.StaleAcks++
 		return
 	}
-	w := r.tx[i].w
+	w := r.wqe(r.tx.at(i))
 	if r.cfg.Mode == ModeTCAETH {
 		if r.cumulativeOK(p.TCAETH.LastFinished) {
 			r.ackTo(q, p.TCAETH.LastFinished)
@@ -43,34 +43,33 @@ func (r *requester) onAtomicAck(q *QP, p *roce.Packet) {
 func (r *requester) finishResponder(w *wqe) {
 	w.done = true
 	r.reads--
-	if i := psnIndex(r.una, w.first, len(r.tx)); i >= 0 {
-		for k := i; k < i+w.n && k < len(r.tx); k++ {
-			r.tx[k].acked = true
+	if i := psnIndex(r.una, w.first, r.tx.len()); i >= 0 {
+		for k := i; k < i+w.n && k < r.tx.len(); k++ {
+			r.tx.at(k).acked = true
 		}
 	}
 	r.pop()
 }
 
 func (r *requester) onReadResponse(q *QP, p *roce.Packet) {
-	i := psnIndex(r.una, p.BTH.PSN, len(r.tx))
+	i := psnIndex(r.una, p.BTH.PSN, r.tx.len())
 	if i < 0 {
 		q.stats.DuplicateResponses++
 		return
 	}
-	e := r.tx[i]
-	w := e.w
+	w := r.wqe(r.tx.at(i))
 	if w.wr.Op != OpRead {
 		q.stats.Unexpected++
 		return
 	}
+	j := int(w.first.Forward(p.BTH.PSN))
 	// A READ response acknowledges every request before the READ, as in IBTA.
 	r.ackTo(q, w.first.Add(-1))
-	if w.done || w.got[e.seg] {
+	if w.done || w.got[j] {
 		q.stats.DuplicateResponses++
 		return
 	}
 	mtu := r.cfg.MTU
-	j := e.seg
 	want := min(mtu, len(w.wr.Local)-j*mtu)
 	if len(p.Payload) != want {
 		q.stats.Malformed++

@@ -11,6 +11,7 @@ import (
 // wqe is a posted send work request and its progress.
 type wqe struct {
 	wr      SendWR
+	seq     uint32 // its place in post order, which send-buffer records name it by
 	first   psn.PSN
 	n       int // PSNs it consumes
 	started bool
@@ -32,18 +33,74 @@ type wqe struct {
 
 func (w *wqe) responder() bool { return w.wr.Op == OpRead || w.wr.Op.isAtomic() }
 
-// txPkt is one PSN in the send buffer.
+// txPkt is one PSN in the send buffer: 24 octets and no pointer, so that a send buffer of
+// millions of PSNs stays small and the garbage collector never scans it. Its request is
+// found by seq (requester.wqe), its place in the message by PSN distance from the first.
 type txPkt struct {
-	w        *wqe
-	seg      int           // PSN offset within its message
 	sent     time.Duration // last transmission
-	xmit     uint64        // sr: the order of its last transmission among all (protocol notes R15)
-	sends    int
-	timeouts int // sr: per-packet timer expiries
+	xmit     uint32        // sr: the order of its last transmission among all (protocol notes R15), serial
+	wq       uint32        // the request's seq
+	sends    uint16        // transmissions, saturating
+	timeouts uint16        // sr: per-packet timer expiries, saturating
 	acked    bool
-	sacked   bool // reported received by a T/C AETH (the scoreboard, T5)
+	sacked   bool // reported received (the tcaeth scoreboard, T5; sr's reports, R15)
 	queued   bool // waiting in the retransmission queue
+	resp     bool // a READ or atomic PSN
 }
+
+// xmitAfter reports whether transmission number a came after b (serial arithmetic: the
+// numbers of live packets lie far less than 2^31 apart).
+func xmitAfter(a, b uint32) bool { return int32(a-b) > 0 }
+
+func inc16(v *uint16) {
+	if *v < ^uint16(0) {
+		*v++
+	}
+}
+
+// txRing is the send buffer: the records of the PSNs from una on, in a ring that grows by
+// doubling up to the configured send buffer.
+type txRing struct {
+	buf  []txPkt
+	head int
+	n    int
+}
+
+func (t *txRing) len() int { return t.n }
+
+func (t *txRing) at(i int) *txPkt {
+	k := t.head + i
+	if k >= len(t.buf) {
+		k -= len(t.buf)
+	}
+	return &t.buf[k]
+}
+
+// push appends e; limit bounds the ring's growth (the send buffer).
+func (t *txRing) push(e txPkt, limit int) {
+	if t.n == len(t.buf) {
+		nb := make([]txPkt, min(max(64, 2*len(t.buf)), max(limit, t.n+1)))
+		k := copy(nb, t.buf[t.head:])
+		copy(nb[k:], t.buf[:t.head])
+		t.buf, t.head = nb, 0
+	}
+	*t.at(t.n) = e
+	t.n++
+}
+
+// drop forgets the first k records.
+func (t *txRing) drop(k int) {
+	t.head += k
+	if t.head >= len(t.buf) {
+		t.head -= len(t.buf)
+	}
+	t.n -= k
+	if t.n == 0 {
+		t.head = 0
+	}
+}
+
+func (t *txRing) reset() { t.head, t.n = 0, 0 }
 
 // Why a packet is retransmitted.
 const (
@@ -68,15 +125,18 @@ type timerEnt struct {
 
 // requester is the sending half of a QP: the send queue, the send buffer and its recovery.
 type requester struct {
-	cfg *Config
-	sq  []*wqe // posted and not completed, in post order
-	cur int    // index in sq of the request being segmented
-	tx  []txPkt
-	una psn.PSN // PSN of tx[0]
-	nxt psn.PSN // next new PSN
-	err error
+	cfg    *Config
+	sq     []*wqe // posted and not completed, in post order
+	sqBase uint32 // seq of sq[0]
+	cur    int    // index in sq of the request being segmented
+	tx     txRing
+	una    psn.PSN // PSN of tx.at(0)
+	nxt    psn.PSN // next new PSN
+	err    error
 
-	retx []retxItem
+	retx     []retxItem
+	retxHead int
+	pkt      roce.Packet // the packet being built
 
 	srtt, rttvar time.Duration
 	lastProgress time.Duration // gbn: the RTO runs from here; tcaeth: the last extended ACK (T7)
@@ -84,7 +144,7 @@ type requester struct {
 	stalled      bool
 	tq           []timerEnt // sr: transmissions in time order, for the per-packet timers
 	tqHead       int
-	xmits        uint64        // sr: transmissions so far, numbering txPkt.xmit
+	xmits        uint32        // sr: transmissions so far, numbering txPkt.xmit
 	reads        int           // outstanding READ and atomic requests
 	dataOut      int           // SEND and WRITE PSNs sent and not acknowledged (gbn's timer runs for them)
 	respLast     time.Duration // the last READ response or ATOMIC ACKNOWLEDGE that progressed
@@ -100,12 +160,30 @@ type requester struct {
 	highestRep psn.PSN
 	hasRep     bool
 	rackXmit   time.Duration
+	// The loss decision's candidates (detectLoss): PSNs below scanned neither acknowledged
+	// nor marked when it passed them.
+	scanned psn.PSN
+	holes   []psn.PSN
 }
 
 func (r *requester) init(cfg *Config) {
 	r.cfg = cfg
-	r.una, r.nxt = cfg.SendPSN, cfg.SendPSN
+	r.una, r.nxt, r.scanned = cfg.SendPSN, cfg.SendPSN, cfg.SendPSN
 	r.srtt, r.rttvar = cfg.RTT, cfg.RTT/2
+}
+
+// wqe returns the request e belongs to. Every record in the send buffer names a request still
+// in sq: a request completes only when all its PSNs, and all before them, are acknowledged
+// and so gone from the buffer.
+func (r *requester) wqe(e *txPkt) *wqe { return r.sq[e.wq-r.sqBase] }
+
+// done reports whether e is a PSN of a READ or atomic that has completed.
+func (r *requester) done(e *txPkt) bool { return e.resp && r.wqe(e).done }
+
+// post adds a request to the send queue.
+func (r *requester) post(w *wqe) {
+	w.seq = r.sqBase + uint32(len(r.sq))
+	r.sq = append(r.sq, w)
 }
 
 func (r *requester) rto() time.Duration {
@@ -149,7 +227,7 @@ func (r *requester) ready(q *QP) bool {
 	if r.err != nil || r.rnrActive {
 		return false
 	}
-	if len(r.retx) > 0 {
+	if r.retxHead < len(r.retx) {
 		return true
 	}
 	w := r.nextNew()
@@ -160,7 +238,7 @@ func (r *requester) ready(q *QP) bool {
 	if w.wr.Op == OpRead {
 		need = w.n
 	}
-	if len(r.tx)+need > r.cfg.SendBuffer {
+	if r.tx.len()+need > r.cfg.SendBuffer {
 		if !r.stalled {
 			r.stalled = true
 			q.stats.SendBufferStalls++
@@ -183,7 +261,7 @@ func (r *requester) sendNew(q *QP) int {
 	if w.wr.Op == OpRead {
 		need = w.n
 	}
-	if len(r.tx)+need > r.cfg.SendBuffer {
+	if r.tx.len()+need > r.cfg.SendBuffer {
 		return 0
 	}
 	r.stalled = false
@@ -205,19 +283,19 @@ func (r *requester) sendNew(q *QP) int {
 			}
 		}
 	}
-	if len(r.tx) == 0 {
+	if r.tx.len() == 0 {
 		r.lastProgress = q.now // the timers run from the first packet outstanding
 	}
 	p := r.nxt
 	seg := w.next
 	r.xmits++
-	for i := range need {
-		r.tx = append(r.tx, txPkt{w: w, seg: seg + i, sent: q.now, xmit: r.xmits, sends: 1})
+	resp := w.responder()
+	for range need {
+		r.tx.push(txPkt{sent: q.now, xmit: r.xmits, wq: w.seq, sends: 1, resp: resp}, r.cfg.SendBuffer)
 	}
 	r.nxt = r.nxt.Add(need)
 	w.next += need
-	pkt := r.build(w, seg, p, 0)
-	q.emit(pkt)
+	n := q.emit(r.build(w, seg, p, 0))
 	q.stats.DataPackets++
 	if !w.responder() {
 		if r.dataOut == 0 && r.cfg.Mode == ModeGBN {
@@ -228,15 +306,16 @@ func (r *requester) sendNew(q *QP) int {
 	if r.cfg.Mode == ModeSR && !w.responder() {
 		r.tq = append(r.tq, timerEnt{p, q.now})
 	}
-	return pkt.Len()
+	return n
 }
 
-// build makes the packet of segment seg of w at PSN p. For a READ, seg is the first response
-// wanted and run the number of responses (0: to the end).
+// build makes the packet of segment seg of w at PSN p, in the requester's scratch packet. For
+// a READ, seg is the first response wanted and run the number of responses (0: to the end).
 func (r *requester) build(w *wqe, seg int, p psn.PSN, run int) *roce.Packet {
 	mtu := r.cfg.MTU
 	wr := &w.wr
-	pk := &roce.Packet{BTH: roce.BTH{PSN: p}}
+	pk := &r.pkt
+	*pk = roce.Packet{BTH: roce.BTH{PSN: p}}
 	switch {
 	case wr.Op == OpRead:
 		end := len(wr.Local)
@@ -294,34 +373,37 @@ func (r *requester) build(w *wqe, seg int, p psn.PSN, run int) *roce.Packet {
 
 // queue adds p to the retransmission queue unless it is acknowledged or already queued.
 func (r *requester) queue(p psn.PSN, cause uint8, run int) {
-	i := psnIndex(r.una, p, len(r.tx))
+	i := psnIndex(r.una, p, r.tx.len())
 	if i < 0 {
 		return
 	}
-	e := &r.tx[i]
-	if e.acked || e.queued || e.w.done {
+	e := r.tx.at(i)
+	if e.acked || e.queued || r.done(e) {
 		return
 	}
 	e.queued = true
+	if r.retxHead == len(r.retx) {
+		r.retx, r.retxHead = r.retx[:0], 0
+	}
 	r.retx = append(r.retx, retxItem{p: p, cause: cause, run: run})
 }
 
 // sendRetx sends the first live entry of the retransmission queue.
 func (r *requester) sendRetx(q *QP) int {
-	for len(r.retx) > 0 {
-		it := r.retx[0]
-		r.retx = r.retx[1:]
-		i := psnIndex(r.una, it.p, len(r.tx))
+	for r.retxHead < len(r.retx) {
+		it := r.retx[r.retxHead]
+		r.retxHead++
+		i := psnIndex(r.una, it.p, r.tx.len())
 		if i < 0 {
 			continue
 		}
-		e := &r.tx[i]
+		e := r.tx.at(i)
 		e.queued = false
-		w := e.w
+		w := r.wqe(e)
 		if e.acked || w.done || r.err != nil || e.sacked && r.cfg.Mode == ModeSR && it.cause != causeProbe {
 			continue
 		}
-		seg, p, run := e.seg, it.p, it.run
+		seg, p, run := int(w.first.Forward(it.p)), it.p, it.run
 		if w.wr.Op == OpRead && run == 0 {
 			// From the first response still missing to the end.
 			j := 0
@@ -345,11 +427,11 @@ func (r *requester) sendRetx(q *QP) int {
 		pkt := r.build(w, seg, p, run)
 		r.xmits++
 		e.sent, e.xmit = q.now, r.xmits
-		e.sends++
+		inc16(&e.sends)
 		if w.responder() {
 			w.lastReissue, w.reissued = q.now, true
 		}
-		q.emit(pkt)
+		n := q.emit(pkt)
 		q.stats.RetransmittedPackets++
 		switch it.cause {
 		case causeNAK:
@@ -364,36 +446,38 @@ func (r *requester) sendRetx(q *QP) int {
 		if r.cfg.Mode == ModeSR && !w.responder() {
 			r.tq = append(r.tq, timerEnt{it.p, q.now})
 		}
-		return pkt.Len()
+		return n
 	}
-	r.retx = nil
+	r.retx, r.retxHead = r.retx[:0], 0
 	return 0
 }
 
 // goBack queues every unacknowledged PSN from p on (go-back-N, RNR retry).
 func (r *requester) goBack(p psn.PSN, cause uint8) {
-	for _, it := range r.retx {
-		if i := psnIndex(r.una, it.p, len(r.tx)); i >= 0 {
-			r.tx[i].queued = false
+	for _, it := range r.retx[r.retxHead:] {
+		if i := psnIndex(r.una, it.p, r.tx.len()); i >= 0 {
+			r.tx.at(i).queued = false
 		}
 	}
-	r.retx = r.retx[:0]
-	start := psnIndex(r.una, p, len(r.tx))
+	r.retx, r.retxHead = r.retx[:0], 0
+	start := psnIndex(r.una, p, r.tx.len())
 	if start < 0 {
 		return
 	}
 	// A READ that p falls inside of is asked again from its first missing response.
-	if e := r.tx[start]; e.w.wr.Op == OpRead && e.seg > 0 {
-		start -= e.seg
+	if w := r.wqe(r.tx.at(start)); w.wr.Op == OpRead {
+		start -= int(w.first.Forward(p))
 		start = max(start, 0)
 	}
-	for i := start; i < len(r.tx); i++ {
-		e := &r.tx[i]
-		if e.acked || e.sacked || e.w.done {
+	for i := start; i < r.tx.len(); i++ {
+		e := r.tx.at(i)
+		if e.acked || e.sacked || r.done(e) {
 			continue
 		}
-		if e.w.wr.Op == OpRead && e.seg > 0 {
-			continue
+		if e.resp {
+			if w := r.wqe(e); w.wr.Op == OpRead && w.first != r.una.Add(i) {
+				continue
+			}
 		}
 		r.queue(r.una.Add(i), cause, 0)
 	}
@@ -448,9 +532,14 @@ func (r *requester) onAck(q *QP, p *roce.Packet) {
 			return
 		}
 		progress := r.ackTo(q, c)
-		progress = r.onTCAETH(q, &p.TCAETH) || progress
-		r.lastProgress = q.now // any extended ACK restarts the fallback timer (T7)
-		if progress {
+		marked := r.onTCAETH(q, &p.TCAETH)
+		if progress || marked || p.AETH.Type() != roce.AckTypeACK {
+			// An extended ACK restarts the fallback timer (T7); one that tells nothing new,
+			// as the responder's repeat of its latest ACK (protocol notes R20), does not, or
+			// a tail that the fallback alone recovers would wait longer.
+			r.lastProgress = q.now
+		}
+		if progress || marked {
 			r.retries = 0
 		}
 		c = c.Add(1)
@@ -472,13 +561,13 @@ func (r *requester) onAck(q *QP, p *roce.Packet) {
 	case roce.AckTypeRNRNAK:
 		q.stats.NAKsReceived++
 		q.stats.RNRNAKsReceived++
-		if !r.cumulativeOK(c.Add(-1)) || psnIndex(r.una, c, len(r.tx)) < 0 {
+		if !r.cumulativeOK(c.Add(-1)) || psnIndex(r.una, c, r.tx.len()) < 0 {
 			q.stats.StaleAcks++
 			return
 		}
 		r.ackTo(q, c.Add(-1))
-		if i := psnIndex(r.una, c, len(r.tx)); i >= 0 && r.cfg.Mode == ModeSR {
-			r.tx[i].sacked = false // the responder let the packet go with this NAK (R15)
+		if i := psnIndex(r.una, c, r.tx.len()); i >= 0 && r.cfg.Mode == ModeSR {
+			r.tx.at(i).sacked = false // the responder let the packet go with this NAK (R15)
 		}
 		r.rnrRetries++
 		if r.cfg.RNRRetry < 7 && r.rnrRetries > r.cfg.RNRRetry {
@@ -494,7 +583,7 @@ func (r *requester) onAck(q *QP, p *roce.Packet) {
 			r.onSRNAK(q, c, psn.Of(p.AETH.MSN))
 			return
 		}
-		if psnIndex(r.una, c, len(r.tx)) < 0 {
+		if psnIndex(r.una, c, r.tx.len()) < 0 {
 			q.stats.StaleAcks++
 			return
 		}
@@ -526,18 +615,22 @@ func (r *requester) onAck(q *QP, p *roce.Packet) {
 // ackTo marks every SEND and WRITE PSN up to c acknowledged and reports whether any was new.
 func (r *requester) ackTo(q *QP, c psn.PSN) bool {
 	k := int(r.una.Forward(c.Add(1)))
-	if k > len(r.tx) {
+	if k > r.tx.len() {
 		return false
 	}
 	newest, fresh := -1, 0
+	var w *wqe // the request of the records walked, looked up once per request
 	for i := range k {
-		e := &r.tx[i]
-		if e.acked || e.w.responder() {
+		e := r.tx.at(i)
+		if e.acked || e.resp {
 			continue
 		}
 		fresh++
 		e.acked = true
-		e.w.unacked--
+		if w == nil || w.seq != e.wq {
+			w = r.wqe(e)
+		}
+		w.unacked--
 		r.dataOut--
 		if e.sends == 1 && !e.sacked {
 			newest = i
@@ -545,7 +638,7 @@ func (r *requester) ackTo(q *QP, c psn.PSN) bool {
 		r.rackXmit = max(r.rackXmit, e.sent)
 	}
 	if newest >= 0 {
-		r.sample(q, q.now-r.tx[newest].sent)
+		r.sample(q, q.now-r.tx.at(newest).sent)
 	}
 	if fresh > 0 {
 		r.rnrRetries = 0
@@ -557,14 +650,14 @@ func (r *requester) ackTo(q *QP, c psn.PSN) bool {
 // pop drops acknowledged PSNs from the front of the send buffer and returns how many.
 func (r *requester) pop() int {
 	n := 0
-	for n < len(r.tx) && r.tx[n].acked {
+	for n < r.tx.len() && r.tx.at(n).acked {
 		n++
 	}
 	if n > 0 {
-		r.tx = r.tx[n:]
+		r.tx.drop(n)
 		r.una = r.una.Add(n)
-		if len(r.tx) == 0 {
-			r.tx = nil // let the old array go
+		if r.scanned.Before(r.una) {
+			r.scanned = r.una // so that it never lags by half the PSN space
 		}
 	}
 	return n
@@ -593,6 +686,7 @@ func (r *requester) complete(q *QP) {
 	if n > 0 {
 		clear(r.sq[:n])
 		r.sq = r.sq[n:]
+		r.sqBase += uint32(n)
 		r.cur = max(0, r.cur-n)
 	}
 }
@@ -601,8 +695,8 @@ func (r *requester) complete(q *QP) {
 // in the error state.
 func (r *requester) fail(q *QP, p psn.PSN, st Status) {
 	var bad *wqe
-	if i := psnIndex(r.una, p, len(r.tx)); i >= 0 {
-		bad = r.tx[i].w
+	if i := psnIndex(r.una, p, r.tx.len()); i >= 0 {
+		bad = r.wqe(r.tx.at(i))
 	}
 	r.complete(q)
 	r.err = fmt.Errorf("rc: QP %#x: request at PSN %d: %v: %w", r.cfg.QPN, uint32(p), st, ErrQPError)
@@ -613,25 +707,31 @@ func (r *requester) fail(q *QP, p psn.PSN, st Status) {
 		}
 		q.complete(Completion{ID: w.wr.ID, Kind: KindSend, Op: w.wr.Op, Status: s})
 	}
-	r.sq, r.tx, r.retx, r.cur, r.reads, r.rdAtomic, r.dataOut = nil, nil, nil, 0, 0, 0, 0
+	r.sqBase += uint32(len(r.sq))
+	r.tx.reset()
+	r.holes = r.holes[:0]
+	r.sq, r.retx, r.retxHead, r.cur, r.reads, r.rdAtomic, r.dataOut = nil, nil, 0, 0, 0, 0, 0
 }
 
 // onSRNAK takes an sr NAK PSN sequence error: m has not arrived, and, when top follows m,
 // every PSN after m up to top has (protocol notes R4, R15). The PSNs reported received are
 // marked and never resent; m is resent when the NAK names it for the first time (no run
 // reported) or when a PSN of the run went out after m's last transmission, which therefore
-// did not arrive.
+// did not arrive. Without NAKs (R19) the report is a selective acknowledgement only.
 func (r *requester) onSRNAK(q *QP, m, top psn.PSN) {
-	var last uint64 // the latest transmission among the PSNs reported received
+	var last uint32 // the latest transmission among the PSNs reported received
+	hasLast := false
 	if m.Before(top) {
 		lo, hi := r.clip(m.Add(1), top)
 		newest, fresh := -1, false
 		for i := lo; i < hi; i++ {
-			e := &r.tx[i]
-			if e.w.responder() {
+			e := r.tx.at(i)
+			if e.resp {
 				continue // READ and atomics are acknowledged by their responses
 			}
-			last = max(last, e.xmit)
+			if !hasLast || xmitAfter(e.xmit, last) {
+				last, hasLast = e.xmit, true
+			}
 			if e.acked || e.sacked {
 				continue
 			}
@@ -641,25 +741,29 @@ func (r *requester) onSRNAK(q *QP, m, top psn.PSN) {
 			}
 		}
 		if newest >= 0 {
-			r.sample(q, q.now-r.tx[newest].sent)
+			r.sample(q, q.now-r.tx.at(newest).sent)
 		}
 		if fresh {
 			r.lastProgress, r.retries = q.now, 0 // progress: the probe waits (R15)
 		}
 	}
-	i := psnIndex(r.una, m, len(r.tx))
+	if r.cfg.SRNoNAK {
+		// Without NAKs a report only marks what arrived; the timers alone resend (R19).
+		return
+	}
+	i := psnIndex(r.una, m, r.tx.len())
 	if i < 0 {
 		q.stats.StaleAcks++
 		return
 	}
-	e := &r.tx[i]
-	if m.Before(top) && (e.w.responder() || e.xmit >= last) {
+	e := r.tx.at(i)
+	if m.Before(top) && (e.resp || !hasLast || !xmitAfter(last, e.xmit)) {
 		// A report of a run: the PSN below it is not known lost (its last transmission may be
 		// on its way, or it is inside a READ, which recovers by its own rules, R10).
 		return
 	}
-	if e.w.wr.Op == OpRead {
-		m = e.w.first
+	if w := r.wqe(e); w.wr.Op == OpRead {
+		m = w.first
 	}
 	r.queue(m, causeNAK, 0)
 }

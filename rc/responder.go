@@ -21,18 +21,16 @@ type request struct {
 	payload []byte
 }
 
-// Slot states of the out-of-order buffer.
+// States of a PSN in the out-of-order window. A WRITE packet already in memory (T9) is
+// slotPlaced + the index of its message in responder.writes.
 const (
-	slotEmpty    = iota
-	slotBuffered // held until its turn
-	slotPlaced   // a WRITE packet already in memory (T9)
+	slotEmpty    = 0
+	slotBuffered = 1 // held until its turn, in responder.held
+	slotPlaced   = 2
 )
 
-type rslot struct {
-	state uint8
-	req   request
-	wc    *wctx
-}
+// maxWrites bounds the WRITE messages whose packets are placed out of order at once.
+const maxWrites = 256
 
 // wctx is an RDMA WRITE message whose first packet (and so its RETH) is known: later packets
 // of it are placed by their PSN distance from the first (T9).
@@ -41,6 +39,11 @@ type wctx struct {
 	n     int
 	va    uint64
 	buf   []byte // the checked target memory of the whole message
+	idx   int    // its index in responder.writes
+	// The last packet's opcode and immediate, once it is placed out of order: all its turn
+	// needs besides the PSN.
+	lastOp  roce.Opcode
+	lastImm uint32
 }
 
 type readJob struct {
@@ -80,12 +83,17 @@ type responder struct {
 	msn  uint32
 	rq   []RecvWR
 
+	// The out-of-order window: 2 octets of state per PSN, allocated when the first packet
+	// arrives out of order, and the packets held until their turn (protocol notes R18).
 	win      int
-	slots    []rslot
+	state    []uint16
+	held     map[psn.PSN]*request
 	ranges   rangeSet
 	highest  psn.PSN // sr: the highest PSN accounted for, for NAKing new gaps
 	buffered int
-	writes   []*wctx
+	writes   [maxWrites]*wctx
+	nwrites  int
+	wfree    []int // free indexes of writes
 
 	// The message being executed in order.
 	inSend, inWrite bool
@@ -104,6 +112,13 @@ type responder struct {
 	ackSeq       uint64
 	lastImm      time.Duration
 	hasImm       bool
+	// tcaeth: the highest AckReq received out of order and not yet passed (R21).
+	ackReqHeld    psn.PSN
+	hasAckReqHeld bool
+	// tcaeth: the latest ACK and its repeats at an idle tail (protocol notes R20).
+	ackAt       time.Duration
+	repeats     int
+	repeatArmed bool
 
 	reads   []readJob
 	atomics [2 * MaxRdAtomic]atomicResult
@@ -119,10 +134,25 @@ func (r *responder) init(cfg *Config) {
 		w <<= 1
 	}
 	r.win = w
-	r.slots = make([]rslot, w)
 }
 
-func (r *responder) slot(p psn.PSN) *rslot { return &r.slots[int(uint32(p))&(r.win-1)] }
+// stateOf returns the window state of p.
+func (r *responder) stateOf(p psn.PSN) uint16 {
+	if r.state == nil {
+		return slotEmpty
+	}
+	return r.state[int(uint32(p))&(r.win-1)]
+}
+
+func (r *responder) setState(p psn.PSN, v uint16) {
+	if r.state == nil {
+		if v == slotEmpty {
+			return
+		}
+		r.state = make([]uint16, r.win)
+	}
+	r.state[int(uint32(p))&(r.win-1)] = v
+}
 
 func requestOf(p *roce.Packet) request {
 	return request{op: p.BTH.OpCode, p: p.BTH.PSN, ackReq: p.BTH.AckReq, reth: p.RETH,
@@ -180,7 +210,7 @@ func (r *responder) handle(q *QP, p *roce.Packet) {
 		}
 		return
 	}
-	if d > 0 && r.slot(rq.p).state != slotEmpty {
+	if d > 0 && r.stateOf(rq.p) != slotEmpty {
 		r.duplicate(q, &rq, 0)
 		return
 	}
@@ -202,6 +232,9 @@ func (r *responder) handle(q *QP, p *roce.Packet) {
 		}
 		r.ranges.insert(r.epsn, rq.p)
 		r.sendGapNAKs(q, rq.p)
+		if rq.ackReq && r.cfg.Mode == ModeTCAETH && (!r.hasAckReqHeld || r.ackReqHeld.Before(rq.p)) {
+			r.ackReqHeld, r.hasAckReqHeld = rq.p, true
+		}
 	}
 	last := rq.p.Add(r.psnsOf(&rq) - 1)
 	if r.highest.Before(last) {
@@ -209,9 +242,19 @@ func (r *responder) handle(q *QP, p *roce.Packet) {
 	}
 	r.recent, r.hasRecent = rq.p, true
 	r.walk(q)
+	// tcaeth: the packet that lets Last Finished pass an AckReq received out of order
+	// completes that message, which is worth an ACK at once like the AckReq itself (R21).
+	passed := r.hasAckReqHeld && r.ackReqHeld.Before(r.epsn)
+	if passed {
+		r.hasAckReqHeld = false
+	}
 	if rq.op != roce.OpReadRequest && rq.op != roce.OpCompareSwap && rq.op != roce.OpFetchAdd {
 		// READ is acknowledged by its responses and atomics by ATOMIC ACKNOWLEDGE (T9).
-		r.afterData(q, rq.ackReq, opened)
+		r.afterData(q, rq.ackReq || passed, opened)
+	} else if passed {
+		// The READ or atomic filled the gap below a WRITE or SEND that waits for its ACK.
+		q.stats.AckTriggerImmediate++
+		r.sendAck(q)
 	}
 }
 
@@ -219,7 +262,7 @@ func (r *responder) handle(q *QP, p *roce.Packet) {
 // packet, so a forged far-ahead PSN cannot make a storm). The NAK of the PSN just below p
 // also reports p, the new run's first PSN (protocol notes R15).
 func (r *responder) sendGapNAKs(q *QP, p psn.PSN) {
-	if !r.srReports() || !r.highest.Before(p) {
+	if !r.srNAKs() || !r.highest.Before(p) {
 		return
 	}
 	from := psn.Max(r.highest.Add(1), r.epsn)
@@ -236,9 +279,18 @@ func (r *responder) sendGapNAKs(q *QP, p psn.PSN) {
 	}
 }
 
-// srReports reports whether the responder sends sr's NAKs and their selective
-// acknowledgements (protocol notes R4, R15).
-func (r *responder) srReports() bool { return r.cfg.Mode == ModeSR && !r.cfg.SRNoNAK }
+// srNAKs reports whether the responder sends sr's NAKs of missing PSNs (protocol notes R4).
+func (r *responder) srNAKs() bool { return r.cfg.Mode == ModeSR && !r.cfg.SRNoNAK }
+
+// srReportTimes is how often the sr responder reports a run in its present extent: once
+// with NAKs (R15: a lost report is made good by the probe and the NAKs), twice without, where
+// an unreported run would be resent whole at its timers (protocol notes R19).
+func (r *responder) srReportTimes() int {
+	if r.cfg.SRNoNAK {
+		return 2
+	}
+	return 1
+}
 
 // sendSeqNAK sends an sr NAK PSN sequence error naming the missing PSN m; the AETH's 24-bit
 // MSN field carries top, and every PSN after m up to top has arrived (none when top is m).
@@ -252,12 +304,13 @@ func (r *responder) sendSeqNAK(q *QP, m, top psn.PSN) {
 // below the run and carrying the run's last PSN (protocol notes R15). Each arrival changes at
 // most one run, so there are never more reports than packets received.
 func (r *responder) reportRuns(q *QP) {
-	if !r.srReports() {
+	if r.cfg.Mode != ModeSR {
 		return
 	}
+	times := r.srReportTimes()
 	for i := range r.ranges.rs {
 		g := &r.ranges.rs[i]
-		if g.reports > 0 || !r.epsn.Before(g.l) {
+		if g.reports >= times || !r.epsn.Before(g.l) {
 			continue
 		}
 		g.reports++
@@ -268,9 +321,11 @@ func (r *responder) reportRuns(q *QP) {
 // hold keeps an out-of-order packet: a WRITE packet whose message is known goes straight to
 // memory, anything else into the bounded buffer (T9).
 func (r *responder) hold(q *QP, rq *request) bool {
-	s := r.slot(rq.p)
 	if wc := r.placeWrite(q, rq); wc != nil {
-		*s = rslot{state: slotPlaced, wc: wc, req: request{op: rq.op, p: rq.p, ackReq: rq.ackReq, imm: rq.imm, reth: rq.reth}}
+		if int(wc.first.Forward(rq.p)) == wc.n-1 {
+			wc.lastOp, wc.lastImm = rq.op, rq.imm
+		}
+		r.setState(rq.p, uint16(slotPlaced+wc.idx))
 		q.stats.PlacedOutOfOrder++
 		return true
 	}
@@ -278,11 +333,40 @@ func (r *responder) hold(q *QP, rq *request) bool {
 		q.stats.BufferDrops++
 		return false
 	}
-	c := *rq
+	c := new(request)
+	*c = *rq
 	c.payload = append([]byte(nil), rq.payload...)
 	r.buffered += len(c.payload)
-	*s = rslot{state: slotBuffered, req: c}
+	if r.held == nil {
+		r.held = make(map[psn.PSN]*request)
+	}
+	r.held[rq.p] = c
+	r.setState(rq.p, slotBuffered)
 	return true
+}
+
+// addWrite enters a WRITE message into writes; false when maxWrites are there.
+func (r *responder) addWrite(wc *wctx) bool {
+	switch {
+	case len(r.wfree) > 0:
+		wc.idx = r.wfree[len(r.wfree)-1]
+		r.wfree = r.wfree[:len(r.wfree)-1]
+	case r.nwrites < maxWrites:
+		wc.idx = r.nwrites
+		r.nwrites++
+	default:
+		return false
+	}
+	r.writes[wc.idx] = wc
+	return true
+}
+
+// removeWrite takes a finished WRITE message out of writes.
+func (r *responder) removeWrite(wc *wctx) {
+	if wc.idx < maxWrites && r.writes[wc.idx] == wc {
+		r.writes[wc.idx] = nil
+		r.wfree = append(r.wfree, wc.idx)
+	}
 }
 
 // placeWrite places an out-of-order WRITE packet whose message is known, or whose RETH it
@@ -290,7 +374,7 @@ func (r *responder) hold(q *QP, rq *request) bool {
 func (r *responder) placeWrite(q *QP, rq *request) *wctx {
 	switch rq.op {
 	case roce.OpWriteFirst, roce.OpWriteOnly, roce.OpWriteOnlyWithImmediate:
-		if len(r.writes) >= 256 {
+		if r.nwrites == maxWrites && len(r.wfree) == 0 {
 			return nil
 		}
 		wc, err := r.newWrite(q, rq)
@@ -298,10 +382,24 @@ func (r *responder) placeWrite(q *QP, rq *request) *wctx {
 			return nil // the walker answers it in its turn
 		}
 		copy(wc.buf, rq.payload)
-		r.writes = append(r.writes, wc)
+		r.addWrite(wc)
 		return wc
 	case roce.OpWriteMiddle, roce.OpWriteLast, roce.OpWriteLastWithImmediate:
-		for _, wc := range r.writes {
+		// The message in order, then the others, in the order of their indexes.
+		if wc := r.wc; wc != nil && r.inWrite && wc.idx < maxWrites {
+			if k := wc.first.Forward(rq.p); k > 0 && k < uint32(wc.n) {
+				if !r.fits(wc, int(k), rq) {
+					q.stats.Malformed++
+					return nil
+				}
+				copy(wc.buf[int(k)*r.cfg.MTU:], rq.payload)
+				return wc
+			}
+		}
+		for _, wc := range r.writes[:r.nwrites] {
+			if wc == nil {
+				continue
+			}
 			k := wc.first.Forward(rq.p)
 			if k == 0 || k >= uint32(wc.n) {
 				continue
@@ -329,7 +427,7 @@ func (r *responder) newWrite(q *QP, rq *request) (*wctx, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &wctx{first: rq.p, n: n, va: rq.reth.VA, buf: buf}, nil
+	return &wctx{first: rq.p, n: n, va: rq.reth.VA, buf: buf, idx: maxWrites}, nil
 }
 
 var errInvalid = errors.New("rc: invalid request")
@@ -348,17 +446,17 @@ func (r *responder) fits(wc *wctx, k int, rq *request) bool {
 // walk executes, in PSN order, every held packet from the expected PSN on.
 func (r *responder) walk(q *QP) {
 	for {
-		s := r.slot(r.epsn)
-		if s.state == slotEmpty {
+		st := r.stateOf(r.epsn)
+		if st == slotEmpty {
 			return
 		}
-		rq := s.req
-		if s.state == slotPlaced {
-			if !r.passPlaced(q, s) {
+		if st >= slotPlaced {
+			if !r.passPlaced(q, r.writes[st-slotPlaced]) {
 				return
 			}
 			continue
 		}
+		rq := *r.held[r.epsn]
 		ok := r.execute(q, &rq)
 		if !ok {
 			r.release(r.epsn)
@@ -368,20 +466,25 @@ func (r *responder) walk(q *QP) {
 	}
 }
 
-// release empties the slot of p.
+// release empties the window state of p.
 func (r *responder) release(p psn.PSN) {
-	s := r.slot(p)
-	if s.state == slotBuffered {
-		r.buffered -= len(s.req.payload)
+	if r.state == nil {
+		return
 	}
-	*s = rslot{}
+	if r.stateOf(p) == slotBuffered {
+		r.buffered -= len(r.held[p].payload)
+		delete(r.held, p)
+	}
+	r.setState(p, slotEmpty)
 }
 
 // advance moves the expected PSN past n PSNs.
 func (r *responder) advance(n int) {
 	old := r.epsn
-	for k := range n {
-		r.release(old.Add(k))
+	if r.state != nil {
+		for k := range n {
+			r.release(old.Add(k))
+		}
 	}
 	r.epsn = old.Add(n)
 	r.ranges.trim(old, r.epsn)
@@ -391,11 +494,16 @@ func (r *responder) advance(n int) {
 	}
 }
 
-// passPlaced moves past a WRITE packet that is already in memory.
-func (r *responder) passPlaced(q *QP, s *rslot) bool {
-	wc := s.wc
-	rq := s.req
+// passPlaced moves past a WRITE packet of wc that is already in memory.
+func (r *responder) passPlaced(q *QP, wc *wctx) bool {
+	if wc == nil {
+		panic("rc: a placed PSN names no WRITE message") // writes are removed only once walked past
+	}
+	rq := request{p: r.epsn, op: roce.OpWriteMiddle}
 	k := int(wc.first.Forward(rq.p))
+	if k == wc.n-1 {
+		rq.op, rq.imm = wc.lastOp, wc.lastImm
+	}
 	if k == 0 {
 		if r.inSend || r.inWrite {
 			r.sendNAK(q, roce.NAK(roce.NAKInvalidRequest, r.msn), rq.p)
@@ -492,7 +600,7 @@ func (r *responder) exec(q *QP, rq *request) int {
 		copy(wc.buf, rq.payload)
 		if op == roce.OpWriteFirst {
 			r.inWrite, r.wc = true, wc
-			r.writes = append(r.writes, wc)
+			r.addWrite(wc) // when full, later packets wait in the buffer instead
 			return execOK
 		}
 		r.wc = wc
@@ -590,12 +698,7 @@ func (r *responder) finishWrite(q *QP, rq *request) {
 	}
 	r.msn = (r.msn + 1) & psn.Mask
 	r.inWrite, r.wc = false, nil
-	for i, x := range r.writes {
-		if x == wc {
-			r.writes = append(r.writes[:i], r.writes[i+1:]...)
-			break
-		}
-	}
+	r.removeWrite(wc)
 }
 
 // duplicate answers a request already received: READs run again, atomics repeat their saved

@@ -8,7 +8,7 @@ import (
 // onTCAETH applies an extended ACK's segments to the scoreboard and runs the loss decision
 // (T5). It reports whether the ACK marked anything new.
 func (r *requester) onTCAETH(q *QP, t *roce.TCAETH) bool {
-	newest := -1
+	newest, fresh := -1, false
 	hi := t.LastFinished
 	for _, s := range t.Used() {
 		hi = s.Right
@@ -16,11 +16,11 @@ func (r *requester) onTCAETH(q *QP, t *roce.TCAETH) bool {
 		// PSNs costs no more than the buffer.
 		lo, hi2 := r.clip(s.Left, s.Right)
 		for i := lo; i < hi2; i++ {
-			e := &r.tx[i]
+			e := r.tx.at(i)
 			if e.sacked || e.acked {
 				continue
 			}
-			e.sacked = true
+			e.sacked, fresh = true, true
 			if e.sends == 1 {
 				newest = max(newest, i)
 			}
@@ -28,27 +28,53 @@ func (r *requester) onTCAETH(q *QP, t *roce.TCAETH) bool {
 		}
 	}
 	if newest >= 0 {
-		r.sample(q, q.now-r.tx[newest].sent)
+		r.sample(q, q.now-r.tx.at(newest).sent)
 	}
 	if r.cumulativeOK(hi) && (!r.hasRep || r.highestRep.Before(hi)) {
 		r.highestRep, r.hasRep = hi, true
 	}
 	r.detectLoss(q)
-	return newest >= 0
+	return fresh
 }
 
 // detectLoss queues every PSN the T5 decision deems lost: not marked by the scoreboard, below
 // the highest PSN reported received, sent more than the reorder window before the newest
 // packet reported received, and not retransmitted within the last SRTT (plus four RTT
 // deviations, the time its own report may take).
+//
+// The candidates are kept as they are found (holes, ascending): a PSN below the highest
+// reported one that is neither acknowledged nor marked when the decision first passes it, until
+// it is; marks are never taken back in tcaeth. Each ACK so looks at the candidates and the
+// PSNs newly below the highest reported, not at the whole send buffer.
 func (r *requester) detectLoss(q *QP) {
 	if !r.hasRep {
 		return
 	}
-	hi := psnIndex(r.una, r.highestRep, len(r.tx))
-	for i := 0; i < hi; i++ {
-		e := &r.tx[i]
-		if e.acked || e.sacked || e.queued || e.w.responder() {
+	hi := psnIndex(r.una, r.highestRep, r.tx.len())
+	start := 0
+	if r.scanned.After(r.una) {
+		start = min(int(r.una.Forward(r.scanned)), r.tx.len())
+	}
+	for i := start; i < hi; i++ {
+		if e := r.tx.at(i); !e.acked && !e.sacked && !e.resp {
+			r.holes = append(r.holes, r.una.Add(i))
+		}
+	}
+	if hi > start {
+		r.scanned = r.una.Add(hi)
+	}
+	keep := r.holes[:0]
+	for _, p := range r.holes {
+		i := psnIndex(r.una, p, r.tx.len())
+		if i < 0 {
+			continue
+		}
+		e := r.tx.at(i)
+		if e.acked || e.sacked {
+			continue
+		}
+		keep = append(keep, p)
+		if e.queued || i >= hi {
 			continue
 		}
 		if e.sent+r.cfg.ReorderWindow > r.rackXmit {
@@ -57,8 +83,9 @@ func (r *requester) detectLoss(q *QP) {
 		if e.sends > 1 && q.now-e.sent < r.srtt+4*r.rttvar {
 			continue
 		}
-		r.queue(r.una.Add(i), causeLoss, 0)
+		r.queue(p, causeLoss, 0)
 	}
+	r.holes = keep
 }
 
 // fallback is the T7 timeout: resend the highest min(C_thresh, outstanding) PSNs that the
@@ -66,21 +93,21 @@ func (r *requester) detectLoss(q *QP) {
 func (r *requester) fallback(q *QP) {
 	n := CThresh(r.cfg.Rate, r.cfg.MTU, r.cfg.TThresh)
 	var picked []int
-	for i := len(r.tx) - 1; i >= 0 && len(picked) < n; i-- {
-		e := &r.tx[i]
-		if e.acked || e.sacked || e.w.responder() || e.w.done {
+	for i := r.tx.len() - 1; i >= 0 && len(picked) < n; i-- {
+		e := r.tx.at(i)
+		if e.acked || e.sacked || e.resp {
 			continue
 		}
 		picked = append(picked, i)
 	}
 	if len(picked) == 0 {
-		if len(r.tx) > 0 && r.tx[0].w.responder() {
+		if r.tx.len() > 0 && r.tx.at(0).resp {
 			return // a READ or atomic holds the cumulative point; its own retry runs
 		}
 		// Everything is marked but not cumulatively acknowledged (the last ACK was lost):
 		// one duplicate of the highest PSN draws an ACK.
-		for i := len(r.tx) - 1; i >= 0; i-- {
-			if e := &r.tx[i]; !e.acked && !e.w.responder() {
+		for i := r.tx.len() - 1; i >= 0; i-- {
+			if e := r.tx.at(i); !e.acked && !e.resp {
 				picked = append(picked, i)
 				break
 			}
@@ -94,7 +121,7 @@ func (r *requester) fallback(q *QP) {
 		return
 	}
 	for k := len(picked) - 1; k >= 0; k-- {
-		e := &r.tx[picked[k]]
+		e := r.tx.at(picked[k])
 		if e.queued {
 			continue
 		}
@@ -104,7 +131,7 @@ func (r *requester) fallback(q *QP) {
 
 // clip returns the send-buffer indexes [lo, hi) of the PSNs from left to right.
 func (r *requester) clip(left, right psn.PSN) (lo, hi int) {
-	n := len(r.tx)
+	n := r.tx.len()
 	last := r.una.Add(n - 1)
 	if n == 0 || right.Before(r.una) || last.Before(left) {
 		return 0, 0

@@ -65,6 +65,10 @@ func setupErr(format string, a ...any) error {
 // in the flags exactly with mode sr and NAKs on.
 func (m *SetupMsg) srSACK() bool { return m.Mode == ModeSR && !m.SRNoNAK }
 
+// srRTOSACK reports whether the QP's sr ACKs without NAKs come with the runs received
+// (protocol notes R19): set in the flags exactly with mode sr and NAKs off.
+func (m *SetupMsg) srRTOSACK() bool { return m.Mode == ModeSR && m.SRNoNAK }
+
 // connects reports whether the type carries QP parameters.
 func (t SetupType) connects() bool { return t == SetupRequest || t == SetupAccept }
 
@@ -121,6 +125,9 @@ func (m *SetupMsg) Append(b []byte) ([]byte, error) {
 	if m.srSACK() {
 		flags |= 4
 	}
+	if m.srRTOSACK() {
+		flags |= 8
+	}
 	b = append(b, setupMagic[0], setupMagic[1], SetupVersion, byte(m.Type))
 	b = binary.BigEndian.AppendUint64(b, m.Nonce)
 	b = binary.BigEndian.AppendUint32(b, m.QPN)
@@ -162,7 +169,7 @@ func ParseSetup(b []byte) (SetupMsg, int, error) {
 	m.MTU = int(binary.BigEndian.Uint16(b[20:]))
 	m.Mode = Mode(b[22])
 	flags := b[23]
-	if flags&^7 != 0 {
+	if flags&^15 != 0 {
 		return m, 0, setupErr("reserved flags %#x", flags)
 	}
 	m.TCAETH, m.SRNoNAK = flags&1 != 0, flags&2 != 0
@@ -170,6 +177,10 @@ func ParseSetup(b []byte) (SetupMsg, int, error) {
 		// A peer that reads sr NAKs by protocol notes R4 alone would take R15's runs in
 		// the MSN field for message numbers, and the other way round.
 		return m, 0, setupErr("sr selective acknowledgement flag %v with mode %v, NAKs off %v", flags&4 != 0, m.Mode, m.SRNoNAK)
+	}
+	if flags&8 != 0 != m.srRTOSACK() {
+		// A peer that keeps sr without NAKs free of reports would take them for NAKs.
+		return m, 0, setupErr("sr run report flag %v with mode %v, NAKs off %v", flags&8 != 0, m.Mode, m.SRNoNAK)
 	}
 	rate := binary.BigEndian.Uint64(b[24:])
 	if rate > 1<<62 {

@@ -41,6 +41,7 @@ type Stats struct {
 	AckTriggerTime      uint64 // tcaeth ACKs sent by Condition A or the T6 timer
 	AckTriggerImmediate uint64 // ACKs sent at once for a duplicate or AckReq
 	AckTriggerGap       uint64 // tcaeth ACKs sent at once for a packet that opened a new gap
+	AckRepeats          uint64 // tcaeth ACKs repeated at an idle tail (also in AckPackets)
 
 	// Either side.
 	PacketsIn, PacketsOut uint64
@@ -88,6 +89,7 @@ func (s Stats) Add(o Stats) Stats {
 	s.AckTriggerTime += o.AckTriggerTime
 	s.AckTriggerImmediate += o.AckTriggerImmediate
 	s.AckTriggerGap += o.AckTriggerGap
+	s.AckRepeats += o.AckRepeats
 	s.PacketsIn += o.PacketsIn
 	s.PacketsOut += o.PacketsOut
 	s.BadICRC += o.BadICRC

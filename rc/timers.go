@@ -16,7 +16,7 @@ func (r *requester) timers(q *QP) {
 		r.rnrActive = false
 		r.goBack(r.rnrPSN, causeRNR)
 	}
-	if len(r.tx) > 0 {
+	if r.tx.len() > 0 {
 		switch r.cfg.Mode {
 		case ModeGBN:
 			// READ and atomics are recovered by their own timers (R16).
@@ -72,8 +72,8 @@ func (r *requester) timers(q *QP) {
 // received.
 func (r *requester) dataBefore(p psn.PSN) bool {
 	n := int(r.una.Forward(p))
-	for i := 0; i < n && i < len(r.tx); i++ {
-		if e := &r.tx[i]; !e.acked && !e.sacked && !e.w.responder() {
+	for i := 0; i < n && i < r.tx.len(); i++ {
+		if e := r.tx.at(i); !e.acked && !e.sacked && !e.resp {
 			return true
 		}
 	}
@@ -120,8 +120,8 @@ func (r *requester) retry(q *QP) bool {
 func (r *requester) srTimers(q *QP) {
 	for r.tqHead < len(r.tq) {
 		te := r.tq[r.tqHead]
-		i := psnIndex(r.una, te.p, len(r.tx))
-		if i < 0 || r.tx[i].acked || r.tx[i].sacked || r.tx[i].sent != te.sent || r.tx[i].w.done {
+		i := psnIndex(r.una, te.p, r.tx.len())
+		if i < 0 || r.tx.at(i).acked || r.tx.at(i).sacked || r.tx.at(i).sent != te.sent || r.done(r.tx.at(i)) {
 			r.tqHead++
 			continue
 		}
@@ -129,9 +129,9 @@ func (r *requester) srTimers(q *QP) {
 			break
 		}
 		r.tqHead++
-		e := &r.tx[i]
-		e.timeouts++
-		if e.timeouts > r.cfg.RetryCount {
+		e := r.tx.at(i)
+		inc16(&e.timeouts)
+		if int(e.timeouts) > r.cfg.RetryCount {
 			r.fail(q, te.p, StatusRetryExceeded)
 			return
 		}
@@ -151,7 +151,7 @@ func (r *requester) srTimers(q *QP) {
 // each was reported received by a NAK (protocol notes R15), and only the cumulative ACK is
 // missing.
 func (r *requester) srProbeDue() bool {
-	return len(r.tx) > 0 && r.tqHead == len(r.tq) && len(r.retx) == 0 && !r.rnrActive
+	return r.tx.len() > 0 && r.tqHead == len(r.tq) && r.retxHead == len(r.retx) && !r.rnrActive
 }
 
 // srProbe resends the oldest PSN reported received but not acknowledged, once per RTO
@@ -160,12 +160,12 @@ func (r *requester) srProbeDue() bool {
 // or atomic that holds the cumulative point recovers by its own retry.
 func (r *requester) srProbe(q *QP) {
 	r.lastProgress = q.now
-	if w := r.tx[0].w; w.responder() && !w.done {
+	if e := r.tx.at(0); e.resp && !r.wqe(e).done {
 		return
 	}
-	for i := range r.tx {
-		e := &r.tx[i]
-		if e.acked || e.w.responder() || e.w.done || e.queued {
+	for i := range r.tx.len() {
+		e := r.tx.at(i)
+		if e.acked || e.resp || e.queued {
 			continue
 		}
 		q.stats.Timeouts++
@@ -192,7 +192,7 @@ func (r *requester) deadline(q *QP) (time.Duration, bool) {
 	if r.rnrActive {
 		set(r.rnrUntil)
 	}
-	if len(r.tx) > 0 {
+	if r.tx.len() > 0 {
 		switch r.cfg.Mode {
 		case ModeGBN:
 			if r.dataOut > 0 {
@@ -201,8 +201,8 @@ func (r *requester) deadline(q *QP) (time.Duration, bool) {
 		case ModeSR:
 			for r.tqHead < len(r.tq) {
 				te := r.tq[r.tqHead]
-				i := psnIndex(r.una, te.p, len(r.tx))
-				if i < 0 || r.tx[i].acked || r.tx[i].sacked || r.tx[i].sent != te.sent || r.tx[i].w.done {
+				i := psnIndex(r.una, te.p, r.tx.len())
+				if i < 0 || r.tx.at(i).acked || r.tx.at(i).sacked || r.tx.at(i).sent != te.sent || r.done(r.tx.at(i)) {
 					r.tqHead++
 					continue
 				}

@@ -120,7 +120,18 @@ var rcOps = [32]opDef{
 
 // Info returns what the opcode table says about op. Opcodes outside RC, the UC subset
 // (SEND and RDMA WRITE), UD SEND and CNP are named but not Known.
-func (op Opcode) Info() OpcodeInfo {
+func (op Opcode) Info() OpcodeInfo { return opInfos[op] }
+
+// opInfos holds Info for every opcode, built once from the table above and never written
+// again: every packet looks its opcode up, so this is an index, not a computation.
+var opInfos = func() (t [256]OpcodeInfo) {
+	for i := range t {
+		t[i] = Opcode(i).info()
+	}
+	return t
+}()
+
+func (op Opcode) info() OpcodeInfo {
 	t := Transport(op >> 5)
 	if t > TransportVendor {
 		t = TransportVendor

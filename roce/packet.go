@@ -26,19 +26,34 @@ type Packet struct {
 func (p *Packet) Has(h Headers) bool { return p.Headers&h == h }
 
 // HeaderLen returns the length of the BTH and the extension headers of the encoded packet.
-func (p *Packet) HeaderLen() int {
-	n, h := BTHLen, p.parts()
-	for _, part := range [...]struct {
-		h Headers
-		n int
-	}{
-		{HasDETH, DETHLen}, {HasRETH, RETHLen}, {HasAtomicETH, AtomicETHLen}, {HasAETH, AETHLen},
-		{HasTCAETH, TCAETHLen}, {HasAtomicAckETH, AtomicAckETHLen}, {HasImmDt, ImmDtLen},
-		{HasIETH, IETHLen},
-	} {
-		if h&part.h != 0 {
-			n += part.n
-		}
+func (p *Packet) HeaderLen() int { return headerLen(p.parts()) }
+
+// headerLen returns the length of the BTH and the parts in h.
+func headerLen(h Headers) int {
+	n := BTHLen
+	if h&HasDETH != 0 {
+		n += DETHLen
+	}
+	if h&HasRETH != 0 {
+		n += RETHLen
+	}
+	if h&HasAtomicETH != 0 {
+		n += AtomicETHLen
+	}
+	if h&HasAETH != 0 {
+		n += AETHLen
+	}
+	if h&HasTCAETH != 0 {
+		n += TCAETHLen
+	}
+	if h&HasAtomicAckETH != 0 {
+		n += AtomicAckETHLen
+	}
+	if h&HasImmDt != 0 {
+		n += ImmDtLen
+	}
+	if h&HasIETH != 0 {
+		n += IETHLen
 	}
 	return n
 }
@@ -145,7 +160,7 @@ func ParsePacket(b []byte) (Packet, error) {
 // parts returns the parts an encoded p carries: those of its opcode, and the T/C AETH when
 // p.Headers asks for it on an ACKNOWLEDGE or ATOMIC ACKNOWLEDGE.
 func (p *Packet) parts() Headers {
-	h := p.BTH.OpCode.Info().Headers
+	h := opInfos[p.BTH.OpCode].Headers
 	if p.Headers&HasTCAETH != 0 && (p.BTH.OpCode == OpAcknowledge || p.BTH.OpCode == OpAtomicAcknowledge) {
 		h |= HasTCAETH
 	}
@@ -158,8 +173,7 @@ func (p *Packet) parts() Headers {
 // zero pad and p.ICRC. Compute the real ICRC afterwards with SealICRC or LogicalHeader.Seal.
 // On error b is returned unchanged.
 func (p *Packet) Append(b []byte) ([]byte, error) {
-	info := p.BTH.OpCode.Info()
-	if !info.Known {
+	if !opInfos[p.BTH.OpCode].Known {
 		return b, fmt.Errorf("roce: packet: opcode %v: %w", p.BTH.OpCode, ErrUnknownOpcode)
 	}
 	h := p.parts()
@@ -199,6 +213,8 @@ func (p *Packet) Append(b []byte) ([]byte, error) {
 		return b[:start], err
 	}
 	b = append(b, p.Payload...)
-	b = append(b, make([]byte, bth.PadCount)...)
+	for range bth.PadCount {
+		b = append(b, 0)
+	}
 	return binary.LittleEndian.AppendUint32(b, p.ICRC), nil
 }
