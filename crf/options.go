@@ -153,8 +153,9 @@ func WithMemory(n int) Option {
 	}
 }
 
-// WithDecoders replaces package fec's decoder: f returns a new one for each block slot (a
-// simulator's symbolic codec).
+// WithDecoders replaces package fec's decoder (a simulator's symbolic codec): f returns a new one
+// whenever no ended block's decoder is free for reuse. New calls it once to learn whether the
+// codec reads only a prefix of each source (flow.SourcePrefixer); an error there fails New.
 func WithDecoders(f func() (flow.Decoder, error)) Option {
 	return func(o *options) error {
 		if f == nil {

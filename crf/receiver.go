@@ -25,6 +25,8 @@ type Receiver struct {
 	closed FlowStats // counters of flows already released
 	ops    [256]bool // opcodes that take a new PSN (C13), tabulated once
 	last   *rflow
+	decs   []flow.Decoder // decoders of ended blocks, for reuse
+	prefix int            // octets of a source symbol the codec reads (0: all; flow.SourcePrefixer)
 }
 
 // New returns a Receiver. WithRandom is required.
@@ -43,6 +45,15 @@ func New(opts ...Option) (*Receiver, error) {
 	for op := range r.ops {
 		info := roce.Opcode(op).Info()
 		r.ops[op] = info.Known && info.Source
+	}
+	if o.decoders != nil {
+		// The first decoder says how much of each source the codec reads; it joins the pool.
+		d, err := o.decoders()
+		if err != nil {
+			return nil, fmt.Errorf("crf: New: decoder: %w", err)
+		}
+		r.prefix = flow.SourcePrefix(d)
+		r.decs = append(r.decs, d)
 	}
 	return r, nil
 }

@@ -1,10 +1,13 @@
 package crf
 
 import (
+	"cmp"
 	"errors"
+	"slices"
 	"time"
 
 	"github.com/crem-project/crem/fec"
+	"github.com/crem-project/crem/flow"
 	"github.com/crem-project/crem/psn"
 	"github.com/crem-project/crem/wire"
 )
@@ -128,6 +131,7 @@ func (r *Receiver) onRepair(now time.Duration, f *rflow, msg []byte, ce bool) {
 		r.incomplete(now, f, b)
 	} else if !b.haveDue && b.rounds == 0 {
 		b.due, b.haveDue = now+f.allowance(), true
+		f.schedule(b)
 	}
 }
 
@@ -158,25 +162,34 @@ func (r *Receiver) blockFor(now time.Duration, f *rflow, m *wire.Repair, c *cfgS
 		}
 	}
 	if f.live >= f.eff.MaxOpenBlocks {
-		// C7 g: the oldest open block falls back to make room.
-		for n := range len(f.blocks) {
-			if ob := &f.blocks[(f.nextBlk+n)%len(f.blocks)]; ob.used && !ob.ended {
+		// C7 g: the oldest open block falls back to make room. Blocks are made in ring order,
+		// so the oldest open one is the first not ended from the oldest made.
+		f.oldest = max(f.oldest, f.made-min(f.made, uint64(f.maxBlocks)))
+		for ; f.oldest < f.made; f.oldest++ {
+			if ob := &f.blocks[f.oldest%uint64(f.maxBlocks)]; ob.used && !ob.ended {
 				r.abandon(f, ob, true)
 				break
 			}
 		}
 	}
-	// Blocks are taken in a ring, so the one reused is the oldest.
+	// Blocks are taken in a ring, so the one reused is the oldest. The ring grows to its
+	// length as blocks are first needed, so memory follows the blocks a flow really has.
+	if f.nextBlk == len(f.blocks) {
+		f.blocks = append(f.blocks, rblock{idx: int32(f.nextBlk)})
+	}
 	b := &f.blocks[f.nextBlk]
-	f.nextBlk = (f.nextBlk + 1) % len(f.blocks)
+	f.nextBlk = (f.nextBlk + 1) % f.maxBlocks
+	f.made++
 	if b.used && !b.ended {
 		r.abandon(f, b, true)
 	}
 	f.live++
-	dec := b.dec
 	f.gen++
+	if f.gen == 0 {
+		f.gen = 1 // 0 names no block: an unused slot's
+	}
 	*b = rblock{idx: b.idx, used: true, gen: f.gen, start: m.BlockStartPSN, k: int(m.K), cfg: c.cfg,
-		present: m.Present, dec: dec}
+		present: m.Present}
 	f.st.BlocksCreated++
 	if f.set.Ordered && f.holding && b.start.Forward(f.cursor) < uint32(b.k) {
 		// C7 a: the hold lasts until the gap's block has its repair, plus the allowance.
@@ -197,9 +210,6 @@ func (r *Receiver) blockFor(now time.Duration, f *rflow, m *wire.Repair, c *cfgS
 			// Passed before the flow's first source, or forgotten: missing now (the block
 			// asks for it, not the range timer).
 			s.st = slotMissing
-			if f.missing == 0 {
-				f.missDue = now + time.Hour
-			}
 			f.missing++
 			f.st.Expected++
 			f.iv.Expected++
@@ -236,7 +246,7 @@ func (r *Receiver) ensureDecoder(f *rflow, b *rblock) error {
 		return nil
 	}
 	if b.dec == nil {
-		d, err := r.newDecoder()
+		d, err := r.decoder()
 		if err != nil {
 			f.st.DecodeErrors++
 			return err
@@ -253,7 +263,7 @@ func (r *Receiver) ensureDecoder(f *rflow, b *rblock) error {
 		p := b.start.Add(j)
 		s := f.slotOf(p)
 		if s.p == p && b.present.Has(j) && (s.st == slotHeld || s.st == slotRestored) {
-			if err := b.dec.AddSource(j, s.buf); err != nil {
+			if err := b.dec.AddSource(j, f.kept(s, p)); err != nil {
 				f.st.SourceTooLong++
 			}
 		}
@@ -366,7 +376,7 @@ func (r *Receiver) restored(f *rflow, b *rblock, j int, pkt []byte) bool {
 	f.st.Restored++
 	f.iv.Restored++
 	s.st, s.ce, s.delivered = slotRestored, false, false
-	s.buf = append(s.buf[:0], pkt...)
+	f.store(s, p, pkt)
 	if !f.set.Ordered {
 		s.delivered = true
 		if !r.dq.push(Delivery{Flow: f.id, PSN: p, Kind: Restored, Packet: pkt}) {
@@ -374,6 +384,7 @@ func (r *Receiver) restored(f *rflow, b *rblock, j int, pkt []byte) bool {
 		}
 		return true
 	}
+	f.keepWhole(p, pkt) // it waits for in-order delivery, where the slot keeps a prefix
 	if f.haveCursor && p.Before(f.cursor) {
 		r.release1(f, s) // the hold already gave up on it; late beats never
 	} else {
@@ -390,6 +401,27 @@ func (r *Receiver) endBlock(f *rflow, b *rblock) {
 	f.live--
 	b.ended, b.haveDue = true, false
 	f.st.BlocksComplete++
+	r.recycle(b)
+}
+
+// decoder returns a decoder from the pool, or a new one.
+func (r *Receiver) decoder() (flow.Decoder, error) {
+	if n := len(r.decs); n > 0 {
+		d := r.decs[n-1]
+		r.decs = r.decs[:n-1]
+		return d, nil
+	}
+	return r.newDecoder()
+}
+
+// recycle returns an ended block's decoder to the pool: decoders follow the blocks decoding at
+// once, not the blocks a flow may hold.
+func (r *Receiver) recycle(b *rblock) {
+	if b.dec == nil {
+		return
+	}
+	r.decs = append(r.decs, b.dec)
+	b.dec, b.decoding = nil, false
 }
 
 // abandon ends b by falling back to the RDMA transport (C9 b): its unknown PSNs are announced as
@@ -400,6 +432,7 @@ func (r *Receiver) abandon(f *rflow, b *rblock, evicted bool) {
 	}
 	f.live--
 	b.ended, b.haveDue = true, false
+	r.recycle(b)
 	if evicted {
 		f.st.BlocksEvicted++
 	} else {
@@ -499,6 +532,7 @@ func (r *Receiver) request(now time.Duration, f *rflow, b *rblock, fallback bool
 	}
 	b.reqID, b.reqAt = id, now
 	b.due, b.haveDue = now+f.retry(), true
+	f.schedule(b)
 	if r.sendRequest(f.from, &m) {
 		f.st.Requests++
 	}
@@ -517,18 +551,25 @@ func (r *Receiver) nextRequestID(f *rflow) uint16 {
 // their reorder allowance has passed; it retries after 1.5 SRTT, asks for FALLBACK after two
 // rounds and then leaves them to the RDMA transport.
 func (r *Receiver) requestRanges(now time.Duration, f *rflow) {
+	// The due slots come off the heap; they are asked for in PSN order, oldest first.
+	due := f.dueScr[:0]
+	for {
+		e, ok := f.misses.Peek()
+		if !ok || e.At > now {
+			break
+		}
+		f.misses.Pop()
+		if f.missCurrent(e) {
+			due = append(due, psn.PSN(e.Gen))
+		}
+	}
+	back := func(p psn.PSN) uint32 { return p.Forward(f.high) }
+	slices.SortFunc(due, func(a, b psn.PSN) int { return cmp.Compare(back(b), back(a)) })
+	f.dueScr = due
 	ranges := f.lost[:0]
 	fallback := false
-	next := now + time.Hour // the earliest due left, for the deadline
-	for i := range f.win {
-		s := &f.win[i]
-		if s.st != slotMissing || f.blockOf(s) != nil {
-			continue
-		}
-		if now < s.due {
-			next = min(next, s.due)
-			continue
-		}
+	for _, p := range due {
+		s := f.slotOf(p)
 		if s.rounds >= 3 {
 			s.st = slotAbandoned
 			f.missing--
@@ -551,9 +592,8 @@ func (r *Receiver) requestRanges(now time.Duration, f *rflow) {
 			s.rounds-- // no room this time: at the next timer
 			s.due = now + time.Microsecond
 		}
-		next = min(next, s.due)
+		f.scheduleMiss(s)
 	}
-	f.missDue = next
 	if f.set.Ordered {
 		r.drainCursor(f)
 	}

@@ -120,7 +120,7 @@ func (r *Receiver) onParamUpdate(now time.Duration, f *rflow, msg []byte) {
 		}
 	}
 	if status == wire.StatusAccepted {
-		f.allocate()
+		f.allocate(r.prefix)
 		r.st.ParamAccepted++
 	} else {
 		r.st.ParamRejected++
@@ -165,13 +165,24 @@ func (r *Receiver) tickFlow(now time.Duration, f *rflow) {
 	if f.holding && now >= f.holdDue {
 		r.flushHold(f)
 	}
-	if f.missing > 0 && now >= f.missDue {
+	if t, ok := f.nextMiss(); ok && now >= t {
 		r.requestRanges(now, f)
 	}
-	for i := range f.blocks {
-		if b := &f.blocks[i]; b.used && !b.ended && b.haveDue && now >= b.due {
-			r.blockTimeout(now, f, b)
+	// Blocks due, earliest first (the heap's order).
+	for {
+		e, ok := f.timers.Peek()
+		if !ok || e.At > now {
+			break
 		}
+		f.timers.Pop()
+		if !f.blockCurrent(e) {
+			f.dropBlockTimer(e)
+			continue
+		}
+		b := &f.blocks[e.Index]
+		b.queued = false
+		r.blockTimeout(now, f, b)
+		f.schedule(b)
 	}
 }
 
@@ -197,7 +208,8 @@ func (r *Receiver) report(now time.Duration, f *rflow) {
 // allocate gives the flow its window and block table when its first configuration is
 // acknowledged, not at HELLO: a HELLO costs its sender nothing, a PARAM_UPDATE needs the Flow ID
 // from HELLO_ACK.
-func (f *rflow) allocate() {
+// prefix is the octets of a source symbol the codec reads (0: all, E23).
+func (f *rflow) allocate(prefix int) {
 	if f.win != nil {
 		return
 	}
@@ -207,11 +219,11 @@ func (f *rflow) allocate() {
 		w *= 2
 	}
 	f.win, f.mask = make([]slot, w), uint32(w-1)
-	for i := range f.win {
-		f.win[i].blk = -1
+	if prefix > 0 {
+		f.kp = prefix - 2
+		f.pre = make([]byte, w*f.kp)
+	} else {
+		f.bufs = make([][]byte, w)
 	}
-	f.blocks = make([]rblock, 2*f.eff.MaxOpenBlocks)
-	for i := range f.blocks {
-		f.blocks[i].idx = int32(i)
-	}
+	f.blocks, f.maxBlocks = nil, 2*f.eff.MaxOpenBlocks // allocated as blocks are first needed
 }

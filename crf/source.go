@@ -124,7 +124,7 @@ func (r *Receiver) observe(now time.Duration, f *rflow, p psn.PSN, n int, payloa
 		}
 	}
 	s.st, s.ce, s.rx = slotHeld, ce, true
-	s.buf = append(s.buf[:0], payload...)
+	f.store(s, p, payload)
 	for q := 1; q < n; q++ {
 		a := f.slotOf(p.Add(q))
 		if a.p != p.Add(q) {
@@ -136,7 +136,7 @@ func (r *Receiver) observe(now time.Duration, f *rflow, p psn.PSN, n int, payloa
 		a.st = slotAbsent // C13: READ-consumed PSNs are absent in this direction
 		f.st.ReadAbsent++
 	}
-	if s.blk >= 0 {
+	if s.gen != 0 {
 		if b := f.blockOf(s); b != nil && !b.ended {
 			r.sourceIntoBlock(now, f, b, p, payload)
 		}
@@ -162,7 +162,7 @@ func (r *Receiver) again(f *rflow, s *slot, payload []byte) (Verdict, bool) {
 	case s.st == slotHeld || s.st == slotRestored:
 		// C7 d: a duplicate is ignored for decoding; the RDMA transport may want it.
 		f.st.Duplicates++
-		if s.st == slotHeld && !bytes.Equal(s.buf, payload) {
+		if k := f.kept(s, s.p); s.st == slotHeld && (int(s.n) != len(payload) || !bytes.Equal(k, payload[:len(k)])) {
 			f.st.DuplicateMismatch++
 		}
 		if f.set.Ordered && !s.delivered {
@@ -186,7 +186,8 @@ func (r *Receiver) reset(f *rflow, s *slot, p psn.PSN) {
 	if b := f.blockOf(s); b != nil && !b.ended && s.p != p {
 		r.abandon(f, b, true) // the window moved past a live block (C7 b, g)
 	}
-	s.p, s.st, s.ce, s.rx, s.hasID, s.delivered, s.rounds, s.blk, s.gen = p, slotEmpty, false, false, false, false, 0, -1, 0
+	f.dropWhole(p)
+	s.p, s.st, s.ce, s.rx, s.hasID, s.delivered, s.rounds, s.blk, s.gen = p, slotEmpty, false, false, false, false, 0, 0, 0
 }
 
 // advance marks the PSNs between the highest seen and p as missing.
@@ -208,9 +209,7 @@ func (r *Receiver) advance(now time.Duration, f *rflow, p psn.PSN) {
 		}
 		s.st = slotMissing
 		s.due = now + f.allowance()
-		if f.missing == 0 || s.due < f.missDue {
-			f.missDue = s.due
-		}
+		f.scheduleMiss(s)
 		f.missing++
 		f.st.Expected++
 		f.iv.Expected++
@@ -250,6 +249,7 @@ func (r *Receiver) deliverReceived(f *rflow, s *slot, p psn.PSN, payload []byte)
 		f.st.Forwarded++
 		return Forward
 	}
+	f.keepWhole(p, payload) // where only a prefix is kept for the codec: the hold needs it all
 	f.heldPkts++
 	f.heldBytes += len(payload)
 	f.st.HeldPackets++
@@ -304,12 +304,13 @@ func (r *Receiver) release1(f *rflow, s *slot) {
 		k = Restored
 	} else {
 		f.heldPkts--
-		f.heldBytes -= len(s.buf)
+		f.heldBytes -= int(s.n)
 		f.st.Released++
 	}
-	if !r.dq.push(Delivery{Flow: f.id, PSN: s.p, Kind: k, CE: s.ce && k == Received, Packet: s.buf}) {
+	if !r.dq.push(Delivery{Flow: f.id, PSN: s.p, Kind: k, CE: s.ce && k == Received, Packet: f.packet(s, s.p)}) {
 		r.st.DeliveriesDropped++
 	}
+	f.dropWhole(s.p)
 }
 
 // flushHold ends the hold: everything held goes out in PSN order and the gaps before it are

@@ -10,14 +10,17 @@ import (
 // block is one source block the Sender holds: its sources' symbols until the RDMA transport
 // acknowledges them or the give-up time passes (draft, Coded Retransmission; C9).
 type block struct {
+	seq      uint64 // the block's number in the session: its slot is seq modulo the ring's length
 	used     bool
 	closed   bool
 	start    psn.PSN
 	k        int // positions covered; the block's k once closed
+	limit    int // positions the block may cover: the configuration's k, or the message policy's
 	cfg      flow.Config
 	present  psn.Bitmap
 	read     psn.Bitmap // positions consumed by a READ request: absent, never a source (C13)
-	syms     [][]byte   // by position, T octets each where present
+	syms     [][]byte   // by position, T octets each where present (or the codec's prefix, in pre)
+	pre      []byte     // with a codec that reads a prefix: every position's, one allocation a slot
 	opened   time.Duration
 	closedAt time.Duration
 
@@ -37,6 +40,10 @@ type block struct {
 	deferred    request
 	deferredDue time.Duration
 	giveUpAt    time.Duration // 0: none (held until the RDMA ACK)
+
+	// The deadline the timer heap holds an entry for (entries are invalidated lazily).
+	queued   bool
+	queuedAt time.Duration
 }
 
 // request is a REPAIR_REQUEST reduced to what the answer needs.
@@ -95,4 +102,74 @@ func (b *block) deadline() (time.Duration, bool) {
 		at(b.giveUpAt)
 	}
 	return d, have
+}
+
+// schedule gives the timer heap an entry for b's deadline if it has none for it yet. Every
+// change of a block's timers calls it; entries left behind are dropped lazily (flow.Timers).
+func (s *Sender) schedule(b *block) {
+	t, ok := b.deadline()
+	if !ok || b.queued && b.queuedAt == t {
+		return
+	}
+	b.queued, b.queuedAt = true, t
+	s.timers.Push(flow.Timer{At: t, Index: int32(b.seq % uint64(len(s.blocks))), Gen: b.seq})
+	if s.timers.Len() > 4*len(s.blocks)+64 {
+		s.timers.Compact(s.current)
+	}
+}
+
+// current reports whether a heap entry still names a block's deadline.
+func (s *Sender) current(e flow.Timer) bool {
+	if int(e.Index) >= len(s.blocks) {
+		return false
+	}
+	b := &s.blocks[e.Index]
+	t, ok := b.deadline()
+	return b.seq == e.Gen && ok && t == e.At
+}
+
+// nextBlockDeadline is the earliest block deadline: stale entries at the top are dropped.
+func (s *Sender) nextBlockDeadline() (time.Duration, bool) {
+	for {
+		e, ok := s.timers.Peek()
+		if !ok {
+			return 0, false
+		}
+		if s.current(e) {
+			return e.At, true
+		}
+		s.timers.Pop()
+		s.unqueue(e)
+	}
+}
+
+// unqueue notes that the heap no longer holds e for its block; a block whose deadline moved
+// without its entry gets one again.
+func (s *Sender) unqueue(e flow.Timer) {
+	if int(e.Index) >= len(s.blocks) {
+		return
+	}
+	if b := &s.blocks[e.Index]; b.seq == e.Gen && b.queued && b.queuedAt == e.At {
+		b.queued = false
+		s.schedule(b)
+	}
+}
+
+// tickBlocks runs the timers of every block due at now, earliest first.
+func (s *Sender) tickBlocks(now time.Duration) {
+	for s.blocks != nil {
+		e, ok := s.timers.Peek()
+		if !ok || e.At > now {
+			return
+		}
+		s.timers.Pop()
+		if !s.current(e) {
+			s.unqueue(e)
+			continue
+		}
+		b := &s.blocks[e.Index]
+		b.queued = false
+		s.tickBlock(now, int(e.Index))
+		s.schedule(b)
+	}
 }

@@ -41,6 +41,9 @@ type options struct {
 	log            *slog.Logger
 	longExtra      int
 	longMin        uint32
+	msgPolicy      func(packets int, p float64) (k, extra int)
+	initialLoss    float64
+	seedLoss       bool
 	encoder        flow.Encoder
 }
 
@@ -262,7 +265,41 @@ func WithLongMessageRepair(extra int, minDMA uint32) Option {
 	}
 }
 
-// WithEncoder replaces package fec's encoder (a simulator's symbolic codec).
+// WithMessagePolicy chooses the code of each message whose length the Sender learns: for every
+// RDMA WRITE whose RETH gives its DMA Length (the first or only packet), f gets the message's
+// packets (ceil(DMA Length / RDMA MTU), 1 to 2^22) and the Sender's loss estimate p, and returns
+// k and extra. Blocks that start at a PSN of the message cover at most k positions (a block closed
+// early carries its smaller k, which the CRF accepts without a PARAM_UPDATE, C7 c), so the
+// configuration's k is the largest the policy may choose; k < 1 keeps the configuration's.
+// Blocks that hold PSNs of the message get extra more ordinary symbols at close (fresh indices, at
+// most Max m in all, within the budget; C16). It replaces WithLongMessageRepair, which then has
+// no effect.
+func WithMessagePolicy(f func(packets int, p float64) (k, extra int)) Option {
+	return func(o *options) error {
+		if f == nil {
+			return fmt.Errorf("csf: WithMessagePolicy(nil)")
+		}
+		o.msgPolicy = f
+		return nil
+	}
+}
+
+// WithInitialLoss starts the loss estimate at p, as a warm flow's estimator would hold it (C6:
+// the first LOSS_REPORT intervals are smoothed into it rather than replacing it). It informs
+// delta (E11), the policy's choice of m when adaptation is on, and WithMessagePolicy.
+func WithInitialLoss(p float64) Option {
+	return func(o *options) error {
+		if p < 0 || p >= 1 {
+			return fmt.Errorf("csf: WithInitialLoss(%g): want [0, 1)", p)
+		}
+		o.initialLoss, o.seedLoss = p, true
+		return nil
+	}
+}
+
+// WithEncoder replaces package fec's encoder (a simulator's symbolic codec). An encoder that
+// implements flow.SourcePrefixer gets source symbols cut to its prefix, and the Sender keeps only
+// that much of each source; its Source Copy symbols carry zeros after it.
 func WithEncoder(e flow.Encoder) Option {
 	return func(o *options) error {
 		if e == nil {

@@ -48,14 +48,24 @@ func (s *Sender) ObserveReverse(now time.Duration, pkt []byte) {
 }
 
 // Acknowledge releases every closed block whose PSNs are all at or before through: the RDMA
-// transport has acknowledged them.
+// transport has acknowledged them. Blocks open in PSN order, so the walk starts at the oldest
+// held block and stops at the first one not covered: its cost is the blocks released.
 func (s *Sender) Acknowledge(through psn.PSN) {
-	for i := range s.blocks {
-		b := &s.blocks[i]
-		if b.used && b.closed && b.last().AtOrBefore(through) {
-			b.used = false
-			s.stats.BlocksAcked++
+	n := uint64(len(s.blocks))
+	if n == 0 {
+		return
+	}
+	s.ackSeq = max(s.ackSeq, s.seq-min(s.seq, n))
+	for ; s.ackSeq < s.seq; s.ackSeq++ {
+		b := &s.blocks[s.ackSeq%n]
+		if !b.used {
+			continue
 		}
+		if !b.closed || !b.last().AtOrBefore(through) {
+			return
+		}
+		b.used = false
+		s.stats.BlocksAcked++
 	}
 }
 

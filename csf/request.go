@@ -28,12 +28,9 @@ func (s *Sender) onRequest(now time.Duration, msg []byte) {
 		s.onRanges(now, &m)
 		return
 	}
-	i := -1
-	for j := range s.blocks {
-		if b := &s.blocks[j]; b.used && b.closed && b.start == m.BlockStartPSN {
-			i = j
-			break
-		}
+	i := s.find(m.BlockStartPSN)
+	if i >= 0 && (!s.blocks[i].closed || s.blocks[i].start != m.BlockStartPSN) {
+		i = -1
 	}
 	if i < 0 || s.blocks[i].cfg.ID != m.ConfigID || s.blocks[i].k != int(m.K) {
 		s.stats.RequestsUnknownBlock++
@@ -63,6 +60,7 @@ func (s *Sender) consider(now time.Duration, b *block, r request) {
 		s.stats.RequestsDeferred++
 		b.deferred = r
 		b.deferredDue = b.answeredAt + s.srtt()
+		s.schedule(b)
 		return
 	}
 	s.answer(now, b, r)
@@ -83,6 +81,7 @@ func (s *Sender) answer(now time.Duration, b *block, r request) {
 		s.sourceCopy(b, r)
 		// C9: the sources go after a give-up time unless the RDMA transport acknowledges first.
 		b.giveUpAt = now + 4*s.srtt()
+		s.schedule(b)
 		return
 	}
 	delta := 0
@@ -113,11 +112,26 @@ func (s *Sender) sourceCopy(b *block, r request) {
 	r.lost.Each(func(j int) {
 		n++
 		rep := wire.Repair{Scheme: wire.SchemeSourceCopy, RepairIndex: uint8(j), RepairSessionID: r.id,
-			Last: n == x, Symbol: b.syms[j][:b.cfg.T]}
+			Last: n == x, Symbol: s.sourceSymbol(b, j)}
 		if s.sendRepair(b, rep) {
 			s.stats.SourceCopySent++
 		}
 	})
+}
+
+// sourceSymbol returns source symbol j of b, T octets. Where the codec reads only a prefix
+// (flow.SourcePrefixer) the rest was never kept and is sent as zeros.
+func (s *Sender) sourceSymbol(b *block, j int) []byte {
+	sym := b.syms[j]
+	if len(sym) >= b.cfg.T {
+		return sym[:b.cfg.T]
+	}
+	if cap(s.symbuf) < b.cfg.T {
+		s.symbuf = make([]byte, b.cfg.T)
+	}
+	out := s.symbuf[:b.cfg.T]
+	clear(out[copy(out, sym):])
+	return out
 }
 
 // onRanges maps a PSN-range request onto the held blocks and answers each with r = 0; a range

@@ -59,8 +59,11 @@ type Sender struct {
 
 	// Blocks.
 	blocks   []block
-	open     int     // index of the open block, -1 when none
-	ring     int     // the next slot a block takes
+	open     int    // index of the open block, -1 when none
+	seq      uint64 // the number of the next block opened; its slot is seq modulo len(blocks)
+	ackSeq   uint64 // no block numbered below it is held: Acknowledge starts there
+	timers   flow.Timers
+	prefix   int     // octets of a source symbol the encoder reads (0: all, flow.SourcePrefixer)
 	next     psn.PSN // the PSN after the newest source
 	haveNext bool
 	lastSrc  time.Duration
@@ -72,6 +75,11 @@ type Sender struct {
 	// The latest long message (C16): its PSNs.
 	long             bool
 	longFrom, longTo psn.PSN
+
+	// The latest message WithMessagePolicy chose for: its PSNs, k and extra repair.
+	msg            bool
+	msgFrom, msgTo psn.PSN
+	msgK, msgExtra int
 
 	// Measurement and policy.
 	est       *policy.Estimator
@@ -118,9 +126,13 @@ func New(opts ...Option) (*Sender, error) {
 		}
 		enc = e
 	}
-	s := &Sender{o: o, q: flow.NewQueue(o.queue), enc: enc, open: -1, rtt: flow.NewRTT(o.initialRTT)}
+	s := &Sender{o: o, q: flow.NewQueue(o.queue), enc: enc, open: -1, rtt: flow.NewRTT(o.initialRTT),
+		prefix: flow.SourcePrefix(enc)}
 	s.ops = opTable()
 	s.est = policy.NewEstimator(o.ceCongested)
+	if o.seedLoss {
+		s.est.Seed(o.initialLoss)
+	}
 	s.sel = policy.NewMSelector(o.m)
 	s.budget = policy.NewBudget(o.repairFraction, 1)
 	return s, nil
@@ -175,10 +187,8 @@ func (s *Sender) NextDeadline() (time.Duration, bool) {
 		if s.open >= 0 {
 			at(s.lastSrc + s.burstGap())
 		}
-		for i := range s.blocks {
-			if t, ok := s.blocks[i].deadline(); ok {
-				at(t)
-			}
+		if t, ok := s.nextBlockDeadline(); ok {
+			at(t)
 		}
 	}
 	return d, have
@@ -209,9 +219,7 @@ func (s *Sender) Tick(now time.Duration) {
 		if s.open >= 0 && now >= s.lastSrc+s.burstGap() {
 			s.closeBlock(now, s.open, false)
 		}
-		for i := range s.blocks {
-			s.tickBlock(now, i)
-		}
+		s.tickBlocks(now)
 	}
 }
 

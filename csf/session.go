@@ -141,7 +141,8 @@ func (s *Sender) onHelloAck(now time.Duration, from netip.AddrPort, msg []byte) 
 	if held == 0 {
 		held = 2 * eff.MaxOpenBlocks
 	}
-	s.blocks, s.ring = make([]block, held), 0
+	s.blocks, s.seq, s.ackSeq = make([]block, held), 0, 0
+	s.timers.Reset()
 	s.lastSrc = now
 	s.nextID = 1
 	s.propose(now, cfg)
@@ -297,7 +298,8 @@ func (s *Sender) Close(now time.Duration, reason wire.Reason) {
 
 // release drops every block and the session's bindings.
 func (s *Sender) release() {
-	s.blocks, s.open = nil, -1
+	s.blocks, s.open, s.seq, s.ackSeq = nil, -1, 0, 0
+	s.timers.Reset()
 	s.haveCfg, s.pend = false, pendingParam{}
 	s.flowID, s.bound = 0, netip.AddrPort{}
 	s.haveNext = false

@@ -34,12 +34,20 @@ func (s *Sender) Observe(now time.Duration, pkt []byte) {
 	}
 	p := psn.PSN(uint32(pkt[9])<<16 | uint32(pkt[10])<<8 | uint32(pkt[11]))
 	n := 1
-	if s.o.longExtra > 0 && (op == roce.OpWriteFirst || op == roce.OpWriteOnly || op == roce.OpWriteOnlyWithImmediate) &&
+	if (s.o.longExtra > 0 || s.o.msgPolicy != nil) &&
+		(op == roce.OpWriteFirst || op == roce.OpWriteOnly || op == roce.OpWriteOnlyWithImmediate) &&
 		len(pkt) >= roce.BTHLen+roce.RETHLen+roce.ICRCLen {
-		// C16: a long message is known from its RETH; its blocks get extra ordinary repair.
-		if dma := binary.BigEndian.Uint32(pkt[roce.BTHLen+12:]); dma >= s.o.longMin {
-			pkts := (uint64(dma) + uint64(s.o.mtu) - 1) / uint64(s.o.mtu) // the message's packets
-			s.longFrom, s.longTo, s.long = p, p.Add(int(min(max(pkts, 1), 1<<22))), true
+		// C16: a message's length is known from its RETH.
+		dma := binary.BigEndian.Uint32(pkt[roce.BTHLen+12:])
+		pkts := int(min(max((uint64(dma)+uint64(s.o.mtu)-1)/uint64(s.o.mtu), 1), 1<<22)) // the message's packets
+		switch {
+		case s.o.msgPolicy != nil:
+			k, extra := s.o.msgPolicy(pkts, s.est.P())
+			s.msg, s.msgFrom, s.msgTo, s.msgK, s.msgExtra = true, p, p.Add(pkts), k, max(extra, 0)
+			s.stats.MessagesChosen++
+		case dma >= s.o.longMin:
+			// A long message: its blocks get extra ordinary repair.
+			s.longFrom, s.longTo, s.long = p, p.Add(pkts), true
 		}
 	}
 	if op == roce.OpReadRequest {
@@ -80,7 +88,7 @@ func (s *Sender) ObserveSource(now time.Duration, p psn.PSN, n int, payload []by
 	s.budget.ObserveSource(len(payload))
 	if s.open >= 0 {
 		b := &s.blocks[s.open]
-		if j := b.start.Forward(p); j >= uint32(b.cfg.K) {
+		if j := b.start.Forward(p); j >= uint32(b.limit) {
 			s.closeBlock(now, s.open, true)
 		}
 	}
@@ -97,6 +105,11 @@ func (s *Sender) ObserveSource(now time.Duration, p psn.PSN, n int, payload []by
 	if len(payload) > b.cfg.T-2 {
 		// Cannot be coded: left absent, and to the RDMA transport.
 		s.stats.SourceTooLong++
+	} else if s.prefix > 0 {
+		// The encoder reads only a prefix of the symbol (flow.SourcePrefixer): keep that much.
+		o := j * s.prefix
+		b.syms[j] = prefixSymbol(b.pre[o:o:o+s.prefix], payload, s.prefix)
+		b.present.Set(j)
 	} else {
 		sym, err := fec.AppendSymbol(b.syms[j][:0], payload, b.cfg.T)
 		if err != nil {
@@ -106,11 +119,11 @@ func (s *Sender) ObserveSource(now time.Duration, p psn.PSN, n int, payload []by
 			b.present.Set(j)
 		}
 	}
-	for r := j + 1; r < j+n && r < b.cfg.K; r++ {
+	for r := j + 1; r < j+n && r < b.limit; r++ {
 		b.read.Set(r)
 	}
-	b.k = min(j+n, b.cfg.K)
-	if b.k == b.cfg.K {
+	b.k = min(j+n, b.limit)
+	if b.k == b.limit {
 		s.closeBlock(now, s.open, true)
 	}
 }
@@ -132,20 +145,52 @@ func (s *Sender) retransmission(p psn.PSN, payload []byte) {
 	case !b.present.Has(j):
 		s.stats.RetransmissionUnheld++
 	default:
+		// Where only a prefix is kept, the length and the prefix are what can be compared.
 		sym := b.syms[j]
 		n := int(binary.BigEndian.Uint16(sym))
-		if n != len(payload) || !bytes.Equal(sym[2:2+n], payload) {
+		kept := min(n, len(sym)-2)
+		if n != len(payload) || !bytes.Equal(sym[2:2+kept], payload[:kept]) {
 			s.stats.RetransmissionMismatch++
 		}
 	}
 }
 
-// find returns the held block that covers p, or -1.
+// prefixSymbol appends the first n octets of the source symbol of payload (len || P) to dst.
+func prefixSymbol(dst, payload []byte, n int) []byte {
+	dst = binary.BigEndian.AppendUint16(dst, uint16(len(payload)))
+	return append(dst, payload[:min(len(payload), n-2)]...)
+}
+
+// find returns the held block that covers p, or -1. Blocks open in PSN order and never
+// overlap, so the slots in the order of their numbers are sorted by Block Start PSN, and a
+// binary search finds the last block starting at or before p.
 func (s *Sender) find(p psn.PSN) int {
-	for i := range s.blocks {
-		if b := &s.blocks[i]; b.used && b.contains(p) {
-			return i
+	n := uint64(len(s.blocks))
+	if n == 0 || s.seq == 0 {
+		return -1
+	}
+	lo := uint64(0)
+	if s.seq > n {
+		lo = s.seq - n
+	}
+	base := s.blocks[lo%n].start
+	d := base.Forward(p)
+	// The last number in [lo, s.seq) whose start is at or before p, counted from base.
+	i, j := lo, s.seq
+	for i < j {
+		h := i + (j-i)/2
+		if base.Forward(s.blocks[h%n].start) <= d {
+			i = h + 1
+		} else {
+			j = h
 		}
+	}
+	if i == lo {
+		return -1
+	}
+	slot := int((i - 1) % n)
+	if b := &s.blocks[slot]; b.used && b.contains(p) {
+		return slot
 	}
 	return -1
 }
@@ -153,8 +198,7 @@ func (s *Sender) find(p psn.PSN) int {
 // openBlock starts a block at p with the configuration in force. Slots are taken in a ring,
 // so the slot reused is the oldest; a block still held there is dropped and counted.
 func (s *Sender) openBlock(now time.Duration, p psn.PSN) {
-	slot := s.ring
-	s.ring = (s.ring + 1) % len(s.blocks)
+	slot := int(s.seq % uint64(len(s.blocks)))
 	b := &s.blocks[slot]
 	if b.used {
 		s.stats.BlocksEvicted++
@@ -163,7 +207,16 @@ func (s *Sender) openBlock(now time.Duration, p psn.PSN) {
 	if len(syms) < s.cur.K {
 		syms = append(syms, make([][]byte, s.cur.K-len(syms))...)
 	}
-	*b = block{used: true, start: p, cfg: s.cur, syms: syms, opened: now}
+	limit := s.cur.K
+	if s.msg && s.msgK >= 1 && !p.Before(s.msgFrom) && p.Before(s.msgTo) {
+		limit = min(limit, s.msgK) // the message policy's k: a block closed early (C7 c)
+	}
+	pre := b.pre
+	if s.prefix > 0 && len(pre) < s.cur.K*s.prefix {
+		pre = make([]byte, s.cur.K*s.prefix)
+	}
+	*b = block{seq: s.seq, used: true, start: p, cfg: s.cur, limit: limit, syms: syms, pre: pre, opened: now}
+	s.seq++
 	s.open = slot
 	s.stats.BlocksOpened++
 }
@@ -193,7 +246,15 @@ func (s *Sender) closeBlock(now time.Duration, i int, full bool) {
 		}
 		m = 0
 	}
-	if s.long && !s.mOverride && b.cfg.Scheme == wire.SchemeCauchy && b.start.Before(s.longTo) && !b.last().Before(s.longFrom) {
+	switch {
+	case s.mOverride || b.cfg.Scheme != wire.SchemeCauchy:
+	case s.msg && b.start.Before(s.msgTo) && !b.last().Before(s.msgFrom):
+		// A block of a message the policy chose for (C16): extra ordinary symbols, at most Max m.
+		if s.msgExtra > 0 {
+			m = max(m, min(m+s.msgExtra, s.eff.MaxM))
+			s.stats.MessagePolicyBlocks++
+		}
+	case s.long && b.start.Before(s.longTo) && !b.last().Before(s.longFrom):
 		// A block of a long message (C16): extra ordinary symbols, at most Max m in all.
 		m = max(m, min(m+s.o.longExtra, s.eff.MaxM))
 		s.stats.LongMessageBlocks++
@@ -207,6 +268,7 @@ func (s *Sender) closeBlock(now time.Duration, i int, full bool) {
 		b.pacedLeft = m - burst
 		b.pacedStep = (b.closedAt - b.opened) / time.Duration(b.pacedLeft+1)
 		b.pacedAt = now + b.pacedStep
+		s.schedule(b)
 	}
 }
 
@@ -302,6 +364,7 @@ func (s *Sender) tickBlock(now time.Duration, i int) {
 		s.stats.BlocksGivenUp++
 		b.used = false
 	}
+	s.schedule(b)
 }
 
 // Opcode classes, tabulated once per Sender from roce's opcode table (the per-packet path

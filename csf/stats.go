@@ -25,6 +25,8 @@ type Stats struct {
 	RepairSent, RepairPaced, RetxSent, SourceCopySent, InfoSent, ExtraSent uint64
 	RepairDeniedBudget, RepairSkippedBreaker, QueueFull                    uint64
 	LongMessageBlocks                                                      uint64 // blocks given extra repair as part of a long message (C16)
+	MessagesChosen                                                         uint64 // messages WithMessagePolicy chose k and extra for
+	MessagePolicyBlocks                                                    uint64 // blocks of such messages given extra repair (C16)
 
 	// Requests.
 	RequestsReceived, RequestsAnswered, RequestsDeferred, RequestsDuplicate uint64

@@ -32,3 +32,25 @@ var (
 	_ Encoder = (*fec.Encoder)(nil)
 	_ Decoder = (*fec.Decoder)(nil)
 )
+
+// SourcePrefixer is implemented by a codec that reads only the first SourcePrefix() octets of
+// each source symbol (S = len || P || padding): a symbolic codec that needs a source's length
+// and the start of its header, not its data. The engines then keep only that prefix of each
+// source they protect: the CSF hands the encoder symbols cut to it, the CRF hands the decoder
+// payloads cut to SourcePrefix()-2 octets, and a Source Copy symbol carries zeros after it. Both
+// ends must use such a codec. A codec that does not implement it reads every octet, and the
+// engines keep whole sources.
+type SourcePrefixer interface {
+	SourcePrefix() int
+}
+
+// SourcePrefix returns the octets of each source symbol codec c reads: c's SourcePrefix() if it
+// implements SourcePrefixer with a value of at least 2 (the length), else 0, meaning all.
+func SourcePrefix(c any) int {
+	if p, ok := c.(SourcePrefixer); ok {
+		if n := p.SourcePrefix(); n >= 2 {
+			return n
+		}
+	}
+	return 0
+}

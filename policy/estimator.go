@@ -99,6 +99,13 @@ func (e *Estimator) Update(iv Interval) bool {
 	return true
 }
 
+// Seed starts the estimate at p, as a warm flow's estimator would hold it: later intervals are
+// smoothed into it rather than replacing it. p outside [0, 1] is clipped.
+func (e *Estimator) Seed(p float64) {
+	p = min(max(p, 0), 1)
+	e.p, e.lastSample, e.primed = p, p, true
+}
+
 // P returns the current transmission-loss estimate.
 func (e *Estimator) P() float64 { return e.p }
 

@@ -255,3 +255,21 @@ func TestCircuitBreakerC11f(t *testing.T) {
 		t.Fatalf("condition held over a minute: %v", b.State())
 	}
 }
+
+// TestEstimatorSeed: a seeded estimator starts at the warm value and smooths the first interval
+// into it (weight 1/8) instead of replacing it.
+func TestEstimatorSeed(t *testing.T) {
+	e := NewEstimator(0.05)
+	e.Seed(0.01)
+	if e.P() != 0.01 || e.LastSample() != 0.01 {
+		t.Fatalf("seeded at %g (last %g)", e.P(), e.LastSample())
+	}
+	e.Update(Interval{Expected: 1000, Received: 910})
+	if want := 0.01 + (0.09-0.01)/8; math.Abs(e.P()-want) > 1e-12 {
+		t.Fatalf("after one interval %g, want %g", e.P(), want)
+	}
+	e.Seed(2)
+	if e.P() != 1 {
+		t.Fatalf("seed 2 gave %g, want clipped to 1", e.P())
+	}
+}

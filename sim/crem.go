@@ -28,6 +28,32 @@ type cremSender struct {
 	km      []KM
 	last    [2]int
 	scratch []byte
+	bufs    bufPool // datagrams to the CRF; the receiver's shim returns them once handled
+	rcv     *cremReceiver
+}
+
+// bufPool keeps datagram buffers for reuse: a shim's datagram is handled by the other shim,
+// which copies what it keeps, so its buffer can carry the next one. Buffers lost on the link go
+// to the collector.
+type bufPool struct{ free [][]byte }
+
+// maxPooled bounds the buffers a pool keeps.
+const maxPooled = 4096
+
+func (p *bufPool) clone(b []byte) []byte {
+	if n := len(p.free); n > 0 && cap(p.free[n-1]) >= len(b) {
+		c := p.free[n-1][:len(b)]
+		p.free = p.free[:n-1]
+		copy(c, b)
+		return c
+	}
+	return append([]byte(nil), b...)
+}
+
+func (p *bufPool) put(b []byte) {
+	if len(p.free) < maxPooled {
+		p.free = append(p.free, b)
+	}
 }
 
 // cremReceiver is the shim beside the responder: the CRF observes every source packet before
@@ -38,6 +64,7 @@ type cremReceiver struct {
 	snd  *cremSender
 	csf  netip.AddrPort
 	held bool
+	bufs bufPool // datagrams to the CSF; the sender's shim returns them once handled
 }
 
 // policyK returns the k a scheme's policy chooses for the trial.
@@ -85,6 +112,8 @@ func newCREM(p *Params, a, b *flowEnds, sent *sentPackets) (Shim, Shim, func(*Ou
 	lim := simLimits(p, policyK(p))
 	var ropts []crf.Option
 	if sent != nil {
+		pk, _ := writeShape(p.Size, p.MTU)
+		sent.reserve(int(pk)) // one record per packet of the message, sized once
 		opts = append(opts, csf.WithEncoder(symEncoder{}))
 		ropts = append(ropts, crf.WithDecoders(func() (flow.Decoder, error) { return &symDecoder{packet: sent.packet}, nil }))
 	}
@@ -103,6 +132,7 @@ func newCREM(p *Params, a, b *flowEnds, sent *sentPackets) (Shim, Shim, func(*Ou
 	}
 	snd := &cremSender{s: s, crf: crfAddr}
 	rcv := &cremReceiver{r: r, snd: snd, csf: csfAddr}
+	snd.rcv = rcv
 	return snd, rcv, func(o *Outcome) {
 		o.KM = snd.km
 		fs := r.Stats().Flows
@@ -112,16 +142,16 @@ func newCREM(p *Params, a, b *flowEnds, sent *sentPackets) (Shim, Shim, func(*Ou
 }
 
 // simLimits are the limits both CREM functions declare for a trial: symbols hold whole
-// 4 KiB-MTU packets, and the open blocks cover what can be unacknowledged at once (the message,
-// or two RTTs of packets at the line rate, in blocks of the policy's k), up to the wire's maximum.
-// The engines scan their open blocks for each deadline, so the bound is kept to what the trial
-// needs.
+// 4 KiB-MTU packets, Max k is the policy's k (a trial never changes k), and the open blocks cover
+// what can be unacknowledged at once (the message, or two RTTs of packets at the line rate, in
+// blocks of k), up to the wire's maximum. The CRF's window is Max Open Blocks x Max k PSNs
+// (C7 b), so these bounds keep it to the packets in flight.
 func simLimits(p *Params, k int) flow.Limits {
 	pk, octets := writeShape(p.Size, p.MTU)
 	perPkt := float64(octets) / float64(pk) * 8 / float64(p.Rate)
 	inflight := min(pk, int64(2*p.RTT.Seconds()/perPkt)+1)
 	l := flow.DefaultLimits()
-	l.MaxK, l.MaxM = 128, 64
+	l.MaxK, l.MaxM = max(k, 1), 64
 	l.MaxT = max(l.MaxT, p.MTU+64) // a whole packet and its length prefix, no more: the CRF sizes its buffers by it
 	l.MaxOpenBlocks = int(min(0xffff, inflight/int64(max(k, 1))+64))
 	return l
@@ -135,7 +165,7 @@ type flowEnds struct {
 }
 
 func (c *cremSender) drain(now time.Duration, send func([]byte)) {
-	c.s.Drain(func(d flow.Datagram) { send(append([]byte(nil), d.Payload...)) })
+	c.s.Drain(func(d flow.Datagram) { send(c.bufs.clone(d.Payload)) })
 	if cfg, ok := c.s.Config(); ok && (cfg.K != c.last[0] || cfg.M != c.last[1] || len(c.km) == 0) {
 		c.last = [2]int{cfg.K, cfg.M}
 		c.km = append(c.km, KM{At: now, K: cfg.K, M: cfg.M})
@@ -151,6 +181,9 @@ func (c *cremSender) Egress(now time.Duration, pkt []byte, pass, send func([]byt
 func (c *cremSender) Ingress(now time.Duration, pkt []byte, shim, ce bool, deliver, send func([]byte)) {
 	if shim {
 		c.s.Handle(now, c.crf, pkt)
+		if c.rcv != nil {
+			c.rcv.bufs.put(pkt) // the CSF keeps nothing of a message it handled
+		}
 	} else {
 		c.s.ObserveReverse(now, pkt)
 		deliver(pkt)
@@ -189,7 +222,7 @@ func (c *cremSender) warm(conn *Conn) error {
 }
 
 func (c *cremReceiver) drain(deliver, send func([]byte)) {
-	c.r.Drain(func(d flow.Datagram) { send(append([]byte(nil), d.Payload...)) })
+	c.r.Drain(func(d flow.Datagram) { send(c.bufs.clone(d.Payload)) })
 	c.r.DrainDeliveries(func(d crf.Delivery) {
 		if d.Kind != crf.Abandoned && d.Packet != nil {
 			deliver(d.Packet)
@@ -202,6 +235,7 @@ func (c *cremReceiver) Egress(now time.Duration, pkt []byte, pass, send func([]b
 func (c *cremReceiver) Ingress(now time.Duration, pkt []byte, shim, ce bool, deliver, send func([]byte)) {
 	if shim {
 		c.r.Handle(now, c.csf, pkt, ce)
+		c.snd.bufs.put(pkt) // the CRF copies what it keeps of a message it handled
 	} else if c.r.Observe(now, c.snd.s.FlowID(), pkt, ce) == crf.Forward {
 		deliver(pkt)
 	}

@@ -2,6 +2,7 @@ package sim
 
 import (
 	"reflect"
+	"runtime"
 	"testing"
 	"time"
 )
@@ -138,5 +139,63 @@ func TestBestPolicy(t *testing.T) {
 	x.Loss = LossQueue
 	if b := BestPolicy(&x); b.M+b.Extra != 0 {
 		t.Fatalf("congestion loss raised repair: %+v", b)
+	}
+}
+
+// heapPeak samples the heap in use every 20 ms until stop is called, and returns the largest
+// sample: the engines' share of a trial's memory, without the regions' shared pages.
+func heapPeak() (stop func() uint64) {
+	done, out := make(chan struct{}), make(chan uint64)
+	go func() {
+		var peak uint64
+		var ms runtime.MemStats
+		tk := time.NewTicker(20 * time.Millisecond)
+		defer tk.Stop()
+		for {
+			runtime.ReadMemStats(&ms)
+			peak = max(peak, ms.HeapInuse)
+			select {
+			case <-done:
+				out <- peak
+				return
+			case <-tk.C:
+			}
+		}
+	}()
+	return func() uint64 { close(done); return <-out }
+}
+
+// benchCREM runs CREM trials of one scheme at the case study's path and reports packet events
+// per second and the peak heap in use.
+func benchCREM(b *testing.B, name string, size int64, drop float64) {
+	s := scheme(b, name)
+	rs := &Regions{Seed: 1}
+	defer rs.Free()
+	var events uint64
+	stop := heapPeak()
+	st := time.Now()
+	for i := 0; b.Loop(); i++ {
+		x := casestudy(s, size, drop, uint64(i+1))
+		x.Regions = rs
+		o, err := Run(x)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if o.Incomplete || o.ICRCMismatch != 0 {
+			b.Fatalf("%s: %+v", name, o)
+		}
+		events += o.Events
+	}
+	b.ReportMetric(float64(events)/time.Since(st).Seconds(), "events/s")
+	b.ReportMetric(float64(stop())/(1<<20), "peak-heap-MiB")
+}
+
+// A 1 GiB message under crem+tcaeth at 1e-3 (S11: thousands of open blocks).
+func BenchmarkCREMOneGiB(b *testing.B) { benchCREM(b, "crem+tcaeth", 1<<30, 1e-3) }
+
+// 8 GiB messages at 1e-6 under crem+tcaeth and ec.
+func BenchmarkCREMEightGiB(b *testing.B) {
+	for _, name := range []string{"crem+tcaeth", "ec"} {
+		b.Run(name, func(b *testing.B) { benchCREM(b, name, 8<<30, 1e-6) })
 	}
 }

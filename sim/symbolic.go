@@ -26,6 +26,10 @@ const (
 // RealCodecLimit is the largest message CodecAuto codes with the real codec.
 const RealCodecLimit = 16 << 20
 
+// symPrefix is what the symbolic codec reads of a source symbol: the length prefix and the BTH
+// up to its PSN. The engines keep only that much of each source (flow.SourcePrefixer).
+const symPrefix = 2 + 12
+
 // symMagic starts a symbolic repair symbol; the block's first PSN follows.
 const symMagic = 0x53594d31 // "SYM1"
 
@@ -34,14 +38,21 @@ const symMagic = 0x53594d31 // "SYM1"
 // packets it restores.
 type symEncoder struct{}
 
-var _ flow.Encoder = symEncoder{}
+var (
+	_ flow.Encoder        = symEncoder{}
+	_ flow.SourcePrefixer = symEncoder{}
+	_ flow.SourcePrefixer = (*symDecoder)(nil)
+)
+
+// SourcePrefix says the encoder reads only the first symPrefix octets of a source symbol.
+func (symEncoder) SourcePrefix() int { return symPrefix }
 
 // basePSN returns the block's first PSN from any source symbol (len || packet) in over.
 func basePSN(over psn.Bitmap, src [][]byte) (psn.PSN, bool) {
 	var base psn.PSN
 	ok := false
 	over.Each(func(j int) {
-		if ok || j >= len(src) || len(src[j]) < 2+12 {
+		if ok || j >= len(src) || len(src[j]) < symPrefix {
 			return
 		}
 		p := src[j][2:]
@@ -87,6 +98,10 @@ type symDecoder struct {
 }
 
 var _ flow.Decoder = (*symDecoder)(nil)
+
+// SourcePrefix says the decoder reads only the first symPrefix octets of a source symbol (the
+// first symPrefix - 2 of a payload AddSource gets).
+func (d *symDecoder) SourcePrefix() int { return symPrefix }
 
 func (d *symDecoder) Reset(s fec.Scheme, k, T int, present psn.Bitmap) error {
 	d.T, d.hasBase = T, false
@@ -166,6 +181,15 @@ type sentPackets struct {
 	fl   *flights
 	ents []flight
 	have []bool
+}
+
+// reserve makes room for the records of n packets at once, so that a long message's record is
+// not copied as it grows.
+func (s *sentPackets) reserve(n int) {
+	if n > len(s.ents) {
+		s.ents = append(s.ents, make([]flight, n-len(s.ents))...)
+		s.have = append(s.have, make([]bool, n-len(s.have))...)
+	}
 }
 
 func (s *sentPackets) record(pkt []byte) {
