@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"encoding/binary"
 	"fmt"
 	"time"
 
@@ -84,17 +85,20 @@ func NewConn(a, b *rc.QP, ab, ba netem.Config, shimA, shimB Shim) (*Conn, error)
 		c.deliv[s] = func(k netem.Packet) {
 			c.Events++
 			to := 1 - s
-			data, packed := k.Data, c.CopySent
-			if data == nil && k.ID != 0 {
-				data, packed = c.fl.unpack(k.ID), true
+			data, owned := k.Data, c.CopySent
+			switch {
+			case data == nil && k.ID != 0:
+				data, owned = c.fl.unpack(k.ID), true
+			case k.Tag != nil:
+				data, owned = c.fl.untrim(data, k.Size-wireOverhead), true
 			}
 			if sh := c.Shim[to]; sh != nil {
 				sh.Ingress(c.Now, data, k.Tag != nil, k.CE, c.toQP[to], c.shimSend(to))
 			} else {
 				c.QP[to].Handle(c.Now, data)
-				if packed {
-					c.fl.recycle(data) // rc copies what it keeps
-				}
+			}
+			if owned {
+				c.fl.recycle(data) // the engines copy what they keep
 			}
 		}
 	}
@@ -134,14 +138,20 @@ func (c *Conn) put(s int, pkt []byte, shim bool) {
 			k.Data, k.ID = nil, h
 		}
 	}
-	if k.Data != nil && c.CopySent {
+	switch {
+	case shim:
+		// A shim's datagram is valid only while it is handed over; what travels is its copy
+		// without trailing zeros (a symbolic repair symbol is a stamp and zeros, S12), restored
+		// to its length on delivery.
+		k.Data = c.fl.clone(trimZeros(pkt))
+	case k.Data != nil && c.CopySent:
 		k.Data = c.fl.clone(pkt)
 	}
 	if v := c.Link[s].Send(c.Now, k); v != netem.Queued {
 		cnt.Dropped++
 		if k.ID != 0 {
 			c.fl.release(k.ID)
-		} else if c.CopySent {
+		} else if c.CopySent || shim {
 			c.fl.recycle(k.Data)
 		}
 	}
@@ -224,6 +234,18 @@ func (c *Conn) RunUntil(done func() bool, limit time.Duration) error {
 		}
 	}
 	return nil
+}
+
+// trimZeros returns pkt without its trailing zero octets.
+func trimZeros(pkt []byte) []byte {
+	n := len(pkt)
+	for n >= 8 && binary.NativeEndian.Uint64(pkt[n-8:]) == 0 {
+		n -= 8
+	}
+	for n > 0 && pkt[n-1] == 0 {
+		n--
+	}
+	return pkt[:n]
 }
 
 // shimMark tags a shim's packets on the link.

@@ -28,32 +28,7 @@ type cremSender struct {
 	km      []KM
 	last    [2]int
 	scratch []byte
-	bufs    bufPool // datagrams to the CRF; the receiver's shim returns them once handled
 	rcv     *cremReceiver
-}
-
-// bufPool keeps datagram buffers for reuse: a shim's datagram is handled by the other shim,
-// which copies what it keeps, so its buffer can carry the next one. Buffers lost on the link go
-// to the collector.
-type bufPool struct{ free [][]byte }
-
-// maxPooled bounds the buffers a pool keeps.
-const maxPooled = 4096
-
-func (p *bufPool) clone(b []byte) []byte {
-	if n := len(p.free); n > 0 && cap(p.free[n-1]) >= len(b) {
-		c := p.free[n-1][:len(b)]
-		p.free = p.free[:n-1]
-		copy(c, b)
-		return c
-	}
-	return append([]byte(nil), b...)
-}
-
-func (p *bufPool) put(b []byte) {
-	if len(p.free) < maxPooled {
-		p.free = append(p.free, b)
-	}
 }
 
 // cremReceiver is the shim beside the responder: the CRF observes every source packet before
@@ -64,7 +39,6 @@ type cremReceiver struct {
 	snd  *cremSender
 	csf  netip.AddrPort
 	held bool
-	bufs bufPool // datagrams to the CSF; the sender's shim returns them once handled
 }
 
 // policyK returns the k a scheme's policy chooses for the trial.
@@ -165,7 +139,7 @@ type flowEnds struct {
 }
 
 func (c *cremSender) drain(now time.Duration, send func([]byte)) {
-	c.s.Drain(func(d flow.Datagram) { send(c.bufs.clone(d.Payload)) })
+	c.s.Drain(func(d flow.Datagram) { send(d.Payload) }) // the connection copies it
 	if cfg, ok := c.s.Config(); ok && (cfg.K != c.last[0] || cfg.M != c.last[1] || len(c.km) == 0) {
 		c.last = [2]int{cfg.K, cfg.M}
 		c.km = append(c.km, KM{At: now, K: cfg.K, M: cfg.M})
@@ -181,9 +155,6 @@ func (c *cremSender) Egress(now time.Duration, pkt []byte, pass, send func([]byt
 func (c *cremSender) Ingress(now time.Duration, pkt []byte, shim, ce bool, deliver, send func([]byte)) {
 	if shim {
 		c.s.Handle(now, c.crf, pkt)
-		if c.rcv != nil {
-			c.rcv.bufs.put(pkt) // the CSF keeps nothing of a message it handled
-		}
 	} else {
 		c.s.ObserveReverse(now, pkt)
 		deliver(pkt)
@@ -222,7 +193,7 @@ func (c *cremSender) warm(conn *Conn) error {
 }
 
 func (c *cremReceiver) drain(deliver, send func([]byte)) {
-	c.r.Drain(func(d flow.Datagram) { send(c.bufs.clone(d.Payload)) })
+	c.r.Drain(func(d flow.Datagram) { send(d.Payload) }) // the connection copies it
 	c.r.DrainDeliveries(func(d crf.Delivery) {
 		if d.Kind != crf.Abandoned && d.Packet != nil {
 			deliver(d.Packet)
@@ -235,7 +206,6 @@ func (c *cremReceiver) Egress(now time.Duration, pkt []byte, pass, send func([]b
 func (c *cremReceiver) Ingress(now time.Duration, pkt []byte, shim, ce bool, deliver, send func([]byte)) {
 	if shim {
 		c.r.Handle(now, c.csf, pkt, ce)
-		c.snd.bufs.put(pkt) // the CRF copies what it keeps of a message it handled
 	} else if c.r.Observe(now, c.snd.s.FlowID(), pkt, ce) == crf.Forward {
 		deliver(pkt)
 	}

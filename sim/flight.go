@@ -94,6 +94,25 @@ func (f *flights) clone(pkt []byte) []byte {
 	return b
 }
 
+// untrim returns b extended with zeros to n octets, in a buffer from the pool when b is too
+// short (b then goes back to the pool).
+func (f *flights) untrim(b []byte, n int) []byte {
+	if len(b) >= n {
+		return b
+	}
+	if cap(b) >= n {
+		m := len(b)
+		b = b[:n]
+		clear(b[m:])
+		return b
+	}
+	c := f.buffer(n)
+	copy(c, b)
+	clear(c[len(b):])
+	f.recycle(b)
+	return c
+}
+
 // unpack rebuilds the packet of handle h into a buffer from the pool and forgets h.
 func (f *flights) unpack(h uint64) []byte {
 	i := uint32(h - 1)

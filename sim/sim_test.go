@@ -4,6 +4,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"runtime"
+	"strings"
 	"testing"
 	"time"
 )
@@ -286,16 +287,20 @@ func TestParse(t *testing.T) {
 	}
 }
 
-// A sweep whose trials would need more memory than the limit is refused before it starts.
+// A sweep whose trials would need more memory than the limit is refused before it starts; the
+// default limit admits every cell of the case study, 8 GiB under CREM included.
 func TestMemoryLimit(t *testing.T) {
 	sc, _ := LookupScenario("sdr-casestudy")
 	sc.Sizes, sc.DropRates, sc.Extra = []int64{8 << 30}, []float64{1e-6}, nil
 	s, _ := ParseSchemes("crem+tcaeth")
-	sw := Sweep{Scenario: sc, Schemes: s}
-	if _, err := sw.Run(); err == nil {
-		t.Fatal("CREM at 8 GiB was not refused")
+	sw := Sweep{Scenario: sc, Schemes: s, MemoryLimit: 256 << 20}
+	if _, err := sw.Run(); err == nil || !strings.Contains(err.Error(), "above the limit") {
+		t.Fatalf("CREM at 8 GiB under a 256 MiB limit: %v", err)
 	}
-	if need := memEstimate(sw.params(Cell{Scheme: scheme(t, "tcaeth"), DropRate: 1e-6, Size: 8 << 30}, 0)); need > 16<<30 {
-		t.Fatalf("tcaeth at 8 GiB estimated at %d MiB", need>>20)
+	for _, name := range []string{"tcaeth", "crem+tcaeth", "ec", "gbn"} {
+		need := memEstimate(sw.params(Cell{Scheme: scheme(t, name), DropRate: 1e-6, Size: 8 << 30}, 0))
+		if need > 2<<30 || need < 64<<20 {
+			t.Errorf("%s at 8 GiB estimated at %d MiB, want 64 MiB to 2 GiB (measured peak heap 0.1 to 0.65 GiB)", name, need>>20)
+		}
 	}
 }

@@ -186,11 +186,12 @@ func (p *Params) qpConfigs() (a, b rc.Config) {
 	base := rc.Config{MTU: p.MTU, Mode: p.Scheme.Mode, SRNoNAK: p.Scheme.NoNAK, Rate: p.Rate,
 		RTT: p.RTT, RTO: 3 * p.RTT, SendBuffer: window, RecvWindow: window,
 		MaxBuffered: 256 << 20}
+	// The QPs reuse their buffers: the connection copies what its links keep (CopySent).
+	base.ReuseBuffers = true
 	if p.Scheme.CREM == "" {
 		// Packets never leave the process and no CREM receiver checks a restored packet's
-		// ICRC (C12): skip the CRC-32 over every packet, and let the QPs reuse their buffers
-		// (the connection copies what its links keep, CopySent).
-		base.SkipICRC, base.ReuseBuffers = true, true
+		// ICRC (C12): skip the CRC-32 over every packet.
+		base.SkipICRC = true
 	}
 	a, b = base, base
 	// A only requests and B only responds: the other half of each keeps a small window.
