@@ -251,16 +251,28 @@ func trimZeros(pkt []byte) []byte {
 // shimMark tags a shim's packets on the link.
 type shimMark struct{}
 
-// psnSet remembers which 24-bit PSNs were sent, one bit each.
-type psnSet struct{ bits []uint64 }
+// psnSet remembers which 24-bit PSNs were sent, one bit each, in chunks of 64 Ki PSNs
+// allocated as they are first touched: a message of a few thousand packets costs 8 KiB, not the
+// 2 MiB of the whole PSN space.
+type psnSet struct{ chunks [psnChunks]*[psnChunkWords]uint64 }
+
+const (
+	psnChunkBits  = 16
+	psnChunks     = 1 << (24 - psnChunkBits)
+	psnChunkWords = 1 << psnChunkBits / 64
+)
 
 // add marks p and reports whether it was already marked.
 func (s *psnSet) add(p uint32) bool {
-	if s.bits == nil {
-		s.bits = make([]uint64, (1<<24)/64)
+	p &= 1<<24 - 1
+	c := s.chunks[p>>psnChunkBits]
+	if c == nil {
+		c = new([psnChunkWords]uint64)
+		s.chunks[p>>psnChunkBits] = c
 	}
-	w, b := p/64, uint64(1)<<(p%64)
-	had := s.bits[w]&b != 0
-	s.bits[w] |= b
+	i := p & (1<<psnChunkBits - 1)
+	w, b := i/64, uint64(1)<<(i%64)
+	had := c[w]&b != 0
+	c[w] |= b
 	return had
 }

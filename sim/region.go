@@ -94,6 +94,21 @@ func (r *Region) CheckPrefix(n int, seed uint64) error {
 	return nil
 }
 
+// Matches reports whether the first n octets of r equal those of src (a source region of the same
+// period), comparing the memory both really hold: the check of CheckPrefix without computing the
+// pattern again.
+func (r *Region) Matches(src *Region, n int) error {
+	n = min(n, r.Resident(), src.Resident())
+	got, want := r.buf[:n], src.buf[:n]
+	for i := 0; i < n; i += 4096 {
+		j := min(i+4096, n)
+		if string(got[i:j]) != string(want[i:j]) {
+			return fmt.Errorf("sim: region differs from its pattern in octets %d..%d", i, j-1)
+		}
+	}
+	return nil
+}
+
 // Free releases the region's mapping; the region must not be used afterwards.
 func (r *Region) Free() error {
 	if r.free == nil {

@@ -240,7 +240,6 @@ func Run(p Params) (Outcome, error) {
 	if err != nil {
 		return Outcome{}, err
 	}
-	dataSeed := rs.Seed
 	var shimA, shimB Shim
 	var km func(*Outcome)
 	var sent *sentPackets
@@ -339,7 +338,7 @@ func Run(p Params) (Outcome, error) {
 		o.Completion = limit - start
 	default:
 		o.Completion = last - start
-		if err := dst.CheckPrefix(int(p.Size), dataSeed); err != nil {
+		if err := dst.Matches(src, int(p.Size)); err != nil { // src holds the seeded pattern
 			return Outcome{}, fmt.Errorf("sim: %s: completed but %w", p.Scheme.Name, err)
 		}
 	}
