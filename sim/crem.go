@@ -2,7 +2,6 @@ package sim
 
 import (
 	"fmt"
-	"math"
 	"math/rand/v2"
 	"net/netip"
 	"time"
@@ -249,18 +248,10 @@ func DraftPolicy(p *Params) Policy {
 // maxM is the largest m the simulator's CREM functions declare.
 const maxM = 64
 
-// BestPolicy is the project's policy for a message (C6, C16). The sender knows the message's
-// length N packets (the RETH's DMA Length) and its loss estimate p, and picks k and the total
-// per-block repair m + Extra minimizing the expected completion time
-//
-//	N t (1 + (m+Extra)/k) + RTT + P[some block fails] 1.5 RTT
-//
-// where a block of k + m' symbols fails when more than m' are lost, and a failed block costs a
-// repair round trip; the repair stays within the budget (at most half the source rate, C11 b).
-// M itself stays the draft's choice for that k, so short messages are treated as the draft
-// treats them; the rest is Extra, sent only for this long message.
+// BestPolicy is the project's policy for the trial's message (policy.MessageCode, C6, C16): the
+// sender knows the message's length (the RETH's DMA Length) and its loss estimate, and, under
+// bursty loss, the mean burst length of the scenario (an estimator would have to measure it).
 func BestPolicy(p *Params) Policy {
-	est := lossEstimate(p)
 	burst := 1.0
 	if p.Loss == LossBursty {
 		burst = max(1, p.BurstLen)
@@ -269,29 +260,10 @@ func BestPolicy(p *Params) Policy {
 		}
 	}
 	pk, octets := writeShape(p.Size, p.MTU)
-	n := float64(pk)
-	t := float64(octets) / n * 8 / float64(p.Rate)
-	rtt := p.RTT.Seconds()
-	best, bestCost := Policy{K: policy.DefaultK}, math.Inf(1)
-	for _, k := range []int{32, 64, 128, 16} {
-		base := policy.ChooseM(k, est, policy.DefaultEpsilon, policy.DefaultRho, maxM)
-		blocks := math.Ceil(n / float64(k))
-		for m := base; m <= min(maxM, 255-k, k/2); m++ {
-			// Losses come in bursts of mean length burst: a block of k+m survives while the
-			// bursts that start in it (each packet starts one with probability est/burst)
-			// lose no more than m packets in all.
-			q := 0.0
-			if est > 0 {
-				q = policy.TailAbove(k+m, int(float64(m)/burst), est/burst)
-			}
-			fail := -math.Expm1(blocks * math.Log1p(-min(q, 1-1e-16)))
-			cost := n*t*(1+float64(m)/float64(k)) + rtt + fail*1.5*rtt
-			if cost < bestCost-1e-12 {
-				best, bestCost = Policy{K: k, M: base, Extra: m - base}, cost
-			}
-		}
-	}
-	return best
+	inj := time.Duration(float64(octets) * 8 / float64(p.Rate) * float64(time.Second))
+	c := policy.MessageCode(policy.Message{Packets: int(pk), Injection: inj, RTT: p.RTT,
+		Loss: lossEstimate(p), Burst: burst, MaxM: maxM})
+	return Policy{K: c.K, M: c.M, Extra: c.Extra}
 }
 
 func (c *cremSender) debug() string   { return fmt.Sprintf("csf %v %+v", c.s.State(), c.s.Stats()) }
