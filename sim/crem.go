@@ -58,10 +58,10 @@ func cremOptions(p *Params) ([]csf.Option, error) {
 		return []csf.Option{csf.WithConfig(wire.SchemeCauchy, 32, 8, 0), csf.WithAdaptation(false)}, nil
 	case PolicyDraft:
 		d := DraftPolicy(p)
-		return []csf.Option{csf.WithConfig(wire.SchemeCauchy, d.K, d.M, 0)}, nil
+		return []csf.Option{csf.WithConfig(wire.SchemeCauchy, d.K, d.M, 0), csf.WithInitialLoss(lossEstimate(p))}, nil
 	case PolicyBest:
 		b := BestPolicy(p)
-		opts := []csf.Option{csf.WithConfig(wire.SchemeCauchy, b.K, b.M, 0)}
+		opts := []csf.Option{csf.WithConfig(wire.SchemeCauchy, b.K, b.M, 0), csf.WithInitialLoss(lossEstimate(p))}
 		if b.Extra > 0 {
 			// C16: the RETH's DMA Length marks the message long; each WRITE of the trial is.
 			opts = append(opts, csf.WithLongMessageRepair(b.Extra, uint32(min(p.Size, chunk))))
