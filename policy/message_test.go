@@ -24,10 +24,15 @@ func TestMessageCodeC6C16(t *testing.T) {
 		if c.Extra <= 0 || c.M+c.Extra > c.K/2 || c.M+c.Extra > 64 {
 			t.Errorf("loss %g: %+v: want extra repair within k/2 and Max m", loss, c)
 		}
-		// The chosen code leaves a whole message's failure unlikely.
-		q := TailAbove(c.K+c.M+c.Extra, c.M+c.Extra, loss)
-		if fail := float64(long.Packets) / float64(c.K) * q; fail > 0.05 {
-			t.Errorf("loss %g: %+v fails some block with probability %.3f", loss, c, fail)
+		// The chosen code leaves at most MessageRho of messages a second round trip, and one
+		// symbol less per block would not.
+		mp := c.M + c.Extra
+		blocks := float64(long.Packets / c.K)
+		if fail := blocks * TailAbove(c.K+mp, mp, loss); fail > MessageRho {
+			t.Errorf("loss %g: %+v fails some block with probability %.2g", loss, c, fail)
+		}
+		if fail := blocks * TailAbove(c.K+mp-1, mp-1, loss); mp > c.M && fail <= MessageRho/2 {
+			t.Errorf("loss %g: %+v spends a symbol per block that MessageRho does not need (%.2g without)", loss, c, fail)
 		}
 		b := m
 		b.Burst = 4
@@ -35,10 +40,17 @@ func TestMessageCodeC6C16(t *testing.T) {
 			t.Errorf("loss %g: bursts of 4 get %+v, no more repair than independent loss %+v", loss, cb, c)
 		}
 	}
-	// A short message on the same path is treated as the draft treats it: its injection is tiny
-	// against the round trip it risks, so it takes repair, but never beyond the budget.
-	short := Message{Packets: 32, Injection: 2700 * time.Nanosecond, RTT: 25 * time.Millisecond, Loss: 1e-2, MaxM: 8}
-	if c := MessageCode(short); c.M+c.Extra > 8 {
-		t.Errorf("short message: %+v beyond Max m 8", c)
+	// A short message takes a block of its own size, no repair where its loss is already rarer
+	// than MessageRho, and never more than Max m.
+	short := Message{Packets: 32, Injection: 2700 * time.Nanosecond, RTT: 25 * time.Millisecond, MaxM: 8}
+	for _, loss := range []float64{1e-6, 1e-5} {
+		short.Loss = loss
+		if c := MessageCode(short); c.K != 32 || c.M+c.Extra != 0 {
+			t.Errorf("32 packets at %g: %+v, want k = 32 and no repair", loss, c)
+		}
+	}
+	short.Loss = 1e-2
+	if c := MessageCode(short); c.K > 32 || c.M+c.Extra == 0 || c.M+c.Extra > 8 {
+		t.Errorf("32 packets at 1e-2: %+v, want a block of at most 32 with repair within Max m 8", c)
 	}
 }
