@@ -6,6 +6,7 @@ import (
 	"math"
 	"path/filepath"
 	"slices"
+	"strconv"
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
@@ -56,7 +57,7 @@ func lineFigure(dir, file, title, ylabel string, rs []Result, y, y2 func(Result)
 	p.X.Label.Text = "drop rate"
 	p.Y.Label.Text = ylabel
 	p.X.Scale = plot.LogScale{}
-	p.X.Tick.Marker = plot.LogTicks{Prec: -1}
+	p.X.Tick.Marker = roundedLogTicks{}
 	var names []string
 	for _, r := range rs {
 		if !slices.Contains(names, r.Scheme) {
@@ -119,7 +120,7 @@ func lineFigure(dir, file, title, ylabel string, rs []Result, y, y2 func(Result)
 	}
 	if ylo > 0 && yhi/ylo > 10 {
 		p.Y.Scale = plot.LogScale{}
-		p.Y.Tick.Marker = plot.LogTicks{Prec: -1}
+		p.Y.Tick.Marker = roundedLogTicks{}
 	}
 	p.Legend.Top = true
 	p.Add(plotter.NewGrid())
@@ -172,4 +173,18 @@ func save(p *plot.Plot, dir, file string) error {
 		}
 	}
 	return nil
+}
+
+// roundedLogTicks are gonum's logarithmic ticks labelled with three significant digits, so that
+// 10^-5 reads 1e-05 and not the float nearest to it.
+type roundedLogTicks struct{}
+
+func (roundedLogTicks) Ticks(min, max float64) []plot.Tick {
+	ts := plot.LogTicks{Prec: -1}.Ticks(min, max)
+	for i := range ts {
+		if ts[i].Label != "" {
+			ts[i].Label = strconv.FormatFloat(ts[i].Value, 'g', 3, 64)
+		}
+	}
+	return ts
 }

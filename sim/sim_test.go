@@ -304,3 +304,16 @@ func TestMemoryLimit(t *testing.T) {
 		}
 	}
 }
+
+// Figure axes over drop rates read as the rates were given, not as the floats nearest to them.
+func TestLogTickLabels(t *testing.T) {
+	var labels []string
+	for _, tk := range (roundedLogTicks{}).Ticks(1e-6, 1e-2) {
+		if tk.Label != "" {
+			labels = append(labels, tk.Label)
+		}
+	}
+	if got, want := strings.Join(labels, " "), "1e-06 1e-05 0.0001 0.001 0.01"; got != want {
+		t.Fatalf("labels %q, want %q", got, want)
+	}
+}
