@@ -4,24 +4,20 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"net/netip"
 	"sync"
 	"syscall"
-	"unsafe"
 
+	"github.com/crem-project/crem/internal/mmsg"
 	"golang.org/x/sys/unix"
 )
 
 // receiver reads batches with recvmmsg straight into pooled packet buffers, with each
-// datagram's source address and TOS (for the CE mark), allocating nothing per datagram (the
-// approach of package udpproxy).
+// datagram's source address and TOS (for the CE mark), allocating nothing per datagram; the
+// batch itself is package mmsg's, shared with udpproxy.
 type receiver struct {
 	s     *sock
 	rc    syscall.RawConn
-	hs    []mmsghdr
-	iovs  []unix.Iovec
-	names []unix.RawSockaddrInet6
-	oob   []byte
+	b     *mmsg.Batch
 	ps    []*pkt
 	drops uint32 // the kernel's count of datagrams this socket dropped (buffer full)
 	fd    int    // >= 0: read this descriptor directly, never waiting (pairLoop)
@@ -30,11 +26,6 @@ type receiver struct {
 	errno  syscall.Errno
 	wait   bool
 	readFn func(fd uintptr) bool
-}
-
-type mmsghdr struct {
-	Hdr unix.Msghdr
-	Len uint32
 }
 
 // oobSpace holds the TOS (or traffic class) and the socket's drop count (SO_RXQ_OVFL).
@@ -56,8 +47,7 @@ func (g *Gateway) newReceiver(s *sock, n int) (*receiver, error) {
 	if serr != nil {
 		return nil, fmt.Errorf("gateway: %v: IP_RECVTOS: %w", s, serr)
 	}
-	r := &receiver{s: s, rc: rc, hs: make([]mmsghdr, n), iovs: make([]unix.Iovec, n),
-		names: make([]unix.RawSockaddrInet6, n), oob: make([]byte, n*oobSpace), ps: make([]*pkt, n), fd: -1}
+	r := &receiver{s: s, rc: rc, b: mmsg.NewBatch(n, oobSpace), ps: make([]*pkt, n), fd: -1}
 	for i := range r.ps {
 		r.ps[i] = g.getPkt()
 	}
@@ -66,14 +56,14 @@ func (g *Gateway) newReceiver(s *sock, n int) (*receiver, error) {
 }
 
 func (r *receiver) recvmmsg(fd uintptr) bool {
-	n, _, e := unix.Syscall6(unix.SYS_RECVMMSG, fd, uintptr(unsafe.Pointer(&r.hs[0])), uintptr(len(r.hs)), unix.MSG_DONTWAIT, 0, 0)
+	n, e := r.b.Recv(fd, r.b.Len(), unix.MSG_DONTWAIT)
 	if (e == unix.EAGAIN || e == unix.EINTR) && r.wait {
 		return false
 	}
 	r.errno, r.n = 0, 0
 	switch e {
 	case 0:
-		r.n = int(n)
+		r.n = n
 	case unix.EAGAIN, unix.EINTR:
 	default:
 		r.errno = e
@@ -84,19 +74,8 @@ func (r *receiver) recvmmsg(fd uintptr) bool {
 // read receives a batch into r.ps[:n]; with wait false it returns 0 at once when nothing is
 // waiting.
 func (r *receiver) read(wait bool) (int, error) {
-	for i := range r.hs {
-		buf := r.ps[i].buf
-		r.iovs[i].Base = &buf[0]
-		r.iovs[i].SetLen(len(buf))
-		h := &r.hs[i].Hdr
-		*h = unix.Msghdr{}
-		h.Name = (*byte)(unsafe.Pointer(&r.names[i]))
-		h.Namelen = unix.SizeofSockaddrInet6
-		h.Iov = &r.iovs[i]
-		h.SetIovlen(1)
-		h.Control = &r.oob[i*oobSpace]
-		h.SetControllen(oobSpace)
-		r.hs[i].Len = 0
+	for i, p := range r.ps {
+		r.b.SetRecv(i, p.buf)
 	}
 	r.wait = wait
 	if r.fd >= 0 {
@@ -108,64 +87,23 @@ func (r *receiver) read(wait bool) (int, error) {
 		return 0, fmt.Errorf("recvmmsg: %w", r.errno)
 	}
 	for i := range r.n {
-		h := &r.hs[i].Hdr
 		p := r.ps[i]
-		p.n = int(r.hs[i].Len)
+		m := r.b.Received(i)
+		p.n = m.N
 		p.kind = uint8(r.s.kind)
-		p.from = sockaddrToAddrPort(&r.names[i], h.Namelen)
+		p.from = m.From
 		p.ce = false
-		if h.Flags&unix.MSG_TRUNC != 0 {
+		if m.Trunc {
 			p.n = len(p.buf) + 1 // marks truncation
 		}
-		tos, ok, drops, hasDrops := parseControl(r.oob[i*oobSpace : i*oobSpace+int(h.Controllen)])
-		if ok {
-			p.ce = tos&3 == 3
+		if m.HasTOS {
+			p.ce = m.TOS&3 == 3
 		}
-		if hasDrops {
-			r.drops = drops
+		if m.HasDrops {
+			r.drops = m.Drops
 		}
 	}
 	return r.n, nil
-}
-
-func sockaddrToAddrPort(sa *unix.RawSockaddrInet6, n uint32) netip.AddrPort {
-	switch sa.Family {
-	case unix.AF_INET:
-		sa4 := (*unix.RawSockaddrInet4)(unsafe.Pointer(sa))
-		p := (*[2]byte)(unsafe.Pointer(&sa4.Port))
-		return netip.AddrPortFrom(netip.AddrFrom4(sa4.Addr), uint16(p[0])<<8|uint16(p[1]))
-	case unix.AF_INET6:
-		p := (*[2]byte)(unsafe.Pointer(&sa.Port))
-		return netip.AddrPortFrom(netip.AddrFrom16(sa.Addr).Unmap(), uint16(p[0])<<8|uint16(p[1]))
-	}
-	return netip.AddrPort{}
-}
-
-// parseControl finds the TOS (IPv4) or traffic class (IPv6) and the socket's cumulative drop
-// count in a datagram's control messages.
-func parseControl(oob []byte) (tos uint8, hasTOS bool, drops uint32, hasDrops bool) {
-	for len(oob) >= unix.SizeofCmsghdr {
-		h := (*unix.Cmsghdr)(unsafe.Pointer(&oob[0]))
-		l := int(h.Len)
-		if l < unix.SizeofCmsghdr || l > len(oob) {
-			return
-		}
-		data := oob[unix.CmsgLen(0):l]
-		switch {
-		case h.Level == unix.IPPROTO_IP && h.Type == unix.IP_TOS && len(data) >= 1:
-			tos, hasTOS = data[0], true
-		case h.Level == unix.IPPROTO_IPV6 && h.Type == unix.IPV6_TCLASS && len(data) >= 4:
-			tos, hasTOS = uint8(*(*int32)(unsafe.Pointer(&data[0]))), true
-		case h.Level == unix.SOL_SOCKET && h.Type == unix.SO_RXQ_OVFL && len(data) >= 4:
-			drops, hasDrops = *(*uint32)(unsafe.Pointer(&data[0])), true
-		}
-		sp := unix.CmsgSpace(l - unix.CmsgLen(0))
-		if sp > len(oob) {
-			return
-		}
-		oob = oob[sp:]
-	}
-	return
 }
 
 // dispatch hands r.ps[:n] to their shards, replacing each buffer handed on.
@@ -263,7 +201,7 @@ func (g *Gateway) pairLoop(crem, data *sock, waiters *sync.WaitGroup) {
 			}
 			g.dispatch(rd, nd)
 			total += nd
-			if nd < len(rd.hs) {
+			if nd < rd.b.Len() {
 				break
 			}
 		}

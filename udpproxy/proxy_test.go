@@ -21,9 +21,9 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
-	"unsafe"
 
 	"github.com/crem-project/crem/capture"
+	"github.com/crem-project/crem/internal/mmsg"
 	"github.com/crem-project/crem/netem"
 	"github.com/crem-project/crem/psn"
 	"github.com/crem-project/crem/roce"
@@ -77,9 +77,9 @@ func startEchoRecording(t *testing.T, record bool) *echoServer {
 			}
 			if e.record {
 				now := time.Now()
-				tos, ok := parseTOS(oob[:oobn])
+				ctl := mmsg.ParseControl(oob[:oobn])
 				e.mu.Lock()
-				e.got = append(e.got, arrival{data: bytes.Clone(buf[:n]), tos: tos, hasTOS: ok, at: now, from: from})
+				e.got = append(e.got, arrival{data: bytes.Clone(buf[:n]), tos: ctl.TOS, hasTOS: ctl.HasTOS, at: now, from: from})
 				e.mu.Unlock()
 			}
 			e.count.Add(1)
@@ -765,17 +765,6 @@ func FuzzRoCE(f *testing.F) {
 			}
 		}
 	})
-}
-
-// TestNetemMmsghdrLayout: the hand-declared struct mmsghdr has the kernel's size.
-func TestNetemMmsghdrLayout(t *testing.T) {
-	want := uintptr(64)
-	if unsafe.Sizeof(uintptr(0)) == 4 {
-		want = 32
-	}
-	if got := unsafe.Sizeof(mmsghdr{}); got != want {
-		t.Errorf("sizeof(mmsghdr) = %d, want %d", got, want)
-	}
 }
 
 // TestNetemNewErrors: bad configurations are refused before anything runs.

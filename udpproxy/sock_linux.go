@@ -6,42 +6,28 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"net/netip"
 	"syscall"
-	"unsafe"
 
+	"github.com/crem-project/crem/internal/mmsg"
 	"golang.org/x/sys/unix"
 )
 
 // batchIO moves batches of datagrams with recvmmsg and sendmmsg. It is one direction's state
 // (one for reading, one for writing) and has one owner. Everything it needs is allocated once,
 // so a batch costs no allocation: the source addresses come back as netip.AddrPort and the
-// traffic class travels in control messages written and parsed here, because x/net's
+// traffic class travels in control messages written and parsed by package mmsg, because x/net's
 // ipv4.ControlMessage carries no TOS and its ReadBatch allocates a net.UDPAddr per datagram.
 type batchIO struct {
 	rc    syscall.RawConn
 	sock6 bool // an AF_INET6 socket
 	peer4 bool // a connected socket's peer is IPv4
-	hs    []mmsghdr
-	iovs  []unix.Iovec
-	names []unix.RawSockaddrInet6
-	oob   []byte
+	b     *mmsg.Batch
 	// per call
 	n, off int
 	errno  syscall.Errno
 	readFn func(fd uintptr) bool
 	sendFn func(fd uintptr) bool
 }
-
-// mmsghdr is struct mmsghdr of recvmmsg(2) and sendmmsg(2): Go pads it to the alignment of
-// Msghdr as C does, on 32- and 64-bit platforms alike.
-type mmsghdr struct {
-	Hdr unix.Msghdr
-	Len uint32
-}
-
-// oobSpace holds one received TOS or traffic class control message, or one to send.
-var oobSpace = unix.CmsgSpace(4)
 
 func newBatchIO(c *net.UDPConn, n int, sock6, peer4 bool) (*batchIO, error) {
 	rc, err := c.SyscallConn()
@@ -52,10 +38,8 @@ func newBatchIO(c *net.UDPConn, n int, sock6, peer4 bool) (*batchIO, error) {
 		rc:    rc,
 		sock6: sock6,
 		peer4: peer4,
-		hs:    make([]mmsghdr, n),
-		iovs:  make([]unix.Iovec, n),
-		names: make([]unix.RawSockaddrInet6, n),
-		oob:   make([]byte, n*oobSpace),
+		// one received TOS or traffic class control message, or one to send
+		b: mmsg.NewBatch(n, mmsg.TOSSpace),
 	}
 	b.readFn = b.recvmmsg
 	b.sendFn = b.sendmmsg
@@ -63,27 +47,25 @@ func newBatchIO(c *net.UDPConn, n int, sock6, peer4 bool) (*batchIO, error) {
 }
 
 func (b *batchIO) recvmmsg(fd uintptr) bool {
-	n, _, e := unix.Syscall6(unix.SYS_RECVMMSG, fd, uintptr(unsafe.Pointer(&b.hs[0])),
-		uintptr(b.n), 0, 0, 0)
+	n, e := b.b.Recv(fd, b.n, 0)
 	if e == unix.EAGAIN || e == unix.EINTR {
 		return false
 	}
 	b.errno = e
 	if e == 0 {
-		b.n = int(n)
+		b.n = n
 	}
 	return true
 }
 
 func (b *batchIO) sendmmsg(fd uintptr) bool {
-	n, _, e := unix.Syscall6(unix.SYS_SENDMMSG, fd, uintptr(unsafe.Pointer(&b.hs[b.off])),
-		uintptr(b.n-b.off), 0, 0, 0)
+	n, e := b.b.Send(fd, b.off, b.n, 0)
 	if e == unix.EAGAIN || e == unix.EINTR {
 		return false
 	}
 	b.errno = e
 	if e == 0 {
-		b.off += int(n)
+		b.off += n
 	}
 	return true
 }
@@ -92,20 +74,9 @@ func (b *batchIO) sendmmsg(fd uintptr) bool {
 // used); read sets its length, the source address, the traffic class when the kernel passed it,
 // and trunc when the datagram did not fit.
 func (b *batchIO) read(ms []dgram) (int, error) {
-	n := min(len(ms), len(b.hs))
+	n := min(len(ms), b.b.Len())
 	for i := range n {
-		buf := ms[i].buf[:cap(ms[i].buf)]
-		b.iovs[i].Base = &buf[0]
-		b.iovs[i].SetLen(len(buf))
-		h := &b.hs[i].Hdr
-		*h = unix.Msghdr{}
-		h.Name = (*byte)(unsafe.Pointer(&b.names[i]))
-		h.Namelen = unix.SizeofSockaddrInet6
-		h.Iov = &b.iovs[i]
-		h.SetIovlen(1)
-		h.Control = &b.oob[i*oobSpace]
-		h.SetControllen(oobSpace)
-		b.hs[i].Len = 0
+		b.b.SetRecv(i, ms[i].buf[:cap(ms[i].buf)])
 	}
 	b.n = n
 	if err := b.rc.Read(b.readFn); err != nil {
@@ -115,12 +86,12 @@ func (b *batchIO) read(ms []dgram) (int, error) {
 		return 0, fmt.Errorf("recvmmsg: %w", b.errno)
 	}
 	for i := range b.n {
-		h := &b.hs[i].Hdr
 		m := &ms[i]
-		m.buf = m.buf[:min(int(b.hs[i].Len), cap(m.buf))]
-		m.trunc = h.Flags&unix.MSG_TRUNC != 0
-		m.addr = sockaddrToAddrPort(&b.names[i], h.Namelen)
-		m.tos, m.hasTOS = parseTOS(b.oob[i*oobSpace : i*oobSpace+int(h.Controllen)])
+		r := b.b.Received(i)
+		m.buf = m.buf[:min(r.N, cap(m.buf))]
+		m.trunc = r.Trunc
+		m.addr = r.From
+		m.tos, m.hasTOS = r.TOS, r.HasTOS
 	}
 	return b.n, nil
 }
@@ -129,27 +100,16 @@ func (b *batchIO) read(ms []dgram) (int, error) {
 // traffic class when hasTOS is set. It returns how many were sent before the first error; the
 // caller counts the failed datagram and calls again with the rest.
 func (b *batchIO) write(ms []dgram) (int, error) {
-	n := min(len(ms), len(b.hs))
+	n := min(len(ms), b.b.Len())
 	for i := range n {
 		m := &ms[i]
-		buf := m.buf[:cap(m.buf)]
-		b.iovs[i].Base = &buf[0]
-		b.iovs[i].SetLen(len(m.buf))
-		h := &b.hs[i].Hdr
-		*h = unix.Msghdr{}
-		h.Iov = &b.iovs[i]
-		h.SetIovlen(1)
-		v4 := b.peer4 || !b.sock6
-		if m.addr.IsValid() {
-			h.Name = (*byte)(unsafe.Pointer(&b.names[i]))
-			h.Namelen = addrPortToSockaddr(&b.names[i], m.addr, b.sock6)
-			v4 = !b.sock6 || m.addr.Addr().Unmap().Is4()
-		}
+		b.b.SetSend(i, m.buf, m.addr, b.sock6)
 		if m.hasTOS {
-			oob := b.oob[i*oobSpace : (i+1)*oobSpace]
-			putTOS(oob, m.tos, v4)
-			h.Control = &oob[0]
-			h.SetControllen(oobSpace)
+			v4 := b.peer4 || !b.sock6
+			if m.addr.IsValid() {
+				v4 = !b.sock6 || m.addr.Addr().Unmap().Is4()
+			}
+			b.b.SetTOS(i, m.tos, v4)
 		}
 	}
 	b.n, b.off = n, 0
@@ -160,75 +120,6 @@ func (b *batchIO) write(ms []dgram) (int, error) {
 		return b.off, fmt.Errorf("sendmmsg: %w", b.errno)
 	}
 	return b.off, nil
-}
-
-func sockaddrToAddrPort(sa *unix.RawSockaddrInet6, n uint32) netip.AddrPort {
-	switch sa.Family {
-	case unix.AF_INET:
-		sa4 := (*unix.RawSockaddrInet4)(unsafe.Pointer(sa))
-		p := (*[2]byte)(unsafe.Pointer(&sa4.Port))
-		return netip.AddrPortFrom(netip.AddrFrom4(sa4.Addr), uint16(p[0])<<8|uint16(p[1]))
-	case unix.AF_INET6:
-		p := (*[2]byte)(unsafe.Pointer(&sa.Port))
-		a := netip.AddrFrom16(sa.Addr).Unmap()
-		return netip.AddrPortFrom(a, uint16(p[0])<<8|uint16(p[1]))
-	}
-	return netip.AddrPort{}
-}
-
-// addrPortToSockaddr writes ap as a sockaddr for a socket of the given family (an IPv6 socket
-// reaches IPv4 peers through mapped addresses) and returns its length.
-func addrPortToSockaddr(sa *unix.RawSockaddrInet6, ap netip.AddrPort, sock6 bool) uint32 {
-	port := ap.Port()
-	if !sock6 {
-		sa4 := (*unix.RawSockaddrInet4)(unsafe.Pointer(sa))
-		*sa4 = unix.RawSockaddrInet4{Family: unix.AF_INET, Addr: ap.Addr().Unmap().As4()}
-		p := (*[2]byte)(unsafe.Pointer(&sa4.Port))
-		p[0], p[1] = byte(port>>8), byte(port)
-		return unix.SizeofSockaddrInet4
-	}
-	*sa = unix.RawSockaddrInet6{Family: unix.AF_INET6, Addr: ap.Addr().As16()}
-	p := (*[2]byte)(unsafe.Pointer(&sa.Port))
-	p[0], p[1] = byte(port>>8), byte(port)
-	return unix.SizeofSockaddrInet6
-}
-
-// parseTOS finds the IPv4 TOS or IPv6 traffic class in received control messages.
-func parseTOS(oob []byte) (uint8, bool) {
-	for len(oob) >= unix.SizeofCmsghdr {
-		h := (*unix.Cmsghdr)(unsafe.Pointer(&oob[0]))
-		l := int(h.Len)
-		if l < unix.SizeofCmsghdr || l > len(oob) {
-			return 0, false
-		}
-		data := oob[unix.CmsgLen(0):l]
-		switch {
-		case h.Level == unix.IPPROTO_IP && h.Type == unix.IP_TOS && len(data) >= 1:
-			return data[0], true
-		case h.Level == unix.IPPROTO_IPV6 && h.Type == unix.IPV6_TCLASS && len(data) >= 4:
-			return uint8(*(*int32)(unsafe.Pointer(&data[0]))), true
-		}
-		sp := unix.CmsgSpace(l - unix.CmsgLen(0))
-		if sp > len(oob) {
-			return 0, false
-		}
-		oob = oob[sp:]
-	}
-	return 0, false
-}
-
-// putTOS writes a control message that sets the TOS (IPv4) or traffic class (IPv6) of one
-// datagram; oob must hold oobSpace octets.
-func putTOS(oob []byte, tos uint8, v4 bool) {
-	clear(oob)
-	h := (*unix.Cmsghdr)(unsafe.Pointer(&oob[0]))
-	if v4 {
-		h.Level, h.Type = unix.IPPROTO_IP, unix.IP_TOS
-	} else {
-		h.Level, h.Type = unix.IPPROTO_IPV6, unix.IPV6_TCLASS
-	}
-	h.SetLen(unix.CmsgLen(4))
-	*(*int32)(unsafe.Pointer(&oob[unix.CmsgLen(0)])) = int32(tos)
 }
 
 // enableTOS asks the kernel to pass the TOS (and, on IPv6 sockets, the traffic class) of every

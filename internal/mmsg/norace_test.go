@@ -1,0 +1,5 @@
+//go:build !race
+
+package mmsg
+
+const raceEnabled = false
