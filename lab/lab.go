@@ -280,9 +280,11 @@ func runOne(ctx context.Context, o *Options, name string, port int, pc *pathPcap
 	cfgB.QPN, cfgB.RemoteQPN, cfgB.SendPSN, cfgB.RecvPSN = qpB, qpA, cfgA.RecvPSN, cfgA.SendPSN
 	cfgB.LocalAddr, cfgB.RemoteAddr, cfgB.LocalPort, cfgB.RemotePort = addrB, addrA, cfgA.RemotePort, cfgA.LocalPort
 	cfgB.NotifyWrites = true
-	if crem && mode == rc.ModeTCAETH {
+	if crem && mode != rc.ModeGBN {
 		// T5: where CREM protects the flow, the reorder window covers CREM's restoration
-		// delay, a block's span plus the repair's flight, so the RDMA sender does not race it.
+		// delay, a block's span plus the repair's flight, so the RDMA sender does not race it:
+		// the tcaeth loss decision of WRITE and SEND, and READ responses (protocol notes R22).
+		// gbn keeps IBTA's behaviour and has no window.
 		span := time.Duration(float64(o.K*(o.MTU+64)*8) / float64(rate) * 1e9)
 		w := span + 2*max(time.Millisecond, o.RTT/8)
 		cfgA.ReorderWindow, cfgB.ReorderWindow = w, w
@@ -407,7 +409,7 @@ func runOne(ctx context.Context, o *Options, name string, port int, pc *pathPcap
 		run.Restored += st.Receiver.Flows.Restored
 		run.CodedRetx += st.Sender.RetxSent
 	}
-	ps := p.stats()
+	ps := p.end()
 	var carried uint64
 	for _, s := range ps {
 		run.Lost += s.DroppedLoss + s.DroppedOverflow

@@ -45,6 +45,9 @@ type direction struct {
 	in   chan item
 	p    *path
 	stop chan struct{}
+	// ended: the run's figures were taken (path.end); what crosses after is neither counted
+	// nor captured, so that the capture matches the figures.
+	ended bool
 }
 
 type pathPcap struct {
@@ -148,7 +151,9 @@ func (d *direction) loop() {
 	out := func(pk netem.Packet) {
 		to := unpackAddr(pk.ID)
 		p.sock[1-d.idx].WriteToUDPAddrPort(pk.Data, to)
-		p.record(p.addr[1-d.idx], to, pk.Data, false)
+		if !d.ended {
+			p.record(p.addr[1-d.idx], to, pk.Data, false)
+		}
 	}
 	for {
 		select {
@@ -156,7 +161,7 @@ func (d *direction) loop() {
 			d.mu.Lock()
 			now := p.now()
 			to := p.dest(d.idx, it.from)
-			if d.link.Send(now, netem.Packet{Data: it.data, ID: packAddr(to)}) != netem.Queued {
+			if d.link.Send(now, netem.Packet{Data: it.data, ID: packAddr(to)}) != netem.Queued && !d.ended {
 				p.record(it.from, to, it.data, true)
 			}
 			d.link.Deliver(now, out)
@@ -200,12 +205,15 @@ func (p *path) record(from, to netip.AddrPort, b []byte, dropped bool) {
 	p.pcap.mu.Unlock()
 }
 
-// stats returns each direction's link counters.
-func (p *path) stats() [2]netem.Stats {
+// end returns each direction's link counters and stops the capture with them: the QPs and
+// their timers still run until the run is torn down, and a datagram dropped after the figures
+// were taken must not appear in the capture as a loss of the run.
+func (p *path) end() [2]netem.Stats {
 	var s [2]netem.Stats
 	for i, d := range p.dirs {
 		d.mu.Lock()
 		s[i] = d.link.Stats()
+		d.ended = true
 		d.mu.Unlock()
 	}
 	return s

@@ -71,8 +71,9 @@ type Config struct {
 	RTT time.Duration
 	// TThresh is the tcaeth batch time threshold (T6); default max(100 us, RTT/64).
 	TThresh time.Duration
-	// ReorderWindow is the RACK reorder window of the tcaeth loss decision (T5); default
-	// TThresh (protocol notes R7).
+	// ReorderWindow is the RACK reorder window of the tcaeth loss decision (T5), and how long
+	// sr and tcaeth wait on evidence of a lost READ response before re-issuing the READ
+	// (protocol notes R22); default TThresh (R7).
 	ReorderWindow time.Duration
 	// RTO is the gbn and sr retransmission timeout, and the READ and atomic retry timeout;
 	// default 3 x the smoothed RTT, at least MinRTO.

@@ -79,7 +79,7 @@ func TestReissuedReadAnsweredFirst(t *testing.T) {
 // response: PSN that response's, RETH VA and length offset by the octets before it (IBTA's
 // READ retry). gbn discards the responses beyond the gap and re-issues once until the missing
 // one arrives, to the end of the READ; sr and tcaeth place them and ask for the missing run
-// only (protocol notes R16).
+// only, a reorder window after the gap showed (protocol notes R16, R22).
 func TestReadGapReissue(t *testing.T) {
 	for _, mode := range []Mode{ModeGBN, ModeSR} {
 		t.Run(mode.String(), func(t *testing.T) {
@@ -106,6 +106,14 @@ func TestReadGapReissue(t *testing.T) {
 			q.Handle(now, resp(2)) // 1 is lost
 			q.Handle(now, resp(3))
 			sendAll(q, &now)
+			if mode != ModeGBN {
+				// sr waits a reorder window on the evidence (protocol notes R22).
+				if re := drain(t, q); len(re) != 0 {
+					t.Fatalf("re-issued at once: %+v", re)
+				}
+				now += q.Config().ReorderWindow
+				q.Tick(now)
+			}
 			re := drain(t, q)
 			wantLen := uint32(1024) // sr: the missing run
 			if mode == ModeGBN {

@@ -107,13 +107,56 @@ func (r *requester) onReadResponse(q *QP, p *roce.Packet) {
 	// A response beyond a missing one that was asked for no later than it: the missing one is
 	// lost, as one request's responses come in order (IBTA's READ retry).
 	if j > 0 && !w.got[j-1] && w.asked[j-1] <= w.asked[j] {
-		r.reissueRead(q, w, j, w.asked[j], causeRead)
+		r.readLost(q, w, j, w.asked[j])
+	} else if r.cfg.Mode != ModeGBN && w.low < j && w.asked[j] > w.askedFirst {
+		// A re-issued response with a gap below it: re-issues are answered in PSN order (R17),
+		// so a response further down asked no later and still missing is lost too, its re-issue
+		// or the response; only re-issued responses look, as they are few.
+		r.readLost(q, w, j, w.asked[j])
 	}
 }
 
-// earlierLost re-issues the READs posted before w whose first missing response was asked for
-// no later than t, the ask time of a response of w that arrived: the responder sends a READ's
-// responses before those of every later READ asked for at the same time or later (R17).
+// readLost acts on evidence that the missing responses of w below limit, last asked for no
+// later than before, are lost: gbn re-issues at once (IBTA); sr and tcaeth wait a reorder
+// window from the evidence and re-issue what is still missing then, so that a response that
+// was only late (restored by CREM, reordered) costs no re-issue (protocol notes R22).
+func (r *requester) readLost(q *QP, w *wqe, limit int, before time.Duration) {
+	if r.cfg.Mode == ModeGBN {
+		r.reissueRead(q, w, limit, before, causeRead)
+		return
+	}
+	if w.hasEv && before <= w.evBefore && limit <= w.evLimit {
+		return // queued already, due no later
+	}
+	w.hasEv, w.evBefore, w.evLimit = true, before, limit
+	if r.readEvHead == len(r.readEv) {
+		r.readEv, r.readEvHead = r.readEv[:0], 0
+	}
+	r.readEv = append(r.readEv, readEvidence{w: w, at: q.now, before: before, limit: limit})
+}
+
+// readEvidenceDue re-issues what the evidence older than the reorder window still finds missing.
+func (r *requester) readEvidenceDue(q *QP) {
+	for r.readEvHead < len(r.readEv) {
+		e := r.readEv[r.readEvHead]
+		if q.now < e.at+r.cfg.ReorderWindow {
+			return
+		}
+		r.readEv[r.readEvHead] = readEvidence{}
+		r.readEvHead++
+		// Evidence may queue again: a re-issue asks for at most 16 runs, and what it left
+		// out is still lost.
+		e.w.hasEv = false
+		if !e.w.done {
+			r.reissueRead(q, e.w, e.limit, e.before, causeRead)
+		}
+	}
+}
+
+// earlierLost takes as lost (readLost) the READs posted before w whose first missing response
+// was asked for no later than t, the ask time of a response of w that arrived: the responder
+// sends a READ's responses before those of every later READ asked for at the same time or
+// later (R17).
 func (r *requester) earlierLost(q *QP, w *wqe, t time.Duration) {
 	for _, o := range r.sq {
 		if o == w || !o.started {
@@ -122,7 +165,7 @@ func (r *requester) earlierLost(q *QP, w *wqe, t time.Duration) {
 		if o.wr.Op != OpRead || o.done || o.low >= o.n || o.asked[o.low] > t || o.waiting {
 			continue
 		}
-		r.reissueRead(q, o, o.n, t, causeRead)
+		r.readLost(q, o, o.n, t)
 	}
 }
 

@@ -21,6 +21,7 @@ type wqe struct {
 	// READ and atomics: responses, and the retry timer.
 	got          []bool
 	asked        []time.Duration // READ: when each response was last asked for
+	askedFirst   time.Duration   // READ: when it was first asked for
 	gotN         int
 	lastProgress time.Duration
 	lastReissue  time.Duration
@@ -28,7 +29,12 @@ type wqe struct {
 	retries      int
 	low          int  // READ: the first response not received
 	waiting      bool // gbn READ: re-issued from low, which has not arrived since (R16)
-	orig         uint64
+	// sr and tcaeth READ: the latest evidence of loss queued for it (readLost), so that every
+	// later response of the same evidence does not queue it again.
+	hasEv    bool
+	evBefore time.Duration
+	evLimit  int
+	orig     uint64
 }
 
 func (w *wqe) responder() bool { return w.wr.Op == OpRead || w.wr.Op.isAtomic() }
@@ -164,6 +170,19 @@ type requester struct {
 	// nor marked when it passed them.
 	scanned psn.PSN
 	holes   []psn.PSN
+	// sr and tcaeth: evidence of lost READ responses in arrival order, acted on a reorder
+	// window after it arrived (protocol notes R22).
+	readEv     []readEvidence
+	readEvHead int
+}
+
+// readEvidence says that the responses of w below limit last asked for no later than before
+// and missing at `at` are lost, unless they arrive within the reorder window.
+type readEvidence struct {
+	w      *wqe
+	at     time.Duration
+	before time.Duration
+	limit  int
 }
 
 func (r *requester) init(cfg *Config) {
@@ -266,7 +285,7 @@ func (r *requester) sendNew(q *QP) int {
 	}
 	r.stalled = false
 	if !w.started {
-		w.started, w.first, w.lastProgress = true, r.nxt, q.now
+		w.started, w.first, w.lastProgress, w.askedFirst = true, r.nxt, q.now, q.now
 		if !w.responder() {
 			w.unacked = w.n
 		} else {
@@ -710,6 +729,8 @@ func (r *requester) fail(q *QP, p psn.PSN, st Status) {
 	r.sqBase += uint32(len(r.sq))
 	r.tx.reset()
 	r.holes = r.holes[:0]
+	clear(r.readEv)
+	r.readEv, r.readEvHead = r.readEv[:0], 0
 	r.sq, r.retx, r.retxHead, r.cur, r.reads, r.rdAtomic, r.dataOut = nil, nil, 0, 0, 0, 0, 0
 }
 

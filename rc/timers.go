@@ -36,6 +36,7 @@ func (r *requester) timers(q *QP) {
 			}
 		}
 	}
+	r.readEvidenceDue(q)
 	if w := r.oldestResponder(); w != nil && now >= r.responderDue(w) {
 		w.lastProgress = now
 		if r.dataBefore(w.first) {
@@ -215,6 +216,9 @@ func (r *requester) deadline(q *QP) (time.Duration, bool) {
 		case ModeTCAETH:
 			set(r.lastProgress + r.ackTimeout())
 		}
+	}
+	if r.readEvHead < len(r.readEv) {
+		set(r.readEv[r.readEvHead].at + r.cfg.ReorderWindow)
 	}
 	if w := r.oldestResponder(); w != nil {
 		set(r.responderDue(w))
