@@ -254,7 +254,9 @@ type shimMark struct{}
 // psnSet remembers which 24-bit PSNs were sent, one bit each, in chunks of 64 Ki PSNs
 // allocated as they are first touched: a message of a few thousand packets costs 8 KiB, not the
 // 2 MiB of the whole PSN space.
-type psnSet struct{ chunks [psnChunks]*[psnChunkWords]uint64 }
+type psnSet struct {
+	chunks [psnChunks]*[psnChunkWords]uint64
+}
 
 const (
 	psnChunkBits  = 16
