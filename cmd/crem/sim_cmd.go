@@ -28,7 +28,9 @@ CSV (results.csv, completions.csv, km.csv), the shard file and the figures (PNG 
 into --out, a new temporary folder when it is not given, never the working directory. The
 summary table (times as multiples of the lossless ideal) goes to standard output; with
 --json standard output carries only a JSON array, one object per (scheme, drop rate, message
-size).
+size). Standard error gets the number of trials, the wall time and the run's peak memory as the
+proportional set size (Linux): the synthetic memory regions map one small buffer many times
+over, which the resident set size (ps, /usr/bin/time) counts once per mapping.
 
 --shard I/N runs the cells whose index is I modulo N; each shard writes shard-I-of-N.json into
 its --out, and ` + "`crem sim merge [--out DIR] [--json] FILES...`" + ` joins them.
