@@ -99,6 +99,10 @@ type Config struct {
 	// of what it receives. Packets of such a QP fail every ICRC check elsewhere, so it must never
 	// face a socket, a capture or a CREM receiver that checks restored packets (RULINGS C12).
 	SkipICRC bool
+	// SkipICRCCheck keeps sealing what the QP sends but verifies no ICRC of what it receives:
+	// for a simulator whose requester must seal (a CREM receiver checks restored packets, C12)
+	// while its peer, with SkipICRC, seals nothing.
+	SkipICRCCheck bool
 	// ReuseBuffers lets the QP reuse the buffers of the packets it hands to Drain's out: each is
 	// valid only until out returns, and a driver that keeps one must copy it. Steady traffic then
 	// allocates nothing per packet. Without it every packet is a fresh buffer that out owns.

@@ -47,6 +47,29 @@ func TestSkipICRC(t *testing.T) {
 	}
 }
 
+// R18: with SkipICRCCheck the QP takes a packet whatever its ICRC but still seals what it
+// sends, so that a CREM receiver can check what it restores from them (C12).
+func TestSkipICRCCheckStillSeals(t *testing.T) {
+	cfg := testCfg(ModeTCAETH)
+	cfg.SkipICRCCheck = true
+	q := newTestQP(t, cfg)
+	mem := make([]byte, 1024)
+	mr, _ := q.RegisterMR(mem, AccessRemoteWrite)
+	pr := peerOf(q)
+	bad := pr.write(t, roce.OpWriteOnly, 100, roce.RETH{VA: mr.Addr, RKey: mr.RKey, DMALength: 1024}, make([]byte, 1024), true)
+	bad[len(bad)-1] ^= 0xff
+	q.Handle(0, bad)
+	var acks [][]byte
+	q.Drain(func(b []byte) { acks = append(acks, b) })
+	if st := q.Stats(); st.BadICRC != 0 || st.RequestsReceived != 1 || len(acks) != 1 {
+		t.Fatalf("SkipICRCCheck: a packet with a bad ICRC was not taken: %+v, %d ACKs", st, len(acks))
+	}
+	in := roce.LogicalHeader{Src: cfg.LocalAddr, Dst: cfg.RemoteAddr, SrcPort: cfg.LocalPort}
+	if err := in.Verify(acks[0]); err != nil {
+		t.Fatalf("SkipICRCCheck: the ACK is not sealed: %v", err)
+	}
+}
+
 // R18: with ReuseBuffers a drained packet's buffer is reused for later packets (each packet
 // is capped at its length, so that a driver cannot write into the next), and steady traffic
 // allocates nothing per packet; without it every packet is a buffer of its own.

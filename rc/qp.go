@@ -165,7 +165,7 @@ func (q *QP) Handle(now time.Duration, pkt []byte) {
 		q.stats.Malformed++
 		return
 	}
-	if !q.cfg.SkipICRC {
+	if !q.cfg.SkipICRC && !q.cfg.SkipICRCCheck {
 		if err := q.in.Verify(pkt); err != nil {
 			if errors.Is(err, roce.ErrICRC) {
 				q.stats.BadICRC++
