@@ -157,24 +157,34 @@ func TestSRProbeDrawsLostAck(t *testing.T) {
 // The setup flag of R15 (R1's flags bit 2): set exactly with mode sr and NAKs on, so that a
 // peer that reads sr NAKs by R4 alone refuses the connection instead of misreading them.
 func TestSRSelectiveAckSetupFlag(t *testing.T) {
-	for _, c := range []struct {
-		mode  Mode
-		noNAK bool
-		flag  bool
-	}{{ModeSR, false, true}, {ModeSR, true, false}, {ModeGBN, false, false}} {
+	checkSetupFlag(t, 4, []setupFlagCase{{ModeSR, false, true}, {ModeSR, true, false}, {ModeGBN, false, false}})
+}
+
+// setupFlagCase is a mode, whether sr's NAKs are off, and whether the flag bit must be set.
+type setupFlagCase struct {
+	mode  Mode
+	noNAK bool
+	flag  bool
+}
+
+// checkSetupFlag checks that the setup message carries flag bit exactly in the cases that ask
+// for it, that it parses back, and that a message with the bit flipped is refused.
+func checkSetupFlag(t *testing.T, bit byte, cases []setupFlagCase) {
+	t.Helper()
+	for _, c := range cases {
 		m := sampleSetup()
-		m.Mode, m.TCAETH, m.SRNoNAK = c.mode, false, c.noNAK
+		m.Mode, m.TCAETH, m.SRNoNAK = c.mode, c.mode == ModeTCAETH, c.noNAK
 		b, err := m.Append(nil)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if b[23]&4 != 0 != c.flag {
+		if b[23]&bit != 0 != c.flag {
 			t.Fatalf("%v noNAK %v: flags %#x", c.mode, c.noNAK, b[23])
 		}
-		if _, _, err := ParseSetup(b); err != nil {
-			t.Fatal(err)
+		if got, _, err := ParseSetup(b); err != nil || got.SRNoNAK != c.noNAK {
+			t.Fatalf("%v noNAK %v: %+v, %v", c.mode, c.noNAK, got, err)
 		}
-		b[23] ^= 4
+		b[23] ^= bit
 		if _, _, err := ParseSetup(b); err == nil {
 			t.Errorf("%v noNAK %v: parse accepted flags %#x", c.mode, c.noNAK, b[23])
 		}

@@ -112,26 +112,5 @@ func TestSRNoNAKSelectiveAck(t *testing.T) {
 // R19's setup flag (R1's flags bit 3): set exactly with mode sr and NAKs off, so that a peer
 // whose sr without NAKs sends no reports refuses the connection.
 func TestSRNoNAKReportSetupFlag(t *testing.T) {
-	for _, c := range []struct {
-		mode  Mode
-		noNAK bool
-		flag  bool
-	}{{ModeSR, true, true}, {ModeSR, false, false}, {ModeGBN, false, false}, {ModeTCAETH, false, false}} {
-		m := sampleSetup()
-		m.Mode, m.TCAETH, m.SRNoNAK = c.mode, c.mode == ModeTCAETH, c.noNAK
-		b, err := m.Append(nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if b[23]&8 != 0 != c.flag {
-			t.Fatalf("%v noNAK %v: flags %#x", c.mode, c.noNAK, b[23])
-		}
-		if got, _, err := ParseSetup(b); err != nil || got.SRNoNAK != c.noNAK {
-			t.Fatalf("%v noNAK %v: %+v, %v", c.mode, c.noNAK, got, err)
-		}
-		b[23] ^= 8
-		if _, _, err := ParseSetup(b); err == nil {
-			t.Errorf("%v noNAK %v: parse accepted flags %#x", c.mode, c.noNAK, b[23])
-		}
-	}
+	checkSetupFlag(t, 8, []setupFlagCase{{ModeSR, true, true}, {ModeSR, false, false}, {ModeGBN, false, false}, {ModeTCAETH, false, false}})
 }
