@@ -94,6 +94,7 @@ func TestRelayNoAllocs(t *testing.T) {
 	per := float64(m1.Mallocs-m0.Mallocs) / n
 	st := b.Stats()
 	t.Logf("%.4f allocations per packet; B's CRF: %d sources, A's CSF: %d repair", per, st.Receiver.Flows.Sources, a.Stats().Sender.RepairSent)
+	t.Logf("packet buffers allocated: A %d, B %d", a.Stats().Gateway["buffers_allocated"], st.Gateway["buffers_allocated"])
 	t.Logf("kernel drops: A local %d, B wan %d, B crem %d", a.Stats().Gateway["socket_drops_local"], st.Gateway["socket_drops_wan"], st.Gateway["socket_drops_crem"])
 	if a.Stats().Sender.RepairSent == 0 || st.Receiver.Flows.Sources == 0 {
 		t.Fatal("the flow was not protected")

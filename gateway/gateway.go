@@ -59,6 +59,7 @@ type counters struct {
 	socketDrops                   [4]atomic.Uint64 // the kernel's drops per socket (SO_RXQ_OVFL)
 	writeErrors, readErrors       atomic.Uint64
 	truncated, shardFull          atomic.Uint64
+	buffersAllocated              atomic.Uint64 // packet buffers ever allocated; grows only with the deepest queue
 	cremMalformed, cremUnknownFlw atomic.Uint64
 	cremDiscarded                 atomic.Uint64
 	notRoCE                       atomic.Uint64
@@ -230,13 +231,29 @@ func (g *Gateway) closeSockets() {
 	}
 }
 
+// pktSlab is how many buffers one allocation adds when the free list runs dry: a burst that
+// queues deeper than any before costs two allocations per slab, not one per packet.
+const pktSlab = 64
+
 func (g *Gateway) getPkt() *pkt {
 	select {
 	case p := <-g.free:
 		return p
 	default:
-		return &pkt{buf: make([]byte, bufSize)}
 	}
+	ps := make([]pkt, pktSlab)
+	bufs := make([]byte, pktSlab*bufSize)
+	for i := range ps {
+		ps[i].buf = bufs[i*bufSize : (i+1)*bufSize : (i+1)*bufSize]
+	}
+	g.c.buffersAllocated.Add(pktSlab)
+	for i := 1; i < pktSlab; i++ {
+		select {
+		case g.free <- &ps[i]:
+		default: // the free list is full: the rest of the slab goes
+		}
+	}
+	return &ps[0]
 }
 
 func (g *Gateway) putPkt(p *pkt) {

@@ -46,7 +46,8 @@ func (g *Gateway) ownCounters() map[string]uint64 {
 	m := map[string]uint64{
 		"write_errors": c.writeErrors.Load(), "read_errors": c.readErrors.Load(),
 		"truncated": c.truncated.Load(), "shard_queue_full": c.shardFull.Load(),
-		"crem_malformed": c.cremMalformed.Load(), "crem_unknown_flow": c.cremUnknownFlw.Load(),
+		"buffers_allocated": c.buffersAllocated.Load(),
+		"crem_malformed":    c.cremMalformed.Load(), "crem_unknown_flow": c.cremUnknownFlw.Load(),
 		"crem_discarded": c.cremDiscarded.Load(), "not_roce": c.notRoCE.Load(),
 		"packets_unprotected": c.unprotectedPackets.Load(), "packets_protected": c.protectedPackets.Load(),
 		"delivered_from_crf": c.delivered.Load(), "restored_delivered": c.restored.Load(),
