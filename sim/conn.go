@@ -60,6 +60,8 @@ type Conn struct {
 	sent  *sentPackets
 	seen  [2]psnSet
 	sendf [2]func([]byte)
+	shimf [2]func([]byte) // a shim's own sends
+	egres [2]func([]byte) // what a QP drains, through its shim
 	deliv [2]func(netem.Packet)
 	toQP  [2]func([]byte)
 }
@@ -81,6 +83,8 @@ func NewConn(a, b *rc.QP, ab, ba netem.Config, shimA, shimB Shim) (*Conn, error)
 	c := &Conn{QP: [2]*rc.QP{a, b}, Shim: [2]Shim{shimA, shimB}, Link: [2]*netem.Link{l0, l1}}
 	for s := range 2 {
 		c.sendf[s] = func(pkt []byte) { c.put(s, pkt, false) }
+		c.shimf[s] = func(pkt []byte) { c.put(s, pkt, true) }
+		c.egres[s] = func(pkt []byte) { c.Shim[s].Egress(c.Now, pkt, c.sendf[s], c.shimf[s]) }
 		c.toQP[s] = func(pkt []byte) { c.QP[s].Handle(c.Now, pkt) }
 		c.deliv[s] = func(k netem.Packet) {
 			c.Events++
@@ -105,9 +109,7 @@ func NewConn(a, b *rc.QP, ab, ba netem.Config, shimA, shimB Shim) (*Conn, error)
 	return c, nil
 }
 
-func (c *Conn) shimSend(s int) func([]byte) {
-	return func(pkt []byte) { c.put(s, pkt, true) }
-}
+func (c *Conn) shimSend(s int) func([]byte) { return c.shimf[s] }
 
 // put sends pkt from side s onto its link.
 func (c *Conn) put(s int, pkt []byte, shim bool) {
@@ -119,23 +121,23 @@ func (c *Conn) put(s int, pkt []byte, shim bool) {
 	if shim {
 		cnt.ShimPackets++
 		cnt.ShimOcts += uint64(size)
-	} else if len(pkt) >= roce.BTHLen && roce.Opcode(pkt[0]).Info().Source {
+	}
+	k := netem.Packet{Data: pkt, Size: size, ECT: true}
+	if shim {
+		k.Tag = shimMark{}
+	} else if s == 0 {
+		if h := c.fl.pack(pkt); h != 0 {
+			k.Data, k.ID = nil, h
+		}
+	}
+	if !shim && len(pkt) >= roce.BTHLen && roce.Opcode(pkt[0]).Info().Source {
 		cnt.DataPackets++
 		p := uint32(pkt[9])<<16 | uint32(pkt[10])<<8 | uint32(pkt[11])
 		if c.seen[s].add(p) {
 			cnt.RepeatPackets++
 			cnt.RepeatOctets += uint64(size)
-		} else if s == 0 && c.sent != nil {
-			c.sent.record(pkt)
-		}
-	}
-	k := netem.Packet{Data: pkt, Size: size, ECT: true}
-	if shim {
-		k.Tag = shimMark{}
-	}
-	if s == 0 && !shim {
-		if h := c.fl.pack(pkt); h != 0 {
-			k.Data, k.ID = nil, h
+		} else if s == 0 && c.sent != nil && k.ID != 0 {
+			c.sent.put(psn.PSN(p), c.fl.ents[k.ID-1]) // the record of what was sent, packed once
 		}
 	}
 	switch {
@@ -167,7 +169,7 @@ func (c *Conn) CompactWrites(src []byte, first psn.PSN, mtu int) {
 func (c *Conn) flush() {
 	for s := range 2 {
 		if sh := c.Shim[s]; sh != nil {
-			c.QP[s].Drain(func(pkt []byte) { sh.Egress(c.Now, pkt, c.sendf[s], c.shimSend(s)) })
+			c.QP[s].Drain(c.egres[s])
 		} else {
 			c.QP[s].Drain(c.sendf[s])
 		}

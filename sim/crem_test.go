@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"github.com/crem-project/crem/roce"
 	"reflect"
 	"runtime"
 	"testing"
@@ -226,5 +227,30 @@ func BenchmarkCREMOneGiB(b *testing.B) { benchCREM(b, "crem+tcaeth", 1<<30, 1e-3
 func BenchmarkCREMEightGiB(b *testing.B) {
 	for _, name := range []string{"crem+tcaeth", "ec"} {
 		b.Run(name, func(b *testing.B) { benchCREM(b, name, 8<<30, 1e-6) })
+	}
+}
+
+// S17: with the symbolic codec the CRF's check of a restored packet is the simulator's own, and
+// it refuses what is not a source packet of the flow.
+func TestCheckRestored(t *testing.T) {
+	pkt := func(op roce.Opcode, qp uint32, payload int) []byte {
+		b, err := roce.BTH{OpCode: op, DestQP: qp, PSN: 7}.Append(nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return append(b, make([]byte, payload+roce.ICRCLen)...)
+	}
+	if err := checkRestored(pkt(roce.OpWriteMiddle, 0x22, 4096), 0x22); err != nil {
+		t.Fatalf("a WRITE Middle to the flow's QP: %v", err)
+	}
+	for name, b := range map[string][]byte{
+		"another QP":     pkt(roce.OpWriteMiddle, 0x23, 4096),
+		"an ACK":         pkt(roce.OpAcknowledge, 0x22, 4),
+		"short":          pkt(roce.OpWriteMiddle, 0x22, 0)[:roce.BTHLen+2],
+		"not even a BTH": {1, 2, 3},
+	} {
+		if err := checkRestored(b, 0x22); err == nil {
+			t.Errorf("%s: accepted", name)
+		}
 	}
 }

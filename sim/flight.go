@@ -11,7 +11,7 @@ import (
 // region's content at its place travels as its headers, its tail (pad and ICRC) and the place,
 // and is rebuilt byte for byte when the link delivers it. The packets in flight at 400 Gbit/s
 // and 25 ms (a gigabyte and more) then cost a few dozen octets each. The engines never see the
-// difference: the rebuilt packet is the packet the requester sent, ICRC and all.
+// difference: the rebuilt packet is the packet the requester sent, ICRC field and all.
 type flights struct {
 	src   []byte
 	first psn.PSN // PSN of the message's first packet

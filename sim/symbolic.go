@@ -26,6 +26,11 @@ const (
 // RealCodecLimit is the largest message CodecAuto codes with the real codec.
 const RealCodecLimit = 16 << 20
 
+// symbolic reports whether p's CREM engines use the symbolic codec.
+func (p *Params) symbolic() bool {
+	return p.Codec == CodecSymbolic || p.Codec == CodecAuto && p.Size > RealCodecLimit
+}
+
 // symPrefix is what the symbolic codec reads of a source symbol: the length prefix and the BTH
 // up to its PSN. The engines keep only that much of each source (flow.SourcePrefixer).
 const symPrefix = 2 + 12
@@ -87,8 +92,8 @@ func (symEncoder) XOR(dst []byte, present psn.Bitmap, src [][]byte) error {
 }
 
 // symDecoder is the CRF's symbolic codec: fec.Block's bookkeeping decides what is solvable, and
-// a restored packet is the packet the requester sent at that PSN, rebuilt by the simulator, so
-// the CRF's ICRC check still runs on real bytes.
+// a restored packet is the packet the requester sent at that PSN, rebuilt by the simulator (the
+// CRF checks it with the simulator's own check, S17, and the sink compares every octet).
 type symDecoder struct {
 	blk     fec.Block
 	T       int
@@ -192,14 +197,8 @@ func (s *sentPackets) reserve(n int) {
 	}
 }
 
-func (s *sentPackets) record(pkt []byte) {
-	h := s.fl.pack(pkt)
-	if h == 0 {
-		return
-	}
-	e := s.fl.ents[h-1]
-	s.fl.release(h)
-	p := psn.PSN(uint32(pkt[9])<<16 | uint32(pkt[10])<<8 | uint32(pkt[11]))
+// put records e, the packed form of the packet first sent with PSN p.
+func (s *sentPackets) put(p psn.PSN, e flight) {
 	i := int(s.fl.first.Forward(p))
 	if i >= len(s.ents) {
 		n := max(i+1, 2*len(s.ents))

@@ -188,13 +188,14 @@ func (p *Params) qpConfigs() (a, b rc.Config) {
 		MaxBuffered: 256 << 20}
 	// The QPs reuse their buffers: the connection copies what its links keep (CopySent).
 	base.ReuseBuffers = true
-	if p.Scheme.CREM == "" {
+	if p.Scheme.CREM == "" || p.symbolic() {
 		// Packets never leave the process and no CREM receiver checks a restored packet's
-		// ICRC (C12): skip the CRC-32 over every packet.
+		// ICRC (C12; with the symbolic codec the check is the simulator's own, S17): skip the
+		// CRC-32 over every packet.
 		base.SkipICRC = true
 	}
 	a, b = base, base
-	if p.Scheme.CREM != "" {
+	if p.Scheme.CREM != "" && !p.symbolic() {
 		// The CRF checks the ICRC of every packet it restores, so the requester seals; nothing
 		// else needs it: the responder checks nothing and seals nothing, and the requester does
 		// not check the responder's ACKs (the CSF reads them for their PSNs only, C9).
@@ -250,7 +251,7 @@ func Run(p Params) (Outcome, error) {
 	var km func(*Outcome)
 	var sent *sentPackets
 	if p.Scheme.CREM != "" {
-		if p.Codec == CodecSymbolic || p.Codec == CodecAuto && p.Size > RealCodecLimit {
+		if p.symbolic() {
 			sent = &sentPackets{}
 		}
 		shimA, shimB, km, err = newCREM(&p, &flowEnds{ca.LocalAddr, ca.LocalPort, ca.QPN},
