@@ -6,7 +6,6 @@ import (
 	"net"
 	"net/netip"
 	"slices"
-	"syscall"
 	"testing"
 	"time"
 
@@ -15,12 +14,6 @@ import (
 	"github.com/crem-project/crem/gateway"
 	"github.com/crem-project/crem/wire"
 )
-
-func cpuTime() time.Duration {
-	var ru syscall.Rusage
-	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
 
 // BenchmarkRelay relays 4 KiB RoCEv2 packets on loopback through two gateways back to back
 // (endpoint -> A -> B -> endpoint): "crem" protects the flow (k = 32, m = 4, adaptation off),
