@@ -2,6 +2,7 @@ package gateway_test
 
 import (
 	"context"
+	"github.com/crem-project/crem/internal/testenv"
 	"net"
 	"net/netip"
 	"runtime"
@@ -20,7 +21,7 @@ func TestRelayNoAllocs(t *testing.T) {
 	if testing.Short() {
 		t.Skip("moves 30000 packets")
 	}
-	if raceEnabled {
+	if testenv.Race {
 		t.Skip("the race detector allocates")
 	}
 	target, _ := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})

@@ -2,6 +2,7 @@ package lab
 
 import (
 	"bytes"
+	"github.com/crem-project/crem/internal/testenv"
 	"io"
 
 	"context"
@@ -65,6 +66,11 @@ func TestCREMRestoresReads(t *testing.T) {
 	}
 	if c.Restored == 0 || p.Lost == 0 {
 		t.Fatalf("want losses and restorations: %+v %+v", p, c)
+	}
+	if testenv.Race {
+		// The reorder window is sized for CREM's restoration delay at full speed; slowed
+		// several times over, restorations come after it and READs are re-issued.
+		t.Skip("the race detector slows the engines past the reorder window")
 	}
 	if 4*c.RDMARetx > p.RDMARetx {
 		t.Fatalf("crem+tcaeth retransmitted %d (%d lost, %d restored), tcaeth %d", c.RDMARetx, c.Lost, c.Restored, p.RDMARetx)

@@ -9,6 +9,7 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
+	"github.com/crem-project/crem/internal/testenv"
 	"math/rand/v2"
 	"net"
 	"net/netip"
@@ -700,7 +701,7 @@ func TestNetemDrainOnStop(t *testing.T) {
 // TestNetemSteadyStateAllocs: forwarding allocates nothing per datagram once the pools are
 // warm (measured over the whole process, so the bound is loose).
 func TestNetemSteadyStateAllocs(t *testing.T) {
-	if testing.Short() || raceEnabled {
+	if testing.Short() || testenv.Race {
 		t.Skip("short mode, or the race detector, which allocates")
 	}
 	echo := startEchoRecording(t, false)

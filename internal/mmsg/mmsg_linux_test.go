@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"fmt"
+	"github.com/crem-project/crem/internal/testenv"
 	"net"
 	"net/netip"
 	"syscall"
@@ -248,7 +249,7 @@ func TestDropCount(t *testing.T) {
 
 // TestBatchNoAllocs: preparing, sending, receiving and reading a batch allocates nothing.
 func TestBatchNoAllocs(t *testing.T) {
-	if raceEnabled {
+	if testenv.Race {
 		t.Skip("the race detector allocates")
 	}
 	p := newPair(t, "udp4", "127.0.0.1")

@@ -1,5 +1,0 @@
-//go:build !race
-
-package mmsg
-
-const raceEnabled = false

@@ -1,5 +1,0 @@
-//go:build !race
-
-package udpproxy
-
-const raceEnabled = false
