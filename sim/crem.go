@@ -257,11 +257,15 @@ func DraftPolicy(p *Params) Policy {
 const maxM = 64
 
 // BestPolicy is the project's policy for the trial's message (policy.MessageCode, C6, C16): the
-// sender knows the message's length (the RETH's DMA Length) and its loss estimate, and, under
-// bursty loss, the mean burst length of the scenario (an estimator would have to measure it).
+// sender knows the message's length (the RETH's DMA Length) and its loss estimate, and assumes
+// the mean burst length PolicyBurst, by default the path's (S18: the estimator does not measure
+// it).
 func BestPolicy(p *Params) Policy {
 	burst := 1.0
-	if p.Loss == LossBursty {
+	switch {
+	case p.PolicyBurst > 0:
+		burst = max(1, p.PolicyBurst)
+	case p.Loss == LossBursty:
 		burst = max(1, p.BurstLen)
 		if p.BurstLen <= 0 {
 			burst = 4

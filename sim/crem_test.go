@@ -124,6 +124,44 @@ func TestCREMTailGoal(t *testing.T) {
 	}
 }
 
+// S18: under bursts of 4 the project's policy, told the burst length, adds the repair that
+// keeps blocks whole; the same policy assuming independent loss (PolicyBurst 1) spends less and
+// sends more messages into a second round trip. 16 MiB at 1e-2, 20 trials on the same draws.
+func TestPolicyBurst(t *testing.T) {
+	if testing.Short() {
+		t.Skip("40 trials")
+	}
+	s := scheme(t, "crem+tcaeth")
+	rs := &Regions{Seed: 1}
+	defer rs.Free()
+	run := func(assume float64) (Policy, Result) {
+		var outs []Outcome
+		var pol Policy
+		for i := range 20 {
+			x := casestudy(s, 16<<20, 1e-2, TrialSeed(1, 1e-2, 16<<20, i))
+			x.Loss, x.BurstLen, x.PolicyBurst, x.Regions = LossBursty, 4, assume, rs
+			pol = BestPolicy(&x)
+			o, err := Run(x)
+			if err != nil {
+				t.Fatal(err)
+			}
+			outs = append(outs, o)
+		}
+		return pol, Summarize("bursty", Cell{Scheme: s, DropRate: 1e-2, Size: 16 << 20}, outs)
+	}
+	told, rt := run(0)
+	indep, ri := run(1)
+	t.Logf("told burst 4: %+v, %.3fx, repair %.3f, second rounds %.2f", told, rt.MeanS/rt.IdealS, rt.RepairOverhead, rt.SecondRoundShare)
+	t.Logf("assumes 1:    %+v, %.3fx, repair %.3f, second rounds %.2f", indep, ri.MeanS/ri.IdealS, ri.RepairOverhead, ri.SecondRoundShare)
+	if told.M+told.Extra <= indep.M+indep.Extra || rt.RepairOverhead <= ri.RepairOverhead {
+		t.Fatalf("the burst-aware policy adds no repair: %+v against %+v", told, indep)
+	}
+	if rt.SecondRoundShare >= ri.SecondRoundShare || rt.MeanS >= ri.MeanS {
+		t.Fatalf("knowing the burst length bought nothing: %.3fx and %.2f second rounds, against %.3fx and %.2f",
+			rt.MeanS/rt.IdealS, rt.SecondRoundShare, ri.MeanS/ri.IdealS, ri.SecondRoundShare)
+	}
+}
+
 // congested: losses from the bottleneck queue come after CE marks, and the CREM sender does not
 // raise m for them.
 func TestCongestedMDoesNotRise(t *testing.T) {

@@ -19,11 +19,44 @@ import (
 // ShardFile is what one shard of a sweep writes and Merge reads: the results with every
 // trial's completion time.
 type ShardFile struct {
-	Scenario string   `json:"scenario"`
-	Seed     uint64   `json:"seed"`
-	Shard    int      `json:"shard"`
-	Shards   int      `json:"shards"`
-	Cells    []Record `json:"cells"`
+	Scenario string `json:"scenario"`
+	// Path is the scenario's path as run, overrides included, so that merge refuses slices of
+	// sweeps that share a name and seed but not a path (absent in files of earlier versions).
+	Path   *Path    `json:"path,omitempty"`
+	Seed   uint64   `json:"seed"`
+	Shard  int      `json:"shard"`
+	Shards int      `json:"shards"`
+	Cells  []Record `json:"cells"`
+}
+
+// Path is what a shard file records of its scenario's path and loss process.
+type Path struct {
+	RateBps     int64    `json:"rate_bps"`
+	RTTS        float64  `json:"rtt_s"`
+	MTU         int      `json:"mtu"`
+	Loss        LossKind `json:"loss"`
+	BurstLen    float64  `json:"burst_len,omitempty"`
+	PolicyBurst float64  `json:"policy_burst,omitempty"`
+}
+
+// pathOf returns what a shard file records of sc.
+func pathOf(sc Scenario) *Path {
+	return &Path{RateBps: sc.Rate, RTTS: sc.RTT.Seconds(), MTU: sc.MTU, Loss: sc.Loss, BurstLen: sc.BurstLen,
+		PolicyBurst: sc.PolicyBurst}
+}
+
+func (p *Path) String() string {
+	if p == nil {
+		return "no recorded path"
+	}
+	s := fmt.Sprintf("%d bit/s, RTT %gs, MTU %d, %s loss", p.RateBps, p.RTTS, p.MTU, p.Loss)
+	if p.BurstLen > 0 {
+		s += fmt.Sprintf(", burst %g", p.BurstLen)
+	}
+	if p.PolicyBurst > 0 {
+		s += fmt.Sprintf(", policy burst %g", p.PolicyBurst)
+	}
+	return s
 }
 
 // Record is a Result with its raw data, as stored in a ShardFile.
@@ -40,7 +73,7 @@ func ShardFileName(shard, shards int) string {
 
 // WriteShard writes results as a ShardFile at path.
 func WriteShard(path string, sw *Sweep, res []Result) error {
-	f := ShardFile{Scenario: sw.Scenario.Name, Seed: sw.Seed, Shard: sw.Shard, Shards: max(sw.Shards, 1)}
+	f := ShardFile{Scenario: sw.Scenario.Name, Path: pathOf(sw.Scenario), Seed: sw.Seed, Shard: sw.Shard, Shards: max(sw.Shards, 1)}
 	for _, r := range res {
 		f.Cells = append(f.Cells, Record{Result: r, CompletionsS: r.Completions, KMs: r.KM})
 	}
@@ -79,6 +112,8 @@ func Merge(paths []string) ([]Result, error) {
 		} else if f.Scenario != first.Scenario || f.Seed != first.Seed || f.Shards != first.Shards {
 			return nil, fmt.Errorf("sim: merge: %s is shard of %s/seed %d/%d shards, not %s/seed %d/%d shards",
 				p, f.Scenario, f.Seed, f.Shards, first.Scenario, first.Seed, first.Shards)
+		} else if !samePath(f.Path, first.Path) {
+			return nil, fmt.Errorf("sim: merge: %s ran on %v, not %v", p, f.Path, first.Path)
 		}
 		if q, dup := seen[f.Shard]; dup {
 			return nil, fmt.Errorf("sim: merge: shard %d in both %s and %s", f.Shard, q, p)
@@ -197,4 +232,12 @@ func WriteTable(w io.Writer, rs []Result) error {
 			r.SecondRoundShare, r.RetransmittedPackets, r.ReversePackets)
 	}
 	return tw.Flush()
+}
+
+// samePath reports whether two shard files ran on the same path (both unrecorded counts).
+func samePath(a, b *Path) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	return *a == *b
 }

@@ -9,14 +9,16 @@ import (
 // Scenario is a named preset of a sweep: the path, the loss process, and the cells' drop rates
 // and message sizes. Every field can be overridden before the sweep runs.
 type Scenario struct {
-	Name      string
-	Rate      int64
-	RTT       time.Duration
-	MTU       int
-	Loss      LossKind
-	BurstLen  float64
-	DropRates []float64
-	Sizes     []int64
+	Name     string
+	Rate     int64
+	RTT      time.Duration
+	MTU      int
+	Loss     LossKind
+	BurstLen float64
+	// PolicyBurst is the mean burst length the project's policy assumes (0: the path's, S18).
+	PolicyBurst float64
+	DropRates   []float64
+	Sizes       []int64
 	// Extra cells beyond the grid: a size run only at one drop rate.
 	Extra  []Extra
 	Trials int

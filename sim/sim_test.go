@@ -193,6 +193,21 @@ func TestShardsMerge(t *testing.T) {
 	if _, err := Merge(append(files, files[0])); err == nil {
 		t.Fatal("merge with a shard twice succeeded")
 	}
+	// A slice of the same scenario name and seed run over another path is refused.
+	other := sw
+	other.Scenario.RTT *= 2
+	other.Shard, other.Shards = 2, 3
+	res, err := other.Run()
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := filepath.Join(t.TempDir(), ShardFileName(2, 3))
+	if err := WriteShard(f, &other, res); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Merge([]string{files[0], files[1], f}); err == nil || !strings.Contains(err.Error(), "ran on") {
+		t.Fatalf("merge of slices over different paths: %v", err)
+	}
 }
 
 // Every scheme meets the same loss draws: a trial's seed depends on the sweep seed, the drop

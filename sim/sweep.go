@@ -96,7 +96,7 @@ func TrialSeed(seed uint64, drop float64, size int64, trial int) uint64 {
 func (s *Sweep) params(c Cell, trial int) Params {
 	sc := s.Scenario
 	return Params{Scheme: c.Scheme, Rate: sc.Rate, RTT: sc.RTT, MTU: sc.MTU, Size: c.Size,
-		DropRate: c.DropRate, Loss: sc.Loss, BurstLen: sc.BurstLen,
+		DropRate: c.DropRate, Loss: sc.Loss, BurstLen: sc.BurstLen, PolicyBurst: sc.PolicyBurst,
 		Seed: TrialSeed(s.Seed, c.DropRate, c.Size, trial)}
 }
 

@@ -32,7 +32,10 @@ type Params struct {
 	DropRate float64
 	Loss     LossKind
 	BurstLen float64 // LossBursty: mean burst length in packets
-	Seed     uint64  // the trial's seed: the same for every scheme, so they see the same draws
+	// PolicyBurst is the mean burst length the project's policy assumes (S18); 0 takes the
+	// path's: BurstLen under LossBursty, 1 (independent loss) otherwise.
+	PolicyBurst float64
+	Seed        uint64 // the trial's seed: the same for every scheme, so they see the same draws
 	// MaxSlowdown bounds the virtual time of a trial to this many ideal completion times (plus
 	// 100 RTTs); a trial that has not completed by then is reported incomplete. 0 means 200.
 	MaxSlowdown float64

@@ -32,6 +32,10 @@ size). Standard error gets the number of trials, the wall time and the run's pea
 proportional set size (Linux): the synthetic memory regions map one small buffer many times
 over, which the resident set size (ps, /usr/bin/time) counts once per mapping.
 
+--loss, --burst-len and --policy-burst override the loss process: --loss bursty on any scenario
+takes bursts of 4 packets unless --burst-len says otherwise, and --policy-burst sets the mean
+burst the project's policy assumes (by default the path's; the sender does not measure it).
+
 --shard I/N runs the cells whose index is I modulo N; each shard writes shard-I-of-N.json into
 its --out, and ` + "`crem sim merge [--out DIR] [--json] FILES...`" + ` joins them.
 
@@ -53,6 +57,9 @@ func runSim(args []string, s stdio) int {
 	fs.Var(&rate, "rate", "link rate (400Gbit); default the scenario's")
 	rtt := fs.String("rtt", "", "round-trip time, a Go duration (25ms); default the scenario's")
 	mtu := fs.Int("mtu", 0, "RDMA MTU; default the scenario's")
+	loss := fs.String("loss", "", "loss process: bernoulli, bursty (Gilbert-Elliott) or queue (overflow of a\nshared queue with CE marks); default the scenario's")
+	burstLen := fs.Float64("burst-len", 0, "mean loss burst in packets, for bursty loss; default the scenario's (4)")
+	policyBurst := fs.Float64("policy-burst", 0, "mean burst the project's policy (crem+tcaeth, crem) assumes; default the\npath's (1 for independent loss)")
 	trials := fs.Int("trials", 0, "trials per cell; default the scenario's (30)")
 	seed := fs.Uint64("seed", 1, "seed of the sweep")
 	out := fs.String("out", "", "folder for CSV, figures and the shard file (default: a new temporary folder)")
@@ -74,6 +81,7 @@ func runSim(args []string, s stdio) int {
 		fmt.Fprintf(s.err, "crem sim: %v\n", err)
 		return 2
 	}
+	burstSet := false
 	fs.Visit(func(f *flag.Flag) {
 		switch f.Name {
 		case "sizes":
@@ -86,8 +94,20 @@ func runSim(args []string, s stdio) int {
 			sc.MTU = *mtu
 		case "trials":
 			sc.Trials = *trials
+		case "loss":
+			sc.Loss = sim.LossKind(*loss)
+		case "burst-len":
+			sc.BurstLen, burstSet = *burstLen, true
+		case "policy-burst":
+			sc.PolicyBurst = *policyBurst
 		}
 	})
+	switch {
+	case sc.Loss != sim.LossBursty && !burstSet:
+		sc.BurstLen = 0 // bursty's own burst, when --loss leaves it
+	case sc.Loss == sim.LossBursty && sc.BurstLen == 0:
+		sc.BurstLen = 4
+	}
 	if *rtt != "" {
 		d, err := time.ParseDuration(*rtt)
 		if err != nil || d <= 0 {
@@ -214,6 +234,19 @@ func checkScenario(sc sim.Scenario) error {
 		return fmt.Errorf("--trials must be positive")
 	case len(sc.Sizes) == 0 || len(sc.DropRates) == 0:
 		return fmt.Errorf("--sizes and --drop-rates must not be empty")
+	}
+	switch sc.Loss {
+	case sim.LossBernoulli, sim.LossBursty, sim.LossQueue:
+	default:
+		return fmt.Errorf("--loss %q: want bernoulli, bursty or queue", sc.Loss)
+	}
+	switch {
+	case sc.Loss == sim.LossBursty && sc.BurstLen < 1:
+		return fmt.Errorf("--burst-len %g: want a mean burst of at least 1 packet", sc.BurstLen)
+	case sc.Loss != sim.LossBursty && sc.BurstLen != 0:
+		return fmt.Errorf("--burst-len applies to bursty loss, not %s (add --loss bursty)", sc.Loss)
+	case sc.PolicyBurst != 0 && sc.PolicyBurst < 1:
+		return fmt.Errorf("--policy-burst %g: want at least 1", sc.PolicyBurst)
 	}
 	for _, d := range sc.DropRates {
 		if d >= 1 {

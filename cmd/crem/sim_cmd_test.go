@@ -123,6 +123,10 @@ func TestSimUsageErrors(t *testing.T) {
 		{"--scenario", "metro", "--rtt", "soon"},
 		{"--scenario", "metro", "--shard", "2/2"},
 		{"--scenario", "metro", "--trials", "0"},
+		{"--scenario", "metro", "--loss", "sometimes"},
+		{"--scenario", "metro", "--burst-len", "4"},
+		{"--scenario", "bursty", "--burst-len", "0.5"},
+		{"--scenario", "bursty", "--policy-burst", "0.5"},
 	} {
 		if code, _, _ := runSimCLI(t, args...); code != 2 {
 			t.Errorf("%v: exit %d, want 2", args, code)
@@ -133,5 +137,51 @@ func TestSimUsageErrors(t *testing.T) {
 	}
 	if !slices.ContainsFunc(commands(), func(c command) bool { return c.name == "sim" }) {
 		t.Error("sim is not a command")
+	}
+}
+
+// The loss process is a scenario parameter like the others: --loss bursty on sdr-casestudy
+// takes bursts of 4 unless --burst-len says otherwise, --policy-burst changes what the project's
+// policy assumes, and the shard file records the path as run.
+func TestSimLossOverrides(t *testing.T) {
+	run := func(extra ...string) (map[string]any, map[string]any) {
+		dir := t.TempDir()
+		args := append([]string{"--scenario", "sdr-casestudy", "--schemes", "crem+tcaeth", "--sizes", "16MiB",
+			"--drop-rates", "1e-2", "--trials", "3", "--json", "--out", dir}, extra...)
+		code, out, errOut := runSimCLI(t, args...)
+		if code != 0 {
+			t.Fatalf("%v: exit %d: %s", extra, code, errOut)
+		}
+		var rows []map[string]any
+		if err := json.Unmarshal([]byte(out), &rows); err != nil || len(rows) != 1 {
+			t.Fatalf("%v: %v %s", extra, err, out)
+		}
+		b, err := os.ReadFile(filepath.Join(dir, "shard-0-of-1.json"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var f struct {
+			Path map[string]any `json:"path"`
+		}
+		if err := json.Unmarshal(b, &f); err != nil {
+			t.Fatal(err)
+		}
+		return rows[0], f.Path
+	}
+	bern, pb := run()
+	burst, pu := run("--loss", "bursty")
+	eight, p8 := run("--loss", "bursty", "--burst-len", "8", "--policy-burst", "1")
+	if pb["loss"] != "bernoulli" || pu["loss"] != "bursty" || pu["burst_len"] != 4.0 || p8["burst_len"] != 8.0 || p8["policy_burst"] != 1.0 {
+		t.Fatalf("recorded paths: %v, %v, %v", pb, pu, p8)
+	}
+	// The policy told of bursts spends more repair than under independent loss; told bursts
+	// are absent (longer ones at that), it adds only coded retransmissions to what it spends on
+	// independent loss, and more messages wait for them.
+	if burst["repair_overhead"].(float64) <= bern["repair_overhead"].(float64) ||
+		eight["repair_overhead"].(float64) >= burst["repair_overhead"].(float64) ||
+		eight["second_round_share"].(float64) <= burst["second_round_share"].(float64) {
+		t.Fatalf("repair overhead: bernoulli %v, bursty %v, bursts of 8 assumed 1 %v; second rounds %v and %v",
+			bern["repair_overhead"], burst["repair_overhead"], eight["repair_overhead"],
+			burst["second_round_share"], eight["second_round_share"])
 	}
 }
