@@ -109,9 +109,11 @@ func TestGatewayTunNetns(t *testing.T) {
 		sh(ns, "ip", "rule", "add", "pref", "1001", "fwmark", "0x43", "lookup", "200")
 	}
 	site(nsA, "va", "198.18.10.1", "198.18.10.2", "198.18.1.1", "198.18.1.0/24", "198.18.2.0/24", "198.18.20.0/24", "cremA")
-	// The WAN's egress toward site B is a token bucket with a short queue: the RDMA sender's
-	// bursts overflow it, so some packets are lost and CREM has something to restore.
-	sh(nsW, "tc", "qdisc", "add", "dev", "wb", "root", "tbf", "rate", "350mbit", "burst", "20k", "limit", "40k")
+	// The WAN's egress toward site B is a token bucket with a short queue (some 25 packets):
+	// the RDMA sender's bursts overflow it, so some packets are lost and CREM has something to
+	// restore. A 10-packet queue lost a fifth of the packets, and on a busy machine a stall
+	// then took the RDMA sender past its retry count.
+	sh(nsW, "tc", "qdisc", "add", "dev", "wb", "root", "tbf", "rate", "350mbit", "burst", "20k", "limit", "100k")
 	site(nsB, "vb", "198.18.20.1", "198.18.20.2", "198.18.2.1", "198.18.2.0/24", "198.18.1.0/24", "198.18.10.0/24", "cremB")
 
 	dir := t.TempDir()
