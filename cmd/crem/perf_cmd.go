@@ -76,6 +76,7 @@ func runPerf(args []string, s stdio) int {
 	asJSON := fs.Bool("json", false, "print one JSON object instead of the table")
 	port := fs.Int("port", udp.DefaultPort, "UDP port of the RoCE traffic")
 	timeout := fs.Duration("timeout", 10*time.Minute, "give up after this long")
+	retries := fs.Int("retry-count", 7, "timeouts without progress before the sending QP gives up (IBTA's retry_cnt)")
 	if code, done := parseFlags(fs, args[1:]); done {
 		return code
 	}
@@ -92,14 +93,15 @@ func runPerf(args []string, s stdio) int {
 		fmt.Fprintf(s.err, "crem perf %s: give exactly one of --server ADDR and --loopback\n", op)
 		return 2
 	}
-	if !rc.ValidMTU(*mtu) || size <= 0 || *iters <= 0 || rate <= 0 {
-		fmt.Fprintf(s.err, "crem perf %s: need --mtu 256..4096 (a power of two) and positive --size, --iters, --rate\n", op)
+	if !rc.ValidMTU(*mtu) || size <= 0 || *iters <= 0 || rate <= 0 || *retries <= 0 {
+		fmt.Fprintf(s.err, "crem perf %s: need --mtu 256..4096 (a power of two) and positive --size, --iters, --rate, --retry-count\n", op)
 		return 2
 	}
 	portSet := false
 	fs.Visit(func(f *flag.Flag) { portSet = portSet || f.Name == "port" })
 	opts := perf.Options{Op: op, Size: int(size), Iters: *iters, MTU: *mtu, Mode: m, SRNoNAK: !*srNAK,
-		Rate: int64(rate), Loss: loss, Delay: *delay, Seed: *seed, Port: *port, Server: *server, Timeout: *timeout}
+		Rate: int64(rate), Loss: loss, Delay: *delay, Seed: *seed, Port: *port, Server: *server, Timeout: *timeout,
+		RetryCount: *retries}
 	if *loopback && !portSet {
 		opts.Port = 0
 	}

@@ -178,6 +178,7 @@ func TestPerfUsageAndFailure(t *testing.T) {
 		{"write", "--loopback", "--mode", "fast"},
 		{"write", "--loopback", "--size", "lots"},
 		{"write", "--loopback", "--loss", "2"},
+		{"write", "--loopback", "--retry-count", "0"},
 		{"serve"},
 	} {
 		if code, _, _ := runPerfCLI(args...); code != 2 {
@@ -186,6 +187,19 @@ func TestPerfUsageAndFailure(t *testing.T) {
 	}
 	if code, _, errOut := runPerfCLI("--help"); code != 0 || !strings.Contains(errOut, "perftest") {
 		t.Errorf("--help: exit %d", code)
+	}
+	// On a path that loses everything the sending QP gives up after --retry-count timeouts
+	// without progress (T7), each resending the message's four packets.
+	for _, n := range []int{2, 5} {
+		code, out, _ := runPerfCLI("write", "--loopback", "--loss", "1", "--retry-count", strconv.Itoa(n), "--iters", "1",
+			"--size", "4KiB", "--mtu", "1024", "--timeout", "10s", "--json")
+		var res struct {
+			Timeouts uint64 `json:"timeout_retransmissions"`
+			Error    string `json:"error"`
+		}
+		if code != 1 || json.Unmarshal([]byte(out), &res) != nil || !strings.Contains(res.Error, "retry exceeded") || res.Timeouts != uint64(4*n) {
+			t.Errorf("--retry-count %d on a dead path: exit %d, %s", n, code, out)
+		}
 	}
 	code, out, _ := runPerfCLI("write", "--server", "127.0.0.1:9", "--port", "0", "--iters", "1", "--size", "1KiB",
 		"--timeout", "2s", "--json")

@@ -58,7 +58,8 @@ func Run(ctx context.Context, opts Options, host *udp.Host) (Result, error) {
 	}
 	cfg := rc.Config{QPN: qpn, RemoteQPN: ans.QPN, SendPSN: req.StartPSN, RecvPSN: ans.StartPSN, MTU: opts.MTU,
 		Mode: opts.Mode, SRNoNAK: req.SRNoNAK, Rate: opts.Rate, RTT: opts.RTT, Burst: time.Millisecond,
-		LocalAddr: local, RemoteAddr: server, LocalPort: host.LocalAddr().Port(), RemotePort: ans.FlowPort}
+		RetryCount: opts.RetryCount,
+		LocalAddr:  local, RemoteAddr: server, LocalPort: host.LocalAddr().Port(), RemotePort: ans.FlowPort}
 	qp, err := rc.NewQP(cfg)
 	if err != nil {
 		return res, err

@@ -34,6 +34,9 @@ type Options struct {
 	Server  string        // setup address of the server (client mode)
 	RTT     time.Duration // initial RTT estimate; default 2 x Delay + 1 ms
 	Timeout time.Duration // the whole run; default 10 minutes
+	// RetryCount is the client QP's timeouts without progress before it gives up (rc.Config;
+	// default 7, as IBTA's retry_cnt and RULINGS T7).
+	RetryCount int
 	// ServerLog receives the loopback server's log lines (default: discarded).
 	ServerLog io.Writer
 }
@@ -90,6 +93,9 @@ func (o *Options) defaults() error {
 	}
 	if o.RTT <= 0 {
 		o.RTT = 2*o.Delay + time.Millisecond
+	}
+	if o.RetryCount < 0 {
+		return fmt.Errorf("perf: retry count %d: want 0 (the default, 7) or more", o.RetryCount)
 	}
 	if o.Timeout <= 0 {
 		o.Timeout = 10 * time.Minute
