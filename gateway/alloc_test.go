@@ -1,13 +1,13 @@
 package gateway_test
 
 import (
-	"context"
-	"github.com/crem-project/crem/internal/testenv"
 	"net"
 	"net/netip"
 	"runtime"
 	"testing"
 	"time"
+
+	"github.com/crem-project/crem/internal/testenv"
 
 	"github.com/crem-project/crem/cremtest"
 	"github.com/crem-project/crem/flow"
@@ -33,29 +33,8 @@ func TestRelayNoAllocs(t *testing.T) {
 	off := false
 	pol := gateway.PolicyConfig{K: 32, M: 4, Adapt: &off, BurstGap: "1ms"}
 	rule := []gateway.ProtectRule{{SrcPort: port}}
-	aCREM, bCREM, bWAN := freeUDP(t), freeUDP(t), freeUDP(t)
-	ctx, cancel := context.WithCancel(context.Background())
-	var done []chan struct{}
-	defer func() {
-		cancel()
-		for _, d := range done {
-			<-d
-		}
-	}()
-	mk := func(c gateway.Config) *gateway.Gateway {
-		g, err := gateway.New(c, gateway.Options{Seed: 1})
-		if err != nil {
-			t.Fatal(err)
-		}
-		d := make(chan struct{})
-		done = append(done, d)
-		go func() { defer close(d); g.Run(ctx) }()
-		return g
-	}
-	b := mk(gateway.Config{CREMAddress: bCREM, Peer: aCREM, Protect: rule, Shards: 1, Policy: pol,
-		Relay: gateway.RelayConfig{Listen: "127.0.0.1:0", Target: target.LocalAddr().String(), WANListen: bWAN, PeerData: "127.0.0.1:9"}})
-	a := mk(gateway.Config{CREMAddress: aCREM, Peer: bCREM, Protect: rule, Shards: 1, Policy: pol,
-		Relay: gateway.RelayConfig{Listen: "127.0.0.1:0", Target: "127.0.0.1:9", WANListen: "127.0.0.1:0", PeerData: bWAN}})
+	a, b, stop := startRelayPair(t, target.LocalAddr().String(), rule, pol)
+	defer stop()
 	desc := flow.Descriptor{Kind: wire.FlowKindRoCEv2, Src: netip.MustParseAddr("127.0.0.1"), Dst: netip.MustParseAddr("127.0.0.1"), DestQP: 0x42, SrcPort: uint16(port)}
 	syn := cremtest.Synth{Desc: desc, PSN: 1}
 	pk := syn.Next(1024)

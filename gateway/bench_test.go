@@ -1,7 +1,6 @@
 package gateway_test
 
 import (
-	"context"
 	"encoding/binary"
 	"net"
 	"net/netip"
@@ -44,34 +43,8 @@ func benchRelay(b *testing.B, protect bool) {
 	}
 	off := false
 	pol := gateway.PolicyConfig{K: 32, M: 4, Adapt: &off, BurstGap: "1ms"}
-	free := func() string {
-		c, _ := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
-		defer c.Close()
-		return c.LocalAddr().String()
-	}
-	aCREM, bCREM, bWAN := free(), free(), free()
-	ctx, cancel := context.WithCancel(context.Background())
-	var done []chan struct{}
-	defer func() {
-		cancel()
-		for _, d := range done {
-			<-d
-		}
-	}()
-	mk := func(c gateway.Config) *gateway.Gateway {
-		g, err := gateway.New(c, gateway.Options{Seed: 1})
-		if err != nil {
-			b.Fatal(err)
-		}
-		d := make(chan struct{})
-		done = append(done, d)
-		go func() { defer close(d); g.Run(ctx) }()
-		return g
-	}
-	mk(gateway.Config{CREMAddress: bCREM, Peer: aCREM, Protect: rule, Shards: 1, Policy: pol,
-		Relay: gateway.RelayConfig{Listen: "127.0.0.1:0", Target: target.LocalAddr().String(), WANListen: bWAN, PeerData: "127.0.0.1:9"}})
-	a := mk(gateway.Config{CREMAddress: aCREM, Peer: bCREM, Protect: rule, Shards: 1, Policy: pol,
-		Relay: gateway.RelayConfig{Listen: "127.0.0.1:0", Target: "127.0.0.1:9", WANListen: "127.0.0.1:0", PeerData: bWAN}})
+	a, _, stop := startRelayPair(b, target.LocalAddr().String(), rule, pol)
+	defer stop()
 
 	desc := flow.Descriptor{Kind: wire.FlowKindRoCEv2, Src: netip.MustParseAddr("127.0.0.1"), Dst: netip.MustParseAddr("127.0.0.1"), DestQP: 0x42, SrcPort: uint16(port)}
 	syn := cremtest.Synth{Desc: desc, PSN: 1}

@@ -3,7 +3,6 @@ package gateway_test
 import (
 	"bytes"
 	"context"
-	"github.com/crem-project/crem/capture"
 	"io"
 	"net"
 	"net/http"
@@ -11,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/crem-project/crem/capture"
 
 	"github.com/crem-project/crem/cremtest"
 	"github.com/crem-project/crem/flow"
@@ -68,7 +69,7 @@ func newSink(t *testing.T) *sink {
 
 func (s *sink) addr() string { return s.c.LocalAddr().String() }
 
-func freeUDP(t *testing.T) string {
+func freeUDP(t testing.TB) string {
 	c, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
 	if err != nil {
 		t.Fatal(err)

@@ -97,7 +97,7 @@ func NewConn(a, b *rc.QP, ab, ba netem.Config, shimA, shimB Shim) (*Conn, error)
 				data, owned = c.fl.untrim(data, k.Size-wireOverhead), true
 			}
 			if sh := c.Shim[to]; sh != nil {
-				sh.Ingress(c.Now, data, k.Tag != nil, k.CE, c.toQP[to], c.shimSend(to))
+				sh.Ingress(c.Now, data, k.Tag != nil, k.CE, c.toQP[to], c.shimf[to])
 			} else {
 				c.QP[to].Handle(c.Now, data)
 			}
@@ -108,8 +108,6 @@ func NewConn(a, b *rc.QP, ab, ba netem.Config, shimA, shimB Shim) (*Conn, error)
 	}
 	return c, nil
 }
-
-func (c *Conn) shimSend(s int) func([]byte) { return c.shimf[s] }
 
 // put sends pkt from side s onto its link.
 func (c *Conn) put(s int, pkt []byte, shim bool) {
@@ -183,7 +181,7 @@ func (c *Conn) Step() bool {
 		for s := range 2 {
 			c.QP[s].Tick(c.Now)
 			if sh := c.Shim[s]; sh != nil {
-				sh.Tick(c.Now, c.toQP[s], c.shimSend(s))
+				sh.Tick(c.Now, c.toQP[s], c.shimf[s])
 			}
 		}
 		c.flush()

@@ -182,7 +182,7 @@ func (c *cremSender) NextDeadline() (time.Duration, bool) { return c.s.NextDeadl
 // PARAM_UPDATE, PARAM_ACK), so a message posted next is protected from its first packet.
 func (c *cremSender) warm(conn *Conn) error {
 	c.s.Start(conn.Now)
-	c.drain(conn.Now, conn.shimSend(0))
+	c.drain(conn.Now, conn.shimf[0])
 	limit := conn.Now + 50*time.Second
 	err := conn.RunUntil(func() bool {
 		_, ok := c.s.Config()
