@@ -156,33 +156,38 @@ func TestTransparentTemplateC12(t *testing.T) {
 	}
 }
 
-// TestConfigReleasedAfterNewerUsed: an older configuration stays acceptable until a REPAIR of a
-// newer acknowledged one arrives and the older one's blocks have ended; then it is released.
-func TestConfigReleasedAfterNewerUsed(t *testing.T) {
-	r := newReceiver(t, Settings{})
-	id := open(t, r, 0, cfg8)
-	pu := wire.ParamUpdate{FlowID: id, ConfigID: 2, Scheme: wire.SchemeCauchy, K: 8, M: 3, T: testT}
-	r.Handle(0, testCSF, msg(t, &pu), false)
-	drainMsgs(r)
-	b := newBlock(0x100, 8)
-	r.Handle(0, testCSF, b.repair(t, id, 0, psn.Bitmap{}, 0), false) // config 1 still accepted
-	m, _ := wire.ParseRepair(newBlock(0x200, 8).repair(t, id, 0, psn.Bitmap{}, 0))
-	m.ConfigID = 2
-	r.Handle(0, testCSF, msg(t, &m), false)
-	if st := r.Stats(); st.ConfigsReleased != 0 {
-		t.Fatal("released while a block of config 1 is open")
+// TestConfigReleasedBehindWindowE44: an older configuration is released once every PSN a block
+// of it could hold is behind the window (E44), not when the first REPAIR of a newer one comes;
+// a REPAIR of it is then dropped as of an unknown configuration (C7 c).
+func TestConfigReleasedBehindWindowE44(t *testing.T) {
+	r := newReceiver(t, Settings{}, WithLimits(smallLimits()))
+	id := open(t, r, 0, cfg8m1)
+	a := mkBlock(0x100, 1, writes(0x100, 8)...)
+	for _, p := range a.pkts {
+		r.Observe(0, id, p, false)
 	}
-	for j := range 8 {
-		r.Observe(0, id, b.pkts[j], false)
+	r.Handle(0, testCSF, a.ordinary(t, id, 0, true), false)
+	if st := paramUpdate(t, r, 0, id, flow.Config{ID: 2, Scheme: wire.SchemeCauchy, K: 8, M: 1, T: testT}, 0x108); st != wire.StatusAccepted {
+		t.Fatalf("status %v", st)
 	}
-	m.BlockStartPSN = 0x300
-	m.ConfigID = 2
-	r.Handle(0, testCSF, msg(t, &m), false)
-	old, _ := wire.ParseRepair(newBlock(0x400, 8).repair(t, id, 0, psn.Bitmap{}, 0))
-	r.releaseConfigs(r.flows[id], 2)
-	r.Handle(0, testCSF, msg(t, &old), false)
-	if st, _ := r.FlowStats(id); st.RepairUnknownConfig != 1 || r.Stats().ConfigsReleased != 1 {
-		t.Fatalf("config 1 not released: %+v", st)
+	b := mkBlock(0x108, 2, writes(0x108, 8)...)
+	for _, p := range b.pkts {
+		r.Observe(0, id, p, false)
+	}
+	r.Handle(0, testCSF, b.ordinary(t, id, 0, true), false)
+	r.Tick(10 * time.Millisecond)
+	old := mkBlock(0x0f8, 1, writes(0x0f8, 8)...)
+	r.Handle(10*time.Millisecond, testCSF, old.ordinary(t, id, 0, true), false)
+	if st, _ := r.FlowStats(id); r.Stats().ConfigsReleased != 0 || st.RepairUnknownConfig != 0 {
+		t.Fatalf("configuration 1 released while its blocks are in the window: %+v", st)
+	}
+	for _, p := range writes(0x110, 40) {
+		r.Observe(10*time.Millisecond, id, p, false)
+	}
+	r.Tick(20 * time.Millisecond)
+	r.Handle(20*time.Millisecond, testCSF, a.ordinary(t, id, 0, true), false)
+	if st, _ := r.FlowStats(id); r.Stats().ConfigsReleased != 1 || st.RepairUnknownConfig != 1 {
+		t.Fatalf("configuration 1 not released once its PSNs left the window: %+v", st)
 	}
 }
 

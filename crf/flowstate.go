@@ -15,17 +15,19 @@ const maxConfigs = 4
 
 // Slot states of the source window.
 const (
-	slotEmpty     uint8 = iota
-	slotHeld            // a received source, its bytes kept (rflow.kept)
-	slotMissing         // a PSN passed without its packet
-	slotAbsent          // no packet in this direction (READ-consumed, or the Present Bitmap says so)
-	slotRestored        // restored and verified; its bytes kept
-	slotAbandoned       // left to the RDMA transport
+	slotNone      uint8 = iota // never the record of any PSN (the zero value)
+	slotEmpty                  // the record of its PSN, nothing known of it yet
+	slotHeld                   // a received source, its bytes kept (rflow.kept)
+	slotMissing                // a PSN passed without its packet
+	slotAbsent                 // no packet in this direction (READ-consumed, or the Present Bitmap says so)
+	slotRestored               // restored and verified; its bytes kept
+	slotAbandoned              // left to the RDMA transport
 )
 
-// slot is one PSN of the source window (C7 b). It holds no pointer, so the collector never
-// scans the window, and its zero value is an unused slot (gen 0 names no block), so the pages of
-// a window no PSN has reached yet cost nothing. The source's bytes are kept beside it (rflow.kept).
+// slot is one position of the source window (C7 b, E40). It holds no pointer, so the collector
+// never scans the window, and its zero value is an unused slot (slotNone; gen 0 names no block),
+// so the pages of a window no PSN has reached yet cost nothing. The source's bytes are kept
+// beside it (rflow.kept).
 type slot struct {
 	p         psn.PSN
 	st        uint8
@@ -35,15 +37,22 @@ type slot struct {
 	ipid      uint16
 	delivered bool // handed to the RDMA receiver (ordered mode holds until then)
 	rounds    uint8
+	counted   bool  // entered LOSS_REPORT's Expected: settled as a source (E42)
 	blk       int32 // index into blocks, valid with gen
 	gen       uint32
 	due       time.Duration // a missing slot's next request (PSN-range form)
 	n         int32         // the source's length (what is kept may be the codec's prefix of it)
+	v         uint32        // the virtual position it records (E40)
 }
 
+// cfgSlot is an acknowledged configuration (E44).
 type cfgSlot struct {
-	valid, released, seen bool
-	cfg                   flow.Config
+	valid, released bool
+	first           bool    // the flow's first: it applies wherever the flow's PSNs start
+	eff             psn.PSN // the latest Effective PSN acknowledged for it
+	until           psn.PSN // every block of it starts before this PSN (with haveUntil)
+	haveUntil       bool
+	cfg             flow.Config
 }
 
 // rblock is one block the CRF knows from a REPAIR message.
@@ -81,19 +90,26 @@ type rflow struct {
 	set   Settings
 	ack   wire.HelloAck
 
-	cfgs [maxConfigs]cfgSlot
+	cfgs    [maxConfigs]cfgSlot
+	configs int // configurations acknowledged so far (the first applies wherever PSNs start)
 
-	win      []slot
-	mask     uint32
-	kp       int      // payload octets kept per slot when the codec reads a prefix; 0: whole sources
-	bufs     [][]byte // kp 0: each slot's source, by slot
-	pre      []byte   // kp > 0: each slot's prefix, kp octets a slot
-	whole    [][]byte // kp > 0: whole packets waiting for in-order delivery, by slot (C7 a)
-	high     psn.PSN
-	haveHigh bool
-	missing  int
-	misses   flow.Timers // missing slots' range-request times: Index the window slot, Gen the PSN
-	dueScr   []psn.PSN   // the PSNs one range timer finds due
+	win   []slot
+	mask  uint32
+	kp    int      // payload octets kept per slot when the codec reads a prefix; 0: whole sources
+	bufs  [][]byte // kp 0: each slot's source, by slot
+	pre   []byte   // kp > 0: each slot's prefix, kp octets a slot
+	whole [][]byte // kp > 0: whole packets waiting for in-order delivery, by slot (C7 a)
+	// The window's mapping from PSN to position (window.go, E40).
+	based, started bool    // a PSN anchors the mapping; a source has arrived
+	high, top      psn.PSN // the highest PSN consumed; the highest given a position or a hole
+	vhigh, vtop    uint32  // their positions (a PSN in a hole: the position before it)
+	holes          []hole  // oldest first, from h0
+	h0             int
+	floor          psn.PSN // every PSN before it is behind the window (with haveFloor)
+	haveFloor      bool
+	missing        int
+	misses         flow.Timers // missing slots' range-request times: Index the window slot, Gen the PSN
+	dueScr         []psn.PSN   // the PSNs one range timer finds due
 
 	blocks    []rblock // grown up to maxBlocks as blocks are first needed
 	maxBlocks int      // the ring's length: 2 x Max Open Blocks
@@ -128,9 +144,6 @@ type rflow struct {
 
 	st FlowStats
 }
-
-// slotOf returns the window slot of PSN p; the window is a power of two, so that this is a mask.
-func (f *rflow) slotOf(p psn.PSN) *slot { return &f.win[uint32(p)&f.mask] }
 
 // allowance is the reorder allowance of C7 f: max(1 ms, SRTT/8) unless configured.
 func (f *rflow) allowance() time.Duration {
@@ -231,7 +244,7 @@ func (f *rflow) nextBlockDue() (time.Duration, bool) {
 
 // scheduleMiss enters a missing slot's range-request time.
 func (f *rflow) scheduleMiss(s *slot) {
-	f.misses.Push(flow.Timer{At: s.due, Index: int32(uint32(s.p) & f.mask), Gen: uint64(s.p)})
+	f.misses.Push(flow.Timer{At: s.due, Index: int32(s.v & f.mask), Gen: uint64(s.p)})
 	// At most one entry per missing slot is current.
 	if f.misses.Len() > 2*f.missing+64 {
 		f.misses.Compact(f.missCurrent)
@@ -259,14 +272,39 @@ func (f *rflow) nextMiss() (time.Duration, bool) {
 	}
 }
 
-// slotIndex is the window position of PSN p.
-func (f *rflow) slotIndex(p psn.PSN) uint32 { return uint32(p) & f.mask }
+// index is slot s's place in the window (and in the arrays kept beside it).
+func (f *rflow) index(s *slot) uint32 { return s.v & f.mask }
 
-// store keeps a source or restored packet for PSN p in its slot s: whole, or the prefix the codec
-// reads (flow.SourcePrefixer), and its length.
-func (f *rflow) store(s *slot, p psn.PSN, payload []byte) {
+// expect enters slot s's PSN into LOSS_REPORT's Expected once: it is settled as a source (E42).
+func (f *rflow) expect(s *slot) {
+	if !s.counted {
+		s.counted = true
+		f.st.Expected++
+		f.iv.Expected++
+	}
+}
+
+// receive counts a source received from the network for LOSS_REPORT (before restoration).
+func (f *rflow) receive(ce bool) {
+	f.st.Received++
+	f.iv.Received++
+	if ce {
+		f.iv.CEMarked++
+	}
+}
+
+// unmiss ends slot s's missing state.
+func (f *rflow) unmiss(s *slot) {
+	if s.st == slotMissing {
+		f.missing--
+	}
+}
+
+// store keeps a source or restored packet in its slot s: whole, or the prefix the codec reads
+// (flow.SourcePrefixer), and its length.
+func (f *rflow) store(s *slot, payload []byte) {
 	s.n = int32(len(payload))
-	i := f.slotIndex(p)
+	i := f.index(s)
 	if f.kp == 0 {
 		f.bufs[i] = append(f.bufs[i][:0], payload...)
 		return
@@ -275,9 +313,9 @@ func (f *rflow) store(s *slot, p psn.PSN, payload []byte) {
 	copy(f.pre[o:o+f.kp], payload)
 }
 
-// kept returns what slot s of PSN p keeps of its source: all of it, or the codec's prefix.
-func (f *rflow) kept(s *slot, p psn.PSN) []byte {
-	i := f.slotIndex(p)
+// kept returns what slot s keeps of its source: all of it, or the codec's prefix.
+func (f *rflow) kept(s *slot) []byte {
+	i := f.index(s)
 	if f.kp == 0 {
 		return f.bufs[i]
 	}
@@ -285,9 +323,9 @@ func (f *rflow) kept(s *slot, p psn.PSN) []byte {
 	return f.pre[o : o+min(int(s.n), f.kp)]
 }
 
-// keepWhole keeps a whole copy of pkt at PSN p for in-order delivery where the slot keeps only a
+// keepWhole keeps a whole copy of pkt at slot s for in-order delivery where the slot keeps only a
 // prefix; the copy's buffer is reused once delivered.
-func (f *rflow) keepWhole(p psn.PSN, pkt []byte) {
+func (f *rflow) keepWhole(s *slot, pkt []byte) {
 	if f.kp == 0 || len(pkt) <= f.kp {
 		return
 	}
@@ -298,28 +336,28 @@ func (f *rflow) keepWhole(p psn.PSN, pkt []byte) {
 	if n := len(f.spare); n > 0 {
 		b, f.spare = f.spare[n-1][:0], f.spare[:n-1]
 	}
-	f.whole[f.slotIndex(p)] = append(b, pkt...)
+	f.whole[f.index(s)] = append(b, pkt...)
 }
 
-// packet returns the whole packet PSN p's slot holds for delivery.
-func (f *rflow) packet(s *slot, p psn.PSN) []byte {
+// packet returns the whole packet slot s holds for delivery.
+func (f *rflow) packet(s *slot) []byte {
 	if f.whole != nil {
-		if b := f.whole[f.slotIndex(p)]; b != nil {
+		if b := f.whole[f.index(s)]; b != nil {
 			return b
 		}
 	}
-	return f.kept(s, p)
+	return f.kept(s)
 }
 
 // maxSpare bounds the buffers kept for reuse.
 const maxSpare = 4096
 
-// dropWhole ends the whole copy held at PSN p's slot, keeping its buffer for reuse.
-func (f *rflow) dropWhole(p psn.PSN) {
+// dropWhole ends the whole copy held at slot s, keeping its buffer for reuse.
+func (f *rflow) dropWhole(s *slot) {
 	if f.whole == nil {
 		return
 	}
-	i := f.slotIndex(p)
+	i := f.index(s)
 	if b := f.whole[i]; b != nil {
 		if len(f.spare) < maxSpare {
 			f.spare = append(f.spare, b)

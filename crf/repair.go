@@ -2,6 +2,7 @@ package crf
 
 import (
 	"cmp"
+	"encoding/binary"
 	"errors"
 	"slices"
 	"time"
@@ -18,7 +19,7 @@ func (r *Receiver) onRepair(now time.Duration, f *rflow, msg []byte, ce bool) {
 		// A block that has ended takes nothing more: skip the full parse (the common case
 		// without loss, where the first REPAIR finds every source held).
 		start := psn.PSN(uint32(msg[12])<<16 | uint32(msg[13])<<8 | uint32(msg[14]))
-		if s := f.slotOf(start); s.p == start {
+		if s := f.at(start); s != nil {
 			if b := f.blockOf(s); b != nil && b.ended && b.start == start && b.cfg.ID == msg[8] {
 				f.st.Repairs++
 				f.iv.RepairsReceived++
@@ -31,7 +32,7 @@ func (r *Receiver) onRepair(now time.Duration, f *rflow, msg []byte, ce bool) {
 			}
 		}
 	}
-	m, err := wire.ParseRepair(msg)
+	m, err := parseRepair(msg)
 	if err != nil {
 		r.st.MessagesMalformed++
 		return
@@ -43,9 +44,13 @@ func (r *Receiver) onRepair(now time.Duration, f *rflow, msg []byte, ce bool) {
 		f.iv.RepairsCEMarked++
 	}
 	c := f.config(m.ConfigID)
+	noBlock := m.Info && m.Present.Empty()
 	switch {
-	case c == nil:
+	case c == nil || f.win == nil:
 		f.st.RepairUnknownConfig++
+		return
+	case noBlock:
+		r.noBlock(f, &m)
 		return
 	case m.Scheme != c.cfg.Scheme && m.Scheme != wire.SchemeSourceCopy && !m.Info:
 		f.st.RepairBadScheme++
@@ -57,10 +62,10 @@ func (r *Receiver) onRepair(now time.Duration, f *rflow, msg []byte, ce bool) {
 		f.st.RepairBadT++
 		return
 	}
-	if !c.seen {
-		c.seen = true
-		r.releaseConfigs(f, c.cfg.ID)
+	if !c.first && f.started && m.BlockStartPSN.Before(c.eff) {
+		f.st.RepairBeforeEffective++ // contract 3 says it cannot happen; the block is still served
 	}
+	r.evidence(f, c.cfg.ID, m.BlockStartPSN)
 	b := r.blockFor(now, f, &m, c)
 	if b == nil {
 		return
@@ -91,7 +96,7 @@ func (r *Receiver) onRepair(now time.Duration, f *rflow, msg []byte, ce bool) {
 			break
 		}
 		p, _ := b.dec.Payload(j)
-		if !r.restored(f, b, j, p) {
+		if !r.restored(now, f, b, j, p) {
 			r.abandon(f, b, false) // the decoder now holds wrong bytes at j (E9)
 			return
 		}
@@ -119,7 +124,7 @@ func (r *Receiver) onRepair(now time.Duration, f *rflow, msg []byte, ce bool) {
 			return
 		}
 	}
-	if !r.tryDecode(f, b) {
+	if !r.tryDecode(now, f, b) {
 		return
 	}
 	if b.ended {
@@ -129,16 +134,82 @@ func (r *Receiver) onRepair(now time.Duration, f *rflow, msg []byte, ce bool) {
 	if m.Last && (!m.Retx && m.Scheme != wire.SchemeSourceCopy && b.rounds == 0 ||
 		m.RepairSessionID != 0 && m.RepairSessionID == b.reqID) {
 		r.incomplete(now, f, b)
-	} else if !b.haveDue && b.rounds == 0 {
+	} else if !b.haveDue {
+		// The block's first message: its round ends a reorder allowance later (C7 f), also
+		// when that message answered a request of the PSN-range form (issue 10, C9).
 		b.due, b.haveDue = now+f.allowance(), true
 		f.schedule(b)
 	}
 }
 
+// parseRepair is wire.ParseRepair, which also takes an INFO with an all-zero Present Bitmap
+// (contract 2 of issue 10: k consecutive PSNs that belong to no block).
+func parseRepair(msg []byte) (wire.Repair, error) {
+	m, err := wire.ParseRepair(msg)
+	if err == nil {
+		return m, nil
+	}
+	// Until package wire accepts it: the header, k and an all-zero bitmap, nothing else.
+	const fixed = wire.HeaderLen + 12
+	if len(msg) < fixed || msg[0] != wire.Version<<4|uint8(wire.TypeRepair) ||
+		msg[1]&(wire.FlagRepairInfo|wire.FlagRepairRetx) != wire.FlagRepairInfo ||
+		int(binary.BigEndian.Uint16(msg[2:])) != len(msg) || msg[10] == 0 || binary.BigEndian.Uint16(msg[18:]) != 0 {
+		return m, err
+	}
+	words := psn.Words(int(msg[10]))
+	if len(msg) != fixed+4*words {
+		return m, err
+	}
+	for _, b := range msg[fixed:] {
+		if b != 0 {
+			return m, err
+		}
+	}
+	return wire.Repair{FlowID: binary.BigEndian.Uint32(msg[4:]), Info: true, Last: msg[1]&wire.FlagRepairLast != 0,
+		ConfigID: msg[8], Scheme: wire.Scheme(msg[9]), K: msg[10], RepairIndex: msg[11],
+		BlockStartPSN:   psn.PSN(uint32(msg[12])<<16 | uint32(msg[13])<<8 | uint32(msg[14])),
+		RepairSessionID: binary.BigEndian.Uint16(msg[16:])}, nil
+}
+
+// noBlock takes an INFO whose Present Bitmap is all zero: its k PSNs from the Block Start PSN
+// carry no source and belong to no block (RULINGS C8 as extended by issue 10). They become
+// absent: no block is made, nothing is counted, nothing is asked for them again.
+func (r *Receiver) noBlock(f *rflow, m *wire.Repair) {
+	f.st.InfoReceived++
+	f.st.InfoNoBlock++
+	for j := 0; j < int(m.K); j++ {
+		q := m.BlockStartPSN.Add(j)
+		if _, l, _ := f.locate(q); l != locTracked && l != locAhead {
+			continue // in a hole already, or behind the window
+		}
+		s := r.take(f, q)
+		if s == nil {
+			continue
+		}
+		if b := f.blockOf(s); b != nil && b.present.Has(int(b.start.Forward(q))) {
+			f.st.InfoConflict++ // a block's Present Bitmap says a source takes it
+			continue
+		}
+		switch s.st {
+		case slotHeld, slotRestored:
+			f.st.SourceAtAbsent++
+		case slotEmpty, slotMissing:
+			f.unmiss(s)
+			s.st = slotAbsent
+		}
+	}
+	if f.set.Ordered {
+		r.drainCursor(f)
+	}
+}
+
 // blockFor finds or creates the block a REPAIR describes.
 func (r *Receiver) blockFor(now time.Duration, f *rflow, m *wire.Repair, c *cfgSlot) *rblock {
+	if !f.based {
+		f.anchor(m.BlockStartPSN.Add(-1), firstPosition) // before the flow's first source (E8)
+	}
 	// Fast path: the window slot of the Block Start PSN points at the block.
-	if s := f.slotOf(m.BlockStartPSN); s.p == m.BlockStartPSN {
+	if s := f.at(m.BlockStartPSN); s != nil {
 		if b := f.blockOf(s); b != nil && b.start == m.BlockStartPSN {
 			if b.k != int(m.K) || b.present != m.Present || b.cfg.ID != m.ConfigID {
 				f.st.RepairInconsistent++
@@ -147,14 +218,19 @@ func (r *Receiver) blockFor(now time.Duration, f *rflow, m *wire.Repair, c *cfgS
 			return b
 		}
 	}
-	if f.haveHigh && m.BlockStartPSN.Before(f.high) && m.BlockStartPSN.Forward(f.high) >= uint32(len(f.win)-int(m.K)) {
-		f.st.RepairLate++ // older than the window: its sources are gone
-		return nil
-	}
-	// A live block over any of these positions would overlap: blocks of a flow never do.
+	// Every position must be one the window can keep; a live block over any of them would
+	// overlap: blocks of a flow never do.
 	for j := 0; j < int(m.K); j++ {
 		p := m.BlockStartPSN.Add(j)
-		if s := f.slotOf(p); s.p == p {
+		switch _, l, _ := f.locate(p); {
+		case l == locOld:
+			f.st.RepairLate++ // older than the window: its sources are gone
+			return nil
+		case l == locHole && m.Present.Has(j), l == locAhead && f.high.Forward(p) > f.reach():
+			f.st.RepairUntracked++ // a source where a READ or a long gap left no position
+			return nil
+		}
+		if s := f.at(p); s != nil {
 			if ob := f.blockOf(s); ob != nil && !ob.ended {
 				f.st.RepairOverlap++
 				return nil
@@ -195,30 +271,27 @@ func (r *Receiver) blockFor(now time.Duration, f *rflow, m *wire.Repair, c *cfgS
 		// C7 a: the hold lasts until the gap's block has its repair, plus the allowance.
 		f.holdDue = max(f.holdDue, now+f.allowance())
 	}
-	idx := int32(b.idx)
-	held := 0
+	held, asked := 0, uint8(0)
 	for j := 0; j < b.k; j++ {
 		p := b.start.Add(j)
-		s := f.slotOf(p)
-		if s.p != p {
-			if s.st != slotEmpty && p.Before(s.p) {
-				continue // gone from the window: the block cannot use it
+		s := r.take(f, p)
+		if s == nil {
+			continue // absent, in a hole
+		}
+		if b.present.Has(j) {
+			if s.st == slotEmpty && f.started && !p.After(f.high) {
+				// Passed, or forgotten: missing now (the block asks for it, not the range timer).
+				s.st = slotMissing
+				f.missing++
 			}
-			r.reset(f, s, p)
-		}
-		if s.st == slotEmpty && b.present.Has(j) && (!f.haveHigh || !p.After(f.high)) {
-			// Passed before the flow's first source, or forgotten: missing now (the block
-			// asks for it, not the range timer).
-			s.st = slotMissing
-			f.missing++
-			f.st.Expected++
-			f.iv.Expected++
-		}
-		s.blk, s.gen = idx, b.gen
-		if !b.present.Has(j) {
 			if s.st == slotMissing {
-				f.missing--
+				f.expect(s) // the Present Bitmap confirms a source (E42)
+				asked = max(asked, s.rounds)
 			}
+		}
+		s.blk, s.gen = b.idx, b.gen
+		if !b.present.Has(j) {
+			f.unmiss(s)
 			if s.st != slotHeld {
 				s.st = slotAbsent
 			}
@@ -227,6 +300,14 @@ func (r *Receiver) blockFor(now time.Duration, f *rflow, m *wire.Repair, c *cfgS
 		if s.st == slotHeld || s.st == slotRestored {
 			held++
 		}
+	}
+	if asked > 0 {
+		// Its sources were asked for in the PSN-range form already: those were its first
+		// rounds (C9: two coded rounds, then FALLBACK, then the RDMA transport).
+		b.rounds = int(min(asked, 2))
+		b.fellBack = asked > 2
+		b.sampled = true // no RTT sample: the request's time is not the block's
+		b.reqID = m.RepairSessionID
 	}
 	if held == b.present.Count() {
 		// Every source arrived: nothing to decode, no decoder needed.
@@ -260,10 +341,11 @@ func (r *Receiver) ensureDecoder(f *rflow, b *rblock) error {
 	}
 	b.decoding = true
 	for j := 0; j < b.k; j++ {
-		p := b.start.Add(j)
-		s := f.slotOf(p)
-		if s.p == p && b.present.Has(j) && (s.st == slotHeld || s.st == slotRestored) {
-			if err := b.dec.AddSource(j, f.kept(s, p)); err != nil {
+		if !b.present.Has(j) {
+			continue
+		}
+		if s := f.at(b.start.Add(j)); s != nil && (s.st == slotHeld || s.st == slotRestored) {
+			if err := b.dec.AddSource(j, f.kept(s)); err != nil {
 				f.st.SourceTooLong++
 			}
 		}
@@ -284,12 +366,12 @@ func (r *Receiver) sourceIntoBlock(now time.Duration, f *rflow, b *rblock, p psn
 			f.st.SourceTooLong++
 		}
 	}
-	r.tryDecode(f, b)
+	r.tryDecode(now, f, b)
 }
 
 // tryDecode decodes b as soon as it can (C7 e) and ends it when complete. It returns false when
 // the block was abandoned on the way.
-func (r *Receiver) tryDecode(f *rflow, b *rblock) bool {
+func (r *Receiver) tryDecode(now time.Duration, f *rflow, b *rblock) bool {
 	if !b.decoding {
 		if r.complete(f, b) {
 			r.endBlock(f, b)
@@ -312,13 +394,16 @@ func (r *Receiver) tryDecode(f *rflow, b *rblock) bool {
 	f.st.BlocksDecoded++
 	ok := true
 	got.Each(func(j int) {
+		if b.dec == nil {
+			return // the block ended meanwhile (a restored READ moved the window past it)
+		}
 		p, err := b.dec.Payload(j)
 		if err != nil {
 			f.st.ICRCMismatch++ // a symbol that is not even a packet: wrong repair bytes
 			ok = false
 			return
 		}
-		if !r.restored(f, b, j, p) {
+		if !r.restored(now, f, b, j, p) {
 			ok = false // the others of the solve are still checked and delivered each (E9)
 		}
 	})
@@ -336,9 +421,7 @@ func (r *Receiver) complete(f *rflow, b *rblock) bool {
 		if !b.present.Has(j) {
 			continue
 		}
-		p := b.start.Add(j)
-		s := f.slotOf(p)
-		if s.p != p || (s.st != slotHeld && s.st != slotRestored) {
+		if s := f.at(b.start.Add(j)); s == nil || (s.st != slotHeld && s.st != slotRestored) {
 			return false
 		}
 	}
@@ -346,15 +429,16 @@ func (r *Receiver) complete(f *rflow, b *rblock) bool {
 }
 
 // restored verifies a restored packet (C12) and delivers it; false on a mismatch, which is
-// counted and never delivered.
-func (r *Receiver) restored(f *rflow, b *rblock, j int, pkt []byte) bool {
+// counted and never delivered. A restored READ request consumes its PSNs as a received one
+// does (C13).
+func (r *Receiver) restored(now time.Duration, f *rflow, b *rblock, j int, pkt []byte) bool {
 	if err := r.verify(f, pkt); err != nil {
 		f.st.ICRCMismatch++
 		return false
 	}
 	p := b.start.Add(j)
-	s := f.slotOf(p)
-	if s.p != p && p.Before(s.p) {
+	s := r.take(f, p)
+	if s == nil {
 		// The window has moved past p: deliver without keeping it.
 		f.st.Restored++
 		f.iv.Restored++
@@ -363,20 +447,19 @@ func (r *Receiver) restored(f *rflow, b *rblock, j int, pkt []byte) bool {
 		}
 		return true
 	}
-	if s.p != p {
-		r.reset(f, s, p)
-		s.blk, s.gen = b.idx, b.gen
-	}
+	s.blk, s.gen = b.idx, b.gen
 	if s.st == slotHeld || s.st == slotRestored {
 		return true // it arrived meanwhile
 	}
-	if s.st == slotMissing {
-		f.missing--
-	}
+	f.unmiss(s)
+	f.expect(s) // a source, restored: it counts as expected and not received (E42)
 	f.st.Restored++
 	f.iv.Restored++
 	s.st, s.ce, s.delivered = slotRestored, false, false
-	f.store(s, p, pkt)
+	f.store(s, pkt)
+	if n := f.consumes(pkt); n > 1 {
+		r.consume(now, f, p, n)
+	}
 	if !f.set.Ordered {
 		s.delivered = true
 		if !r.dq.push(Delivery{Flow: f.id, PSN: p, Kind: Restored, Packet: pkt}) {
@@ -384,7 +467,7 @@ func (r *Receiver) restored(f *rflow, b *rblock, j int, pkt []byte) bool {
 		}
 		return true
 	}
-	f.keepWhole(p, pkt) // it waits for in-order delivery, where the slot keeps a prefix
+	f.keepWhole(s, pkt) // it waits for in-order delivery, where the slot keeps a prefix
 	if f.haveCursor && p.Before(f.cursor) {
 		r.release1(f, s) // the hold already gave up on it; late beats never
 	} else {
@@ -425,7 +508,7 @@ func (r *Receiver) recycle(b *rblock) {
 }
 
 // abandon ends b by falling back to the RDMA transport (C9 b): its unknown PSNs are announced as
-// abandoned. evicted says it made room rather than failed.
+// abandoned, and count as lost (E42). evicted says it made room rather than failed.
 func (r *Receiver) abandon(f *rflow, b *rblock, evicted bool) {
 	if b == nil || b.ended {
 		return
@@ -443,20 +526,19 @@ func (r *Receiver) abandon(f *rflow, b *rblock, evicted bool) {
 			continue
 		}
 		p := b.start.Add(j)
-		s := f.slotOf(p)
-		if s.p == p && (s.st == slotHeld || s.st == slotRestored) {
+		s := f.at(p)
+		if s != nil && (s.st == slotHeld || s.st == slotRestored) {
 			continue
 		}
-		if s.p == p && s.st == slotMissing {
-			f.missing--
-		}
-		if s.p == p && s.st != slotAbandoned || s.p != p {
+		if s == nil || s.st != slotAbandoned {
 			f.st.Abandoned++
 			if !r.dq.push(Delivery{Flow: f.id, PSN: p, Kind: Abandoned}) {
 				r.st.DeliveriesDropped++
 			}
 		}
-		if s.p == p {
+		if s != nil {
+			f.unmiss(s)
+			f.expect(s)
 			s.st = slotAbandoned
 		}
 	}
@@ -498,7 +580,7 @@ func (r *Receiver) blockTimeout(now time.Duration, f *rflow, b *rblock) {
 		}
 	}
 	if st := b.dec.Status(); st.U == 0 || st.Solvable() {
-		r.tryDecode(f, b)
+		r.tryDecode(now, f, b)
 		return
 	}
 	r.incomplete(now, f, b)
@@ -549,7 +631,7 @@ func (r *Receiver) nextRequestID(f *rflow) uint16 {
 
 // requestRanges asks, in the PSN-range form, for missing PSNs no REPAIR has described, once
 // their reorder allowance has passed; it retries after 1.5 SRTT, asks for FALLBACK after two
-// rounds and then leaves them to the RDMA transport.
+// rounds and then leaves them to the RDMA transport, counting them lost (E42).
 func (r *Receiver) requestRanges(now time.Duration, f *rflow) {
 	// The due slots come off the heap; they are asked for in PSN order, oldest first.
 	due := f.dueScr[:0]
@@ -569,10 +651,15 @@ func (r *Receiver) requestRanges(now time.Duration, f *rflow) {
 	ranges := f.lost[:0]
 	fallback := false
 	for _, p := range due {
-		s := f.slotOf(p)
+		s := f.at(p)
+		if s == nil || s.st != slotMissing {
+			continue
+		}
 		if s.rounds >= 3 {
 			s.st = slotAbandoned
 			f.missing--
+			f.expect(s) // asked three times without any answer: lost
+			f.st.GivenUp++
 			f.st.Abandoned++
 			if !r.dq.push(Delivery{Flow: f.id, PSN: s.p, Kind: Abandoned}) {
 				r.st.DeliveriesDropped++

@@ -376,13 +376,15 @@ func TestRangeRequestWithoutRepairC7(t *testing.T) {
 func TestRequestDeltaAboveOnePercent(t *testing.T) {
 	r := newReceiver(t, Settings{})
 	id := open(t, r, 0, cfg8)
-	// An interval at 25 percent loss: 8 expected, 6 received.
+	// An interval at 25 percent loss: 8 expected, 6 received (the block's REPAIR confirms the
+	// two missing PSNs as sources, E42).
 	warm := newBlock(0x10, 8)
 	for j := 0; j < 8; j++ {
 		if j != 1 && j != 2 {
 			r.Observe(0, id, warm.pkts[j], false)
 		}
 	}
+	r.Handle(0, testCSF, warm.repair(t, id, 0, psn.Bitmap{}, 0), false)
 	r.Tick(10 * time.Millisecond)
 	drainMsgs(r)
 	drainDel(r)

@@ -6,6 +6,7 @@ import (
 
 	"github.com/crem-project/crem/flow"
 	"github.com/crem-project/crem/policy"
+	"github.com/crem-project/crem/psn"
 	"github.com/crem-project/crem/wire"
 )
 
@@ -75,7 +76,8 @@ func (r *Receiver) newFlowID() uint32 {
 }
 
 // onParamUpdate acknowledges a configuration, reserving its resources, or refuses it with a
-// status (draft, Configuration; PARAM_ACK).
+// status (draft, Configuration; PARAM_ACK). It keeps each configuration's latest Effective PSN
+// (contract 3) and learns from it where older configurations end (E44).
 func (r *Receiver) onParamUpdate(now time.Duration, f *rflow, msg []byte) {
 	m, err := wire.ParseParamUpdate(msg)
 	if err != nil {
@@ -84,6 +86,20 @@ func (r *Receiver) onParamUpdate(now time.Duration, f *rflow, msg []byte) {
 	}
 	r.st.ParamUpdates++
 	cfg := flow.Config{ID: m.ConfigID, Scheme: m.Scheme, K: int(m.K), M: int(m.M), T: int(m.T)}
+	if f.started {
+		// The CSF proposes a configuration only once the one before is applied (or refused):
+		// every configuration older than that one has its blocks before this Effective PSN.
+		var prev *cfgSlot
+		for i := range f.cfgs {
+			if c := &f.cfgs[i]; c.valid && !c.released && older(c.cfg.ID, cfg.ID) && (prev == nil || older(prev.cfg.ID, c.cfg.ID)) {
+				prev = c
+			}
+		}
+		if prev != nil {
+			r.bound(f, prev.cfg.ID, m.EffectivePSN)
+		}
+	}
+	r.releaseConfigs(f)
 	status := wire.StatusAccepted
 	var free *cfgSlot
 	for i := range f.cfgs {
@@ -95,7 +111,7 @@ func (r *Receiver) onParamUpdate(now time.Duration, f *rflow, msg []byte) {
 				_ = r.Close(now, f.id, wire.ReasonProtocolError)
 				return
 			}
-			free = c // a retransmission: acknowledge again
+			free = c // a retransmission: acknowledged again, with its latest Effective PSN
 		}
 	}
 	switch {
@@ -114,10 +130,14 @@ func (r *Receiver) onParamUpdate(now time.Duration, f *rflow, msg []byte) {
 			}
 		}
 		if free == nil {
-			status = wire.StatusResourcesExhausted
+			status = wire.StatusResourcesExhausted // every slot holds a configuration still repairable
+			r.st.ConfigsFull++
 		} else {
-			*free = cfgSlot{valid: true, cfg: cfg}
+			*free = cfgSlot{valid: true, cfg: cfg, eff: m.EffectivePSN, first: f.configs == 0}
+			f.configs++
 		}
+	} else if status == wire.StatusAccepted && m.EffectivePSN.After(free.eff) {
+		free.eff = m.EffectivePSN
 	}
 	if status == wire.StatusAccepted {
 		f.allocate(r.prefix)
@@ -128,25 +148,45 @@ func (r *Receiver) onParamUpdate(now time.Duration, f *rflow, msg []byte) {
 	r.send(f.from, &wire.ParamAck{FlowID: f.id, ConfigID: cfg.ID, Status: status})
 }
 
-// releaseConfigs releases every configuration older than one the CSF has started using, once
-// none of its blocks is open (draft: a newer one acknowledged and every block of the older one
-// closed or fallen back; E4: "newer" is proven by a REPAIR of it).
-func (r *Receiver) releaseConfigs(f *rflow, newest uint8) {
+// evidence learns from a block of configuration id starting at start that every older
+// configuration's blocks start before it (the CSF uses configurations in order, and a block's
+// coded retransmissions carry its own Config ID, contract 3).
+func (r *Receiver) evidence(f *rflow, id uint8, start psn.PSN) {
+	if r.bound(f, id, start) {
+		r.releaseConfigs(f)
+	}
+}
+
+// bound records that every configuration older than id has its blocks before PSN q; it
+// reports whether that told anything new.
+func (r *Receiver) bound(f *rflow, id uint8, q psn.PSN) bool {
+	changed := false
+	for i := range f.cfgs {
+		if c := &f.cfgs[i]; c.valid && !c.released && older(c.cfg.ID, id) && (!c.haveUntil || q.Before(c.until)) {
+			c.until, c.haveUntil = q, true
+			changed = true
+		}
+	}
+	return changed
+}
+
+// releaseConfigs releases every configuration none of whose blocks can be repaired any more
+// (E44): all its blocks start before a PSN that is behind the window, so a REPAIR for one would
+// be too late anyway. Its blocks still open, evicted by the window already in all but name,
+// fall back to the RDMA transport.
+func (r *Receiver) releaseConfigs(f *rflow) {
 	for i := range f.cfgs {
 		c := &f.cfgs[i]
-		if !c.valid || c.released || c.cfg.ID == newest || !older(c.cfg.ID, newest) {
+		if !c.valid || c.released || !c.haveUntil || !f.gone(c.until.Add(-1)) {
 			continue
 		}
-		live := false
 		for j := range f.blocks {
 			if b := &f.blocks[j]; b.used && !b.ended && b.cfg.ID == c.cfg.ID {
-				live = true
+				r.abandon(f, b, true)
 			}
 		}
-		if !live {
-			c.released = true
-			r.st.ConfigsReleased++
-		}
+		c.released = true
+		r.st.ConfigsReleased++
 	}
 }
 
@@ -190,6 +230,7 @@ func (r *Receiver) tickFlow(now time.Duration, f *rflow) {
 // and folds it into the CRF's own loss estimate, which sets delta in requests.
 func (r *Receiver) report(now time.Duration, f *rflow) {
 	f.reportAt = now + f.rtt.SRTT()
+	r.releaseConfigs(f) // once per SRTT: the window may have moved past an old configuration
 	iv := f.iv
 	if iv.Expected == 0 && iv.Received == 0 && iv.RepairsReceived == 0 {
 		f.ivStart = now
@@ -213,9 +254,11 @@ func (f *rflow) allocate(prefix int) {
 	if f.win != nil {
 		return
 	}
-	// C7 b: Max Open Blocks x Max k, rounded up to a power of two.
+	// C7 b: Max Open Blocks x Max k, rounded up to a power of two; at least 4 x Max k, so that
+	// half the window (how far a gap or a block described ahead may reach, E40) holds two
+	// blocks.
 	w := 1
-	for w < f.eff.MaxOpenBlocks*f.eff.MaxK {
+	for w < max(f.eff.MaxOpenBlocks, 4)*f.eff.MaxK {
 		w *= 2
 	}
 	f.win, f.mask = make([]slot, w), uint32(w-1)

@@ -20,6 +20,13 @@ const (
 	Held
 )
 
+// maxReadPSNs bounds the PSNs one READ request consumes: 2^31 octets (the largest DMA Length
+// of a READ) at the smallest RDMA MTU, 256.
+const maxReadPSNs = 1 << 23
+
+// firstPosition is the virtual position of a flow's first PSN (any value would do).
+const firstPosition = 1 << 31
+
 // Observe takes a RoCEv2 packet (the whole UDP payload) of flow id arriving from the network;
 // ce says whether it carried a CE mark. The driver finds id with Lookup. Packets of unknown
 // flows, and packets that take no new PSN (ACKs, CNPs), are simply forwarded.
@@ -33,12 +40,17 @@ func (r *Receiver) Observe(now time.Duration, id uint32, pkt []byte, ce bool) Ve
 		return Forward
 	}
 	p := psn.PSN(uint32(pkt[9])<<16 | uint32(pkt[10])<<8 | uint32(pkt[11]))
-	n := 1
-	if op == roce.OpReadRequest && len(pkt) >= roce.BTHLen+roce.RETHLen+roce.ICRCLen {
-		dma := binary.BigEndian.Uint32(pkt[roce.BTHLen+12:])
-		n = int(min(op.PSNs(dma, uint32(f.mtu)), uint32(len(f.win))))
+	return r.observe(now, f, p, f.consumes(pkt), pkt, ce)
+}
+
+// consumes returns the PSNs a source packet takes: one, or a READ request's max(1,
+// ceil(DMA Length / RDMA MTU)) (C13).
+func (f *rflow) consumes(pkt []byte) int {
+	if roce.Opcode(pkt[0]) != roce.OpReadRequest || len(pkt) < roce.BTHLen+roce.RETHLen+roce.ICRCLen {
+		return 1
 	}
-	return r.observe(now, f, p, n, pkt, ce)
+	dma := binary.BigEndian.Uint32(pkt[roce.BTHLen+12:])
+	return int(min(roce.OpReadRequest.PSNs(dma, uint32(f.mtu)), maxReadPSNs))
 }
 
 // ObserveIP is Observe for transparent (TUN) mode: ip and udp are the packet's IP header (IPv4
@@ -56,9 +68,9 @@ func (r *Receiver) ObserveIP(now time.Duration, id uint32, ip, udp, pkt []byte, 
 	v := r.Observe(now, id, pkt, ce)
 	if len(ip) >= 20 && ip[0]>>4 == 4 {
 		p := psn.PSN(uint32(pkt[9])<<16 | uint32(pkt[10])<<8 | uint32(pkt[11]))
-		if s := f.slotOf(p); s.p == p && s.rx {
+		if s := f.at(p); s != nil && s.rx {
 			s.ipid, s.hasID = binary.BigEndian.Uint16(ip[4:]), true
-			if prev := f.slotOf(p.Add(-1)); prev.p == p.Add(-1) && prev.hasID {
+			if prev := f.at(p.Add(-1)); prev != nil && prev.hasID {
 				f.idStep = s.ipid - prev.ipid
 			}
 		}
@@ -73,68 +85,84 @@ func (r *Receiver) ObserveSource(now time.Duration, id uint32, p psn.PSN, n int,
 	if f == nil || f.win == nil {
 		return Forward
 	}
-	return r.observe(now, f, p, max(n, 1), payload, ce)
+	return r.observe(now, f, p, min(max(n, 1), maxReadPSNs), payload, ce)
 }
 
 func (r *Receiver) observe(now time.Duration, f *rflow, p psn.PSN, n int, payload []byte, ce bool) Verdict {
 	f.lastSource = now
-	s := f.slotOf(p)
-	if s.p == p && (s.st == slotHeld || s.st == slotRestored) {
-		if v, dup := r.again(f, s, payload); dup {
-			return v
+	var s *slot
+	if f.started && p == f.high.Add(1) && f.top == f.high {
+		// In order, nothing given a position ahead of its packet: the common case.
+		v := f.vhigh + 1
+		f.high, f.top, f.vhigh, f.vtop = p, p, v, v
+		if len(f.holes) > f.h0 {
+			f.trim(0)
 		}
-	}
-	f.st.Sources++
-	f.iv.Received++
-	if ce {
-		f.st.SourcesCE++
-		f.iv.CEMarked++
-	}
-	switch {
-	case f.haveHigh && p == f.high.Add(1):
-		// In order: the common case.
-		f.high = p.Add(n - 1)
-		f.st.Expected++
-		f.iv.Expected++
-		if s.p != p {
-			r.reset(f, s, p)
+		s = &f.win[v&f.mask]
+		if !s.is(p, v) {
+			r.reset(f, s, p, v)
 		}
-	case !f.haveHigh:
-		f.haveHigh, f.high = true, p.Add(n-1)
-		f.st.Expected++
-		f.iv.Expected++
-		r.reset(f, s, p)
-	case p.After(f.high):
-		r.advance(now, f, p)
-		f.high = p.Add(n - 1)
-		f.st.Expected++
-		f.iv.Expected++
-		if s.p != p {
-			r.reset(f, s, p)
+		f.st.Sources++
+		if ce {
+			f.st.SourcesCE++
 		}
-	case s.p == p && s.st == slotMissing:
-		f.st.Late++
-		f.missing--
-	default:
-		// Behind the highest PSN and not known missing: a retransmission of something settled
-		// (abandoned, or older than the window's record of it).
-		f.st.Late++
-		if s.p != p {
-			r.reset(f, s, p)
+		f.expect(s)
+		f.receive(ce)
+	} else {
+		v, l, hi := f.locate(p)
+		if l == locTracked {
+			if t := &f.win[v&f.mask]; t.is(p, v) && (t.st == slotHeld || t.st == slotRestored) {
+				if verdict, dup := r.again(f, t, payload); dup {
+					return verdict
+				}
+			}
+		}
+		f.st.Sources++
+		if ce {
+			f.st.SourcesCE++
+		}
+		switch {
+		case !f.started:
+			r.begin(f, p)
+			s = r.take(f, p)
+			f.expect(s)
+			f.receive(ce)
+		case l == locAhead || l == locTracked && p.After(f.high):
+			r.advance(now, f, p)
+			s = r.take(f, p)
+			f.expect(s)
+			f.receive(ce)
+		case l == locTracked:
+			s = r.take(f, p)
+			f.st.Late++
+			switch s.st {
+			case slotMissing, slotEmpty:
+				// Reordered, or passed before the flow's first source: a source received.
+				f.unmiss(s)
+				f.expect(s)
+				f.receive(ce)
+			case slotAbsent:
+				// The Present Bitmap, an INFO or a READ said no packet takes this PSN.
+				f.st.SourceAtAbsent++
+				f.st.Forwarded++
+				return Forward
+			}
+			// slotAbandoned: settled as lost; its late arrival does not cancel the loss.
+		case l == locHole && f.holes[hi].read:
+			f.st.ReadReissued++ // C13: left to the RDMA transport
+			f.st.Forwarded++
+			return Forward
+		default:
+			// Behind the window, or in a gap too long for it: nothing to keep it for.
+			f.st.Late++
+			f.st.Forwarded++
+			return Forward
 		}
 	}
 	s.st, s.ce, s.rx = slotHeld, ce, true
-	f.store(s, p, payload)
-	for q := 1; q < n; q++ {
-		a := f.slotOf(p.Add(q))
-		if a.p != p.Add(q) {
-			r.reset(f, a, p.Add(q))
-		}
-		if a.st == slotMissing {
-			f.missing--
-		}
-		a.st = slotAbsent // C13: READ-consumed PSNs are absent in this direction
-		f.st.ReadAbsent++
+	f.store(s, payload)
+	if n > 1 {
+		r.consume(now, f, p, n)
 	}
 	if s.gen != 0 {
 		if b := f.blockOf(s); b != nil && !b.ended {
@@ -144,17 +172,43 @@ func (r *Receiver) observe(now time.Duration, f *rflow, p psn.PSN, n int, payloa
 	return r.deliverReceived(f, s, p, payload)
 }
 
+// begin places the flow's first source p: the mapping starts there, or goes on from the blocks
+// REPAIR messages described before it. Nothing before p is missing: the CRF does not know
+// where the flow began (E8).
+func (r *Receiver) begin(f *rflow, p psn.PSN) {
+	f.started = true
+	_, l, _ := f.locate(p)
+	switch l {
+	case locNone:
+		f.anchor(p, firstPosition)
+	case locTracked:
+		if p.After(f.high) || len(f.holes) == f.h0 {
+			f.setHigh(p)
+		}
+	case locAhead:
+		if d := f.top.Forward(p); d > f.reach() {
+			f.addHole(p.Add(-1), false)
+		}
+		f.assign(p)
+		f.setHigh(p)
+	default:
+		// Behind every block described, by more than the window: start afresh.
+		f.anchor(p, f.vtop+uint32(len(f.win))+1)
+	}
+}
+
 // again handles a PSN whose slot already holds a packet: a duplicate, or the original arriving
 // after its restoration. dup is false when the slot's state says it is neither.
 func (r *Receiver) again(f *rflow, s *slot, payload []byte) (Verdict, bool) {
 	switch {
 	case s.st == slotRestored && !s.rx:
 		// The original arrives after its restoration: a late source, delivered again (the
-		// RDMA transport drops duplicates), not used for decoding.
+		// RDMA transport drops duplicates), not used for decoding, and not counted received:
+		// the loss it caused stands (issue 10).
 		s.rx = true
 		f.st.Sources++
 		f.st.Late++
-		f.iv.Received++
+		f.st.LateAfterRestore++
 		if f.set.Ordered && !s.delivered {
 			f.st.Superseded++ // the restored copy goes out in order instead
 			return Held, true
@@ -162,7 +216,7 @@ func (r *Receiver) again(f *rflow, s *slot, payload []byte) (Verdict, bool) {
 	case s.st == slotHeld || s.st == slotRestored:
 		// C7 d: a duplicate is ignored for decoding; the RDMA transport may want it.
 		f.st.Duplicates++
-		if k := f.kept(s, s.p); s.st == slotHeld && (int(s.n) != len(payload) || !bytes.Equal(k, payload[:len(k)])) {
+		if k := f.kept(s); s.st == slotHeld && (int(s.n) != len(payload) || !bytes.Equal(k, payload[:len(k)])) {
 			f.st.DuplicateMismatch++
 		}
 		if f.set.Ordered && !s.delivered {
@@ -175,44 +229,102 @@ func (r *Receiver) again(f *rflow, s *slot, payload []byte) (Verdict, bool) {
 	return Forward, true
 }
 
-// reset makes slot s the record of PSN p, flushing what it held before (window wrap).
-func (r *Receiver) reset(f *rflow, s *slot, p psn.PSN) {
+// reset makes slot s the record of PSN p at position v, flushing what it held before (the
+// window moved on).
+func (r *Receiver) reset(f *rflow, s *slot, p psn.PSN, v uint32) {
 	if s.st == slotMissing {
 		f.missing--
+		if !s.counted {
+			f.st.Forgotten++ // never settled: neither expected nor lost (E42)
+		}
 	}
 	if s.st == slotHeld && !s.delivered && f.set.Ordered {
 		r.flushHold(f) // never drop a held packet: release in order first
 	}
-	if b := f.blockOf(s); b != nil && !b.ended && s.p != p {
+	if b := f.blockOf(s); b != nil && !b.ended {
 		r.abandon(f, b, true) // the window moved past a live block (C7 b, g)
 	}
-	f.dropWhole(p)
-	s.p, s.st, s.ce, s.rx, s.hasID, s.delivered, s.rounds, s.blk, s.gen = p, slotEmpty, false, false, false, false, 0, 0, 0
+	f.dropWhole(s)
+	*s = slot{p: p, v: v, st: slotEmpty}
 }
 
-// advance marks the PSNs between the highest seen and p as missing.
+// advance moves high to p, a PSN after it: the PSNs passed without their packet become missing
+// (once a source has been seen), as many as the window can track; a longer gap's rest becomes
+// a hole (E40). p gets a position.
 func (r *Receiver) advance(now time.Duration, f *rflow, p psn.PSN) {
-	gap := f.high.Forward(p) - 1
-	if gap >= uint32(len(f.win)) {
-		f.st.WindowJumps++
-		f.st.Expected += uint64(gap)
-		f.iv.Expected += gap
-		gap = uint32(len(f.win)) - 1
+	if g := f.high.Forward(p) - 1; g > 0 {
+		keep := min(g, max(f.high.Forward(f.top), f.reach()))
+		if g > keep {
+			f.st.WindowJumps++
+		}
+		for i := uint32(1); i <= keep; i++ {
+			if s := r.take(f, f.high.Add(int(i))); s != nil && s.st == slotEmpty && f.started {
+				r.miss(now, f, s)
+			}
+		}
 	}
-	for q := p.Add(-int(gap)); q != p; q = q.Add(1) {
-		s := f.slotOf(q)
-		if s.p != q {
-			r.reset(f, s, q)
+	if d := f.top.Forward(p); d != 0 && d < psnHalf {
+		if d > 1 {
+			f.addHole(p.Add(-1), false)
 		}
-		if s.st != slotEmpty {
-			continue // absent, or known from a block described ahead of its sources
+		f.assign(p)
+	}
+	f.setHigh(p)
+}
+
+// miss marks slot s missing: its range request is due after the reorder allowance (E12). A
+// position a block's Present Bitmap has confirmed is a source: it enters Expected now.
+func (r *Receiver) miss(now time.Duration, f *rflow, s *slot) {
+	s.st = slotMissing
+	s.due = now + f.allowance()
+	f.scheduleMiss(s)
+	f.missing++
+	if b := f.blockOf(s); b != nil && b.present.Has(int(b.start.Forward(s.p))) {
+		f.expect(s)
+	}
+}
+
+// consume makes the PSNs a READ request at p consumes, beyond p itself, absent (C13): those with
+// positions in their slots, the rest as a hole, without a position each (E40); high moves to the
+// last of them. p has its slot, received or restored.
+func (r *Receiver) consume(now time.Duration, f *rflow, p psn.PSN, n int) {
+	f.st.ReadAbsent += uint64(n - 1)
+	last := p.Add(n - 1)
+	if last.After(f.top) && p.After(f.high) {
+		r.advance(now, f, p) // a restored READ ahead of the sources: high first reaches it
+	}
+	q := p.Add(1)
+	for range 2 * len(f.win) {
+		if !q.AtOrBefore(last) || q.After(f.top) {
+			break
 		}
-		s.st = slotMissing
-		s.due = now + f.allowance()
-		f.scheduleMiss(s)
-		f.missing++
-		f.st.Expected++
-		f.iv.Expected++
+		v, l, hi := f.locate(q)
+		switch l {
+		case locHole:
+			q = f.holes[hi].end()
+			continue
+		case locTracked:
+			s := &f.win[v&f.mask]
+			if !s.is(q, v) {
+				r.reset(f, s, q, v)
+			}
+			switch b := f.blockOf(s); {
+			case s.st == slotHeld || s.st == slotRestored:
+				f.st.SourceAtAbsent++
+			case b != nil && b.present.Has(int(b.start.Forward(q))):
+				// Its block says a source takes it: the block decides, not the READ.
+			default:
+				f.unmiss(s)
+				s.st = slotAbsent
+			}
+		}
+		q = q.Add(1)
+	}
+	switch {
+	case last.After(f.top):
+		f.addHole(last, true)
+	case last.After(f.high):
+		f.setHigh(last)
 	}
 }
 
@@ -230,7 +342,7 @@ func (r *Receiver) deliverReceived(f *rflow, s *slot, p psn.PSN, payload []byte)
 	case p == f.cursor:
 		s.delivered = true
 		f.st.Forwarded++
-		f.cursor = p.Add(1)
+		f.cursor = f.next(p)
 		r.drainCursor(f)
 		return Forward
 	case p.Before(f.cursor):
@@ -249,7 +361,7 @@ func (r *Receiver) deliverReceived(f *rflow, s *slot, p psn.PSN, payload []byte)
 		f.st.Forwarded++
 		return Forward
 	}
-	f.keepWhole(p, payload) // where only a prefix is kept for the codec: the hold needs it all
+	f.keepWhole(s, payload) // where only a prefix is kept for the codec: the hold needs it all
 	f.heldPkts++
 	f.heldBytes += len(payload)
 	f.st.HeldPackets++
@@ -273,11 +385,19 @@ func (f *rflow) holdLimits() (int, int) {
 }
 
 // drainCursor delivers, in PSN order, what waits at the cursor: held and restored packets, and
-// skips absent and abandoned PSNs, stopping at the first gap.
+// steps over absent and abandoned PSNs and holes, stopping at the first gap.
 func (r *Receiver) drainCursor(f *rflow) {
-	for range len(f.win) {
-		s := f.slotOf(f.cursor)
-		if s.p != f.cursor {
+	for range 2 * len(f.win) {
+		v, l, hi := f.locate(f.cursor)
+		if l == locHole {
+			f.cursor = f.holes[hi].end()
+			continue
+		}
+		if l != locTracked {
+			break
+		}
+		s := &f.win[v&f.mask]
+		if !s.is(f.cursor, v) {
 			break
 		}
 		switch s.st {
@@ -307,29 +427,42 @@ func (r *Receiver) release1(f *rflow, s *slot) {
 		f.heldBytes -= int(s.n)
 		f.st.Released++
 	}
-	if !r.dq.push(Delivery{Flow: f.id, PSN: s.p, Kind: k, CE: s.ce && k == Received, Packet: f.packet(s, s.p)}) {
+	if !r.dq.push(Delivery{Flow: f.id, PSN: s.p, Kind: k, CE: s.ce && k == Received, Packet: f.packet(s)}) {
 		r.st.DeliveriesDropped++
 	}
-	f.dropWhole(s.p)
+	f.dropWhole(s)
 }
 
-// flushHold ends the hold: everything held goes out in PSN order and the gaps before it are
+// flushHold ends the hold: everything held goes out in PSN order and the gaps before them are
 // left to the RDMA transport (C7 a).
 func (r *Receiver) flushHold(f *rflow) {
 	f.holding = false
-	for n := 0; f.heldPkts > 0 && n < len(f.win); n++ {
-		s := f.slotOf(f.cursor)
-		if s.p == f.cursor && (s.st == slotHeld || s.st == slotRestored) {
-			if !s.delivered {
-				r.release1(f, s)
-			}
-		} else if s.p == f.cursor && s.st == slotMissing || s.p != f.cursor || s.st == slotEmpty {
+	for n := 0; f.heldPkts > 0 && n < 2*len(f.win) && f.cursor != f.high.Add(1); n++ {
+		v, l, hi := f.locate(f.cursor)
+		switch l {
+		case locHole:
+			f.cursor = f.holes[hi].end()
+			continue
+		case locOld:
+			// The window moved past the cursor: its oldest position is where delivery resumes.
 			f.st.GapsSkipped++
+			f.cursor = f.psnAt(f.vtop - uint32(len(f.win)) + 1)
+			continue
+		case locTracked:
+			s := &f.win[v&f.mask]
+			switch {
+			case s.is(f.cursor, v) && (s.st == slotHeld || s.st == slotRestored):
+				if !s.delivered {
+					r.release1(f, s)
+				}
+			case !s.is(f.cursor, v) || s.st == slotMissing || s.st == slotEmpty:
+				f.st.GapsSkipped++
+			}
+		default:
+			n = 2 * len(f.win)
+			continue
 		}
 		f.cursor = f.cursor.Add(1)
-		if f.cursor == f.high.Add(1) {
-			break
-		}
 	}
 	f.heldPkts, f.heldBytes = 0, 0
 	r.drainCursor(f)

@@ -6,10 +6,23 @@ type FlowStats struct {
 	ReadAbsent, SourceAtAbsent, SourceTooLong, WindowJumps            uint64
 	Forwarded, HeldPackets, Released, HoldOverflows, GapsSkipped      uint64
 	Superseded                                                        uint64 // late originals not forwarded: the restored copy goes out in order
+	// Received counts the sources LOSS_REPORT calls received: arrived from the network before
+	// they were restored or given up (E42). Forgotten counts missing PSNs the window moved past
+	// before anything settled them (neither expected nor lost); GivenUp those asked for three
+	// times in the PSN-range form without any answer (lost). LateAfterRestore counts originals
+	// that arrived after their restoration (not received: the loss stands). ReadReissued
+	// counts sources at a PSN a READ consumed (C13: left to the RDMA transport).
+	Received, Forgotten, GivenUp, LateAfterRestore, ReadReissued uint64
 
 	Repairs, RepairsCE, RepairDuplicate, RepairUnknownConfig, RepairBadScheme uint64
 	RepairBadK, RepairBadT, RepairInconsistent, RepairLate, RepairOverlap     uint64
 	RepairRejected, InfoReceived, SourceCopies                                uint64
+	// RepairUntracked counts REPAIRs for a block with a source where the window keeps no
+	// position (a READ's or a long gap's hole, E40) or further ahead than it reaches;
+	// RepairBeforeEffective those of a block starting before its configuration's Effective PSN
+	// (served all the same). InfoNoBlock counts INFOs naming PSNs in no block (all-zero Present
+	// Bitmap); InfoConflict the PSNs such an INFO named that a block says carry a source.
+	RepairUntracked, RepairBeforeEffective, InfoNoBlock, InfoConflict uint64
 
 	BlocksCreated, BlocksComplete, BlocksDecoded, BlocksIncomplete, BlocksEvicted uint64
 	BlocksFallback, BlocksAbandoned, BlocksFullyReceived                          uint64
@@ -30,7 +43,9 @@ func (s *FlowStats) add(o *FlowStats) {
 		&s.BlocksCreated, &s.BlocksComplete, &s.BlocksDecoded, &s.BlocksIncomplete, &s.BlocksEvicted,
 		&s.BlocksFallback, &s.BlocksAbandoned, &s.BlocksFullyReceived, &s.Restored, &s.RestoredSourceCopy,
 		&s.ICRCMismatch, &s.Abandoned, &s.DecodeErrors, &s.Requests, &s.RangeRequests, &s.FallbackRequests,
-		&s.RequestRetries, &s.LossReports, &s.RTTSamples, &s.TemplateErrors}
+		&s.RequestRetries, &s.LossReports, &s.RTTSamples, &s.TemplateErrors,
+		&s.Received, &s.Forgotten, &s.GivenUp, &s.LateAfterRestore, &s.ReadReissued,
+		&s.RepairUntracked, &s.RepairBeforeEffective, &s.InfoNoBlock, &s.InfoConflict}
 	b := []uint64{o.Sources, o.SourcesCE, o.Duplicates, o.DuplicateMismatch, o.Late, o.Expected,
 		o.ReadAbsent, o.SourceAtAbsent, o.SourceTooLong, o.WindowJumps, o.Forwarded, o.HeldPackets,
 		o.Released, o.HoldOverflows, o.GapsSkipped, o.Superseded, o.Repairs, o.RepairsCE, o.RepairDuplicate,
@@ -39,7 +54,9 @@ func (s *FlowStats) add(o *FlowStats) {
 		o.BlocksCreated, o.BlocksComplete, o.BlocksDecoded, o.BlocksIncomplete, o.BlocksEvicted,
 		o.BlocksFallback, o.BlocksAbandoned, o.BlocksFullyReceived, o.Restored, o.RestoredSourceCopy,
 		o.ICRCMismatch, o.Abandoned, o.DecodeErrors, o.Requests, o.RangeRequests, o.FallbackRequests,
-		o.RequestRetries, o.LossReports, o.RTTSamples, o.TemplateErrors}
+		o.RequestRetries, o.LossReports, o.RTTSamples, o.TemplateErrors,
+		o.Received, o.Forgotten, o.GivenUp, o.LateAfterRestore, o.ReadReissued,
+		o.RepairUntracked, o.RepairBeforeEffective, o.InfoNoBlock, o.InfoConflict}
 	for i := range a {
 		*a[i] += b[i]
 	}
@@ -51,6 +68,7 @@ type Stats struct {
 
 	HelloReceived, HelloDuplicate, HelloRefused, HelloAckSent, FlowsOpened uint64
 	ParamUpdates, ParamAccepted, ParamRejected, ConfigsReleased            uint64
+	ConfigsFull                                                            uint64 // PARAM_UPDATEs refused (status 3): every configuration slot still repairable (E44)
 	CloseSent, CloseReceived                                               uint64
 	CloseSentByReason, CloseReceivedByReason                               [6]uint64
 	MessagesIgnored, MessagesMalformed, MessagesWrongSource, UnknownFlow   uint64

@@ -76,12 +76,12 @@ func (f *rflow) interpolateID(p psn.PSN) (uint16, bool) {
 	da, db := 0, 0
 	for d := 1; d <= reach && (a == nil || b == nil); d++ {
 		if a == nil {
-			if s := f.slotOf(p.Add(-d)); s.p == p.Add(-d) && s.hasID {
+			if s := f.at(p.Add(-d)); s != nil && s.hasID {
 				a, da = s, d
 			}
 		}
 		if b == nil {
-			if s := f.slotOf(p.Add(d)); s.p == p.Add(d) && s.hasID {
+			if s := f.at(p.Add(d)); s != nil && s.hasID {
 				b, db = s, d
 			}
 		}
