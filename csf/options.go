@@ -224,7 +224,9 @@ func WithReporters(addrs ...netip.Addr) Option {
 	}
 }
 
-// WithReverseQP makes ObserveReverse accept only ACKs to this queue pair (the requester's QP).
+// WithReverseQP names the queue pair the flow's RDMA acknowledgements are addressed to (the
+// requester's): ObserveReverse takes only those. Without it (or SetReverseQP) ObserveReverse
+// releases nothing.
 func WithReverseQP(qp uint32) Option {
 	return func(o *options) error {
 		if qp > 0xffffff {

@@ -72,6 +72,12 @@ type Sender struct {
 	idx      []int
 	symbuf   []byte
 
+	// The flow's reverse queue pair (the requester's): acknowledgements to it release blocks.
+	reverseQP     uint32
+	haveReverseQP bool
+	ackedThrough  psn.PSN
+	haveAcked     bool
+
 	// The latest long message (C16): its PSNs.
 	long             bool
 	longFrom, longTo psn.PSN
@@ -127,7 +133,7 @@ func New(opts ...Option) (*Sender, error) {
 		enc = e
 	}
 	s := &Sender{o: o, q: flow.NewQueue(o.queue), enc: enc, open: -1, rtt: flow.NewRTT(o.initialRTT),
-		prefix: flow.SourcePrefix(enc)}
+		prefix: flow.SourcePrefix(enc), reverseQP: o.reverseQP, haveReverseQP: o.haveReverseQP}
 	s.ops = opTable()
 	s.est = policy.NewEstimator(o.ceCongested)
 	if o.seedLoss {

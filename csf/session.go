@@ -304,4 +304,5 @@ func (s *Sender) release() {
 	s.flowID, s.bound = 0, netip.AddrPort{}
 	s.haveNext = false
 	s.mOverride = false
+	s.haveAcked = false
 }

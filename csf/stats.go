@@ -20,6 +20,8 @@ type Stats struct {
 	BlocksOpened, BlocksClosedFull, BlocksClosedBurst uint64
 	BlocksAcked, BlocksGivenUp, BlocksEvicted         uint64
 	ReverseObserved, ReverseIgnored, ReverseAcks      uint64
+	ReverseUnpaired                                   uint64 // passing back while the reverse QP is unknown: released nothing
+	ReverseImplausible                                uint64 // acknowledged a PSN not yet sent: released nothing
 
 	// Repair sent.
 	RepairSent, RepairPaced, RetxSent, SourceCopySent, InfoSent, ExtraSent uint64
