@@ -56,6 +56,12 @@ type Sender struct {
 	haveCfg bool
 	nextID  uint8
 	pend    pendingParam
+	// A refused PARAM_UPDATE (item 8 of issue 10, E28): the choice is offered again at retryAt,
+	// each refusal in a row doubling the wait.
+	retry     flow.Config
+	haveRetry bool
+	retryAt   time.Duration
+	refusals  int
 
 	// Blocks.
 	blocks   []block
@@ -63,8 +69,9 @@ type Sender struct {
 	seq      uint64 // the number of the next block opened; its slot is seq modulo len(blocks)
 	ackSeq   uint64 // no block numbered below it is held: Acknowledge starts there
 	timers   flow.Timers
-	prefix   int     // octets of a source symbol the encoder reads (0: all, flow.SourcePrefixer)
-	next     psn.PSN // the PSN after the newest source
+	prefix   int        // octets of a source symbol the encoder reads (0: all, flow.SourcePrefixer)
+	absent   absentRuns // PSNs skipped or READ-consumed beyond their block (E29)
+	next     psn.PSN    // the PSN after the newest source
 	haveNext bool
 	lastSrc  time.Duration
 	meanGap  time.Duration
@@ -92,7 +99,8 @@ type Sender struct {
 	sel       *policy.MSelector
 	budget    *policy.Budget
 	breaker   policy.Breaker
-	mOverride bool // the breaker holds m at zero (C11 f)
+	tripsPast uint64 // breaker trips of earlier sessions (each session starts with a fresh breaker)
+	mOverride bool   // the breaker holds m at zero (C11 f)
 	pathCong  uint32
 	pathDelay bool
 }
@@ -102,10 +110,15 @@ type pendingParam struct {
 	acked     bool
 	cfg       flow.Config
 	effective psn.PSN
-	attempts  int
-	sentAt    time.Duration
-	due       time.Duration
-	rto       time.Duration
+	// provisional: proposed before any source was seen, so the Effective PSN is not yet
+	// meaningful; the first source fixes it and the update goes again (E27).
+	provisional bool
+	resent      bool // sent again for a passed Effective PSN: no RTT sample (Karn)
+	moves       int  // times the Effective PSN moved; each doubles the lead of the next
+	attempts    int
+	sentAt      time.Duration
+	due         time.Duration
+	rto         time.Duration
 }
 
 // New returns a Sender. WithFlow, WithCRF and WithRandom are required.
@@ -160,7 +173,7 @@ func (s *Sender) SRTT() time.Duration { return s.rtt.SRTT() }
 func (s *Sender) Stats() Stats {
 	st := s.stats
 	st.RTTSamples = s.rtt.Samples()
-	st.BreakerTrips = s.breaker.Trips()
+	st.BreakerTrips = s.tripsPast + s.breaker.Trips()
 	return st
 }
 
@@ -186,6 +199,9 @@ func (s *Sender) NextDeadline() (time.Duration, bool) {
 	case StateEstablished:
 		if s.pend.active && !s.pend.acked {
 			at(s.pend.due)
+		}
+		if s.haveRetry && !s.pend.active {
+			at(s.retryAt)
 		}
 		if s.haveNext {
 			at(s.lastSrc + s.o.idle)
@@ -221,6 +237,9 @@ func (s *Sender) Tick(now time.Duration) {
 			if s.state != StateEstablished {
 				return
 			}
+		}
+		if s.haveRetry && !s.pend.active && now >= s.retryAt {
+			s.retryRefused(now)
 		}
 		if s.open >= 0 && now >= s.lastSrc+s.burstGap() {
 			s.closeBlock(now, s.open, false)

@@ -76,15 +76,20 @@ func (s *Sender) ObserveSource(now time.Duration, p psn.PSN, n int, payload []by
 	if s.haveNext {
 		if gap := s.next.Forward(p); gap > 0 {
 			s.stats.SkippedPSNs += uint64(gap)
+			s.absent.add(s.next, gap) // no packet in this direction (E29)
 		}
 		g := now - s.lastSrc
 		s.meanGap += (g - s.meanGap) / 8
+	}
+	if n > 1 {
+		s.absent.add(p.Add(1), uint32(n-1)) // consumed by a READ request (C13)
 	}
 	s.haveNext, s.next, s.lastSrc = true, p.Add(n), now
 	if s.state != StateEstablished {
 		s.stats.SourcesUnprotected++
 		return
 	}
+	s.sourcesPassed(now)
 	s.budget.ObserveSource(len(payload))
 	if s.open >= 0 {
 		b := &s.blocks[s.open]
@@ -348,6 +353,17 @@ func (s *Sender) tickBlock(now time.Duration, i int) {
 	b := &s.blocks[i]
 	if !b.used || !b.closed {
 		return
+	}
+	if s.mOverride {
+		// C11 f: while the breaker is open no repair goes out, paced or deferred.
+		if b.pacedLeft > 0 {
+			s.stats.RepairSkippedBreaker += uint64(b.pacedLeft)
+			b.pacedLeft = 0
+		}
+		if b.deferred.valid {
+			s.stats.RequestsBreaker++
+			b.deferred.valid = false
+		}
 	}
 	for b.pacedLeft > 0 && now >= b.pacedAt {
 		b.pacedLeft--

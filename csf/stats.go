@@ -7,6 +7,8 @@ type Stats struct {
 	Unprotected                                                      uint64 // episodes of eight unanswered HELLOs (C3)
 	ParamUpdateSent, ParamUpdateRetransmitted, ParamAccepted         uint64
 	ParamRejected, ParamAckIgnored                                   uint64
+	ParamRetried                                                     uint64 // refused choices offered again after the back-off
+	ParamEffectiveMoved                                              uint64 // updates sent again because their Effective PSN passed first
 	ConfigsApplied                                                   uint64
 	CloseSent, CloseReceived                                         uint64
 	CloseSentByReason, CloseReceivedByReason                         [6]uint64
@@ -34,6 +36,8 @@ type Stats struct {
 	RequestsReceived, RequestsAnswered, RequestsDeferred, RequestsDuplicate uint64
 	RequestsUnknownBlock, RequestsAbsent, RequestsBreaker, RequestsNoIndex  uint64
 	RangeRequests, FallbackRequests                                         uint64
+	RequestsTruncated                                                       uint64 // PSN-range requests naming more PSNs than are looked up
+	InfoAbsentSent                                                          uint64 // INFO messages naming PSNs of no block (E29)
 
 	// Reports and messages.
 	LossReports, PathReports, PathReportsRejected, PathReportDrops uint64
