@@ -2,6 +2,7 @@ package csf
 
 import (
 	"fmt"
+	"net/netip"
 	"testing"
 	"time"
 
@@ -387,5 +388,46 @@ func TestAbsentBetweenBlocksInfoIssue10(t *testing.T) {
 	rs = ask(22, psn.Range{Start: 0x000000, Count: 3})
 	if len(rs) != 1 || !rs[0].Info || rs[0].BlockStartPSN != 0x000002 {
 		t.Fatalf("with the breaker open: %+v", rs)
+	}
+}
+
+// TestSilentCRFStartsNewSessionE31 (peers that restart; E31): while sources flow and LOSS_REPORTs
+// arrive, the session stays; when the CRF says nothing for the silence time while sources flow
+// (it restarted and forgot the flow), the CSF starts a new session with a new HELLO. Messages
+// from any other address do not count as the CRF's.
+func TestSilentCRFStartsNewSessionE31(t *testing.T) {
+	s := newSender(t, WithConfig(wire.SchemeCauchy, 8, 1, 0), WithAdaptation(false))
+	establish(t, s, 0, 3)
+	now := time.Duration(0)
+	p := psn.PSN(0x10)
+	step := func(report bool, from netip.AddrPort) []wire.Message {
+		now += 10 * time.Millisecond
+		s.Observe(now, packet(p, 100))
+		p = p.Add(1)
+		if report {
+			b, _ := (&wire.LossReport{FlowID: 3, IntervalUS: 10000, Expected: 1, Received: 1}).Append(nil)
+			s.Handle(now, from, b)
+		}
+		if d, ok := s.NextDeadline(); ok && d <= now {
+			s.Tick(now)
+		}
+		return drain(s)
+	}
+	for range 1000 { // 10 s with reports
+		step(true, testCRF)
+	}
+	if s.State() != StateEstablished || s.Stats().PeerSilent != 0 {
+		t.Fatalf("restarted while the CRF reports: %v", s.State())
+	}
+	var hellos int
+	for range 400 { // 4 s of reports from elsewhere only
+		for _, m := range step(true, netip.MustParseAddrPort("10.9.9.9:50000")) {
+			if _, ok := m.(*wire.Hello); ok {
+				hellos++
+			}
+		}
+	}
+	if hellos == 0 || s.Stats().PeerSilent != 1 || s.State() == StateEstablished {
+		t.Fatalf("silent CRF: %d HELLOs, %d restarts, state %v", hellos, s.Stats().PeerSilent, s.State())
 	}
 }

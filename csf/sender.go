@@ -74,10 +74,13 @@ type Sender struct {
 	next     psn.PSN    // the PSN after the newest source
 	haveNext bool
 	lastSrc  time.Duration
-	meanGap  time.Duration
-	scratch  [][]byte
-	idx      []int
-	symbuf   []byte
+	// lastHeard is when the bound CRF last answered (HELLO_ACK, PARAM_ACK, LOSS_REPORT,
+	// REPAIR_REQUEST): a CRF that restarted has forgotten the flow and says nothing (E31).
+	lastHeard time.Duration
+	meanGap   time.Duration
+	scratch   [][]byte
+	idx       []int
+	symbuf    []byte
 
 	// The flow's reverse queue pair (the requester's): acknowledgements to it release blocks.
 	reverseQP     uint32
@@ -206,6 +209,9 @@ func (s *Sender) NextDeadline() (time.Duration, bool) {
 		if s.haveNext {
 			at(s.lastSrc + s.o.idle)
 		}
+		if s.lastSrc > s.lastHeard {
+			at(s.lastHeard + s.silence())
+		}
 		if s.open >= 0 {
 			at(s.lastSrc + s.burstGap())
 		}
@@ -232,6 +238,17 @@ func (s *Sender) Tick(now time.Duration) {
 			s.Close(now, wire.ReasonIdle)
 			return
 		}
+		if s.lastSrc > s.lastHeard && now >= s.lastHeard+s.silence() {
+			// Sources went by and the CRF has said nothing for so long: it no longer knows the
+			// flow (a restart). A new session (HELLO) protects it again (E31).
+			s.stats.PeerSilent++
+			if s.o.log != nil {
+				s.o.log.Warn("crem: no message from the CRF while sources flow; starting a new session",
+					"flow", s.flowID, "crf", s.bound, "silent", now-s.lastHeard)
+			}
+			s.Start(now)
+			return
+		}
 		if s.pend.active && !s.pend.acked && now >= s.pend.due {
 			s.paramTimeout(now)
 			if s.state != StateEstablished {
@@ -247,6 +264,10 @@ func (s *Sender) Tick(now time.Duration) {
 		s.tickBlocks(now)
 	}
 }
+
+// silence is how long the CRF may say nothing while sources flow before the session is taken
+// for lost (E31): the configured time, at least 32 SRTT (LOSS_REPORT comes once per SRTT).
+func (s *Sender) silence() time.Duration { return max(s.o.silence, 32*s.srtt()) }
 
 // burstGap is RULINGS C5's gap: max(floor, 4 x the mean packet gap).
 func (s *Sender) burstGap() time.Duration { return max(s.o.burstGapMin, 4*s.meanGap) }

@@ -98,6 +98,7 @@ func (s *Sender) Handle(now time.Duration, from netip.AddrPort, msg []byte) {
 		s.stats.MessagesWrongSource++
 		return
 	}
+	s.lastHeard = max(s.lastHeard, now)
 	switch h.Type {
 	case wire.TypeParamAck:
 		s.onParamAck(now, msg)
@@ -149,7 +150,7 @@ func (s *Sender) onHelloAck(now time.Duration, from netip.AddrPort, msg []byte) 
 	}
 	s.blocks, s.seq, s.ackSeq = make([]block, held), 0, 0
 	s.timers.Reset()
-	s.lastSrc = now
+	s.lastSrc, s.lastHeard = now, now
 	s.nextID = 1
 	s.propose(now, cfg)
 }

@@ -5,6 +5,7 @@ type Stats struct {
 	// Session.
 	HelloSent, HelloRetransmitted, HelloAckAccepted, HelloAckIgnored uint64
 	Unprotected                                                      uint64 // episodes of eight unanswered HELLOs (C3)
+	PeerSilent                                                       uint64 // sessions started anew after the CRF fell silent (E31)
 	ParamUpdateSent, ParamUpdateRetransmitted, ParamAccepted         uint64
 	ParamRejected, ParamAckIgnored                                   uint64
 	ParamRetried                                                     uint64 // refused choices offered again after the back-off
