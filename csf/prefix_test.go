@@ -103,7 +103,7 @@ func deadlineScan(s *Sender) (time.Duration, bool) {
 	if s.haveNext {
 		at(s.lastSrc + s.o.idle)
 	}
-	if s.lastSrc > s.lastHeard {
+	if s.haveCfg && s.lastSrc > s.lastHeard {
 		at(s.lastHeard + s.silence())
 	}
 	if s.haveRetry && !s.pend.active {

@@ -209,7 +209,7 @@ func (s *Sender) NextDeadline() (time.Duration, bool) {
 		if s.haveNext {
 			at(s.lastSrc + s.o.idle)
 		}
-		if s.lastSrc > s.lastHeard {
+		if s.haveCfg && s.lastSrc > s.lastHeard {
 			at(s.lastHeard + s.silence())
 		}
 		if s.open >= 0 {
@@ -238,7 +238,7 @@ func (s *Sender) Tick(now time.Duration) {
 			s.Close(now, wire.ReasonIdle)
 			return
 		}
-		if s.lastSrc > s.lastHeard && now >= s.lastHeard+s.silence() {
+		if s.haveCfg && s.lastSrc > s.lastHeard && now >= s.lastHeard+s.silence() {
 			// Sources went by and the CRF has said nothing for so long: it no longer knows the
 			// flow (a restart). A new session (HELLO) protects it again (E31).
 			s.stats.PeerSilent++
