@@ -431,3 +431,36 @@ func TestSilentCRFStartsNewSessionE31(t *testing.T) {
 		t.Fatalf("silent CRF: %d HELLOs, %d restarts, state %v", hellos, s.Stats().PeerSilent, s.State())
 	}
 }
+
+// TestNewPSNSpaceStartsNewSessionE32 (peers that restart; E32): a queue pair created again under
+// the same number starts a new random PSN space; when it lies behind the old one, its packets
+// look like retransmissions. A run of them far behind (more than any outstanding window) starts a
+// new session, and the new space is protected; retransmissions within the window never do.
+func TestNewPSNSpaceStartsNewSessionE32(t *testing.T) {
+	s := newSender(t, WithConfig(wire.SchemeCauchy, 8, 1, 0), WithAdaptation(false), WithRepairFraction(16))
+	establish(t, s, 0, 3)
+	now := time.Millisecond
+	for j := range 64 {
+		s.Observe(now, packet(psn.PSN(0xc00000+j), 100))
+	}
+	for j := range 64 { // a go-back-N burst of retransmissions, then more of them: never a restart
+		s.Observe(now, packet(psn.PSN(0xc00000+j), 100))
+	}
+	if st := s.Stats(); st.PSNSpaceRestarts != 0 || st.Retransmissions != 64 {
+		t.Fatalf("restarts %d, retransmissions %d", st.PSNSpaceRestarts, st.Retransmissions)
+	}
+	for j := range 40 { // the new space, 0x400000 behind: 32 packets, then a new session
+		s.Observe(now, packet(psn.PSN(0x800000+j), 100))
+	}
+	if st := s.Stats(); st.PSNSpaceRestarts != 1 || s.State() != StateHello {
+		t.Fatalf("restarts %d, state %v", st.PSNSpaceRestarts, s.State())
+	}
+	establish(t, s, now, 4)
+	before := s.Stats().RepairSent
+	for j := range 16 {
+		s.Observe(now, packet(psn.PSN(0x800028+j), 100))
+	}
+	if s.Stats().RepairSent != before+2 {
+		t.Fatalf("the new space is not protected: %d repairs", s.Stats().RepairSent-before)
+	}
+}

@@ -71,7 +71,9 @@ type Sender struct {
 	timers   flow.Timers
 	prefix   int        // octets of a source symbol the encoder reads (0: all, flow.SourcePrefixer)
 	absent   absentRuns // PSNs skipped or READ-consumed beyond their block (E29)
-	next     psn.PSN    // the PSN after the newest source
+	farRun   int        // consecutive PSNs far behind next: a new PSN space after restartRun (E32)
+	farNext  psn.PSN
+	next     psn.PSN // the PSN after the newest source
 	haveNext bool
 	lastSrc  time.Duration
 	// lastHeard is when the bound CRF last answered (HELLO_ACK, PARAM_ACK, LOSS_REPORT,

@@ -68,7 +68,7 @@ func (s *Sender) ObserveSource(now time.Duration, p psn.PSN, n int, payload []by
 	if n < 1 {
 		n = 1
 	}
-	if s.haveNext && p.Before(s.next) {
+	if s.haveNext && p.Before(s.next) && !s.newPSNSpace(now, p, n) {
 		s.retransmission(p, payload)
 		return
 	}
@@ -158,6 +158,47 @@ func (s *Sender) retransmission(p psn.PSN, payload []byte) {
 			s.stats.RetransmissionMismatch++
 		}
 	}
+}
+
+// Far behind: a run of this many consecutive PSNs, each more than restartDistance behind the
+// next PSN expected, is a new PSN space (E32).
+const (
+	restartDistance = 1 << 20
+	restartRun      = 32
+)
+
+// newPSNSpace reports whether p, behind the next PSN expected, starts a new PSN space: the RDMA
+// queue pair was created anew under the same number, with a new initial PSN (E32). A
+// retransmission lies within the packets outstanding, never a million PSNs back, and a new space
+// shows as a run of consecutive PSNs there. On the run's restartRun-th packet the session starts
+// anew, so both functions forget the old space, and p is its first source.
+func (s *Sender) newPSNSpace(now time.Duration, p psn.PSN, n int) bool {
+	if p.Forward(s.next) <= restartDistance {
+		s.farRun = 0
+		return false
+	}
+	if s.farRun > 0 && p == s.farNext {
+		s.farRun++
+	} else {
+		s.farRun = 1
+	}
+	s.farNext = p.Add(n)
+	if s.farRun < restartRun {
+		return false
+	}
+	s.farRun = 0
+	s.stats.PSNSpaceRestarts++
+	if s.o.log != nil {
+		s.o.log.Warn("crem: the flow's PSNs start anew (its queue pair was created again); starting a new session",
+			"flow", s.flowID, "qp", s.o.desc.DestQP, "psn", p, "expected", s.next)
+	}
+	s.absent.reset()
+	if s.state == StateIdle || s.state == StateClosed {
+		s.haveNext = false
+	} else {
+		s.Start(now)
+	}
+	return true
 }
 
 // prefixSymbol appends the first n octets of the source symbol of payload (len || P) to dst.
