@@ -182,7 +182,7 @@ func (r *responder) wellFormed(rq *request) bool {
 	case roce.OpWriteOnly, roce.OpWriteOnlyWithImmediate:
 		return n <= mtu && uint32(n) == rq.reth.DMALength
 	case roce.OpReadRequest:
-		return rq.reth.DMALength <= 1<<31 && r.psnsOf(rq) < r.cfg.SendBuffer+r.win
+		return rq.reth.DMALength <= 1<<31 && r.psnsOf(rq) <= MaxOutstandingPSNs
 	case roce.OpCompareSwap, roce.OpFetchAdd:
 		return true
 	}
