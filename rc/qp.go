@@ -60,6 +60,10 @@ func (q *QP) Stats() Stats { return q.stats }
 // Err returns why the requester entered the error state, or nil.
 func (q *QP) Err() error { return q.req.err }
 
+// NextPSN returns the PSN the requester's next new request takes: its first PSN plus every PSN
+// it has sent so far, modulo 2^24.
+func (q *QP) NextPSN() psn.PSN { return q.req.nxt }
+
 // SRTT returns the requester's smoothed round-trip time.
 func (q *QP) SRTT() time.Duration { return q.req.srtt }
 
