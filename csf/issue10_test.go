@@ -464,3 +464,43 @@ func TestNewPSNSpaceStartsNewSessionE32(t *testing.T) {
 		t.Fatalf("the new space is not protected: %d repairs", s.Stats().RepairSent-before)
 	}
 }
+
+// TestLearnsRDMAMTUE33 (C13; E33): a gateway configured with an RDMA MTU of 4096 in front of a
+// connection whose MTU is 1024 takes the connection's from its full-sized packets: a new session
+// announces it in HELLO, symbols are sized for it, and READ requests consume the PSNs the
+// connection's MTU gives.
+func TestLearnsRDMAMTUE33(t *testing.T) {
+	s := newSender(t, WithRDMAMTU(4096), WithConfig(wire.SchemeCauchy, 8, 1, 0), WithAdaptation(false))
+	establish(t, s, 0, 3)
+	now := time.Millisecond
+	for j := range 6 {
+		s.Observe(now, packet(psn.PSN(0x40+j), 1024)) // WRITE MIDDLE packets of 1024 octets
+	}
+	if s.RDMAMTU() != 1024 || s.Stats().MTUChanges != 1 || s.State() != StateHello {
+		t.Fatalf("MTU %d, changes %d, state %v", s.RDMAMTU(), s.Stats().MTUChanges, s.State())
+	}
+	var h *wire.Hello
+	for _, m := range drain(s) {
+		if x, ok := m.(*wire.Hello); ok {
+			h = x
+		}
+	}
+	if h == nil || h.RDMAMTU != 1024 {
+		t.Fatalf("HELLO after the change: %+v", h)
+	}
+	establish(t, s, now, 4)
+	if c, _ := s.Config(); c.T != 1024+38 {
+		t.Fatalf("T = %d for an MTU of 1024", c.T)
+	}
+	s.Observe(now, readRequest(0x50, 8*1024))
+	s.Observe(now, packet(0x58, 100)) // the next request: right after the READ's 8 PSNs
+	if st := s.Stats(); st.Retransmissions != 0 || st.SkippedPSNs != 0 {
+		t.Fatalf("READ counted with the wrong MTU: %d retransmissions, %d skipped", st.Retransmissions, st.SkippedPSNs)
+	}
+	for j := range 8 { // short packets and other sizes never change it
+		s.Observe(now, packet(psn.PSN(0x59+j), 512*(j%2+1)))
+	}
+	if s.RDMAMTU() != 1024 {
+		t.Fatalf("MTU %d after mixed sizes", s.RDMAMTU())
+	}
+}

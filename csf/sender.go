@@ -84,6 +84,11 @@ type Sender struct {
 	idx       []int
 	symbuf    []byte
 
+	// mtu is the RDMA MTU: configured, then as the flow's full-sized packets show it (E33).
+	mtu     int
+	mtuSeen int // another MTU the latest FIRST and MIDDLE packets showed, mtuRun of them in a row
+	mtuRun  int
+
 	// The flow's reverse queue pair (the requester's): acknowledgements to it release blocks.
 	reverseQP     uint32
 	haveReverseQP bool
@@ -151,7 +156,7 @@ func New(opts ...Option) (*Sender, error) {
 		enc = e
 	}
 	s := &Sender{o: o, q: flow.NewQueue(o.queue), enc: enc, open: -1, rtt: flow.NewRTT(o.initialRTT),
-		prefix: flow.SourcePrefix(enc), reverseQP: o.reverseQP, haveReverseQP: o.haveReverseQP}
+		prefix: flow.SourcePrefix(enc), reverseQP: o.reverseQP, haveReverseQP: o.haveReverseQP, mtu: o.mtu}
 	s.ops = opTable()
 	s.est = policy.NewEstimator(o.ceCongested)
 	if o.seedLoss {
@@ -170,6 +175,10 @@ func (s *Sender) FlowID() uint32 { return s.flowID }
 
 // Config returns the configuration in force and whether there is one.
 func (s *Sender) Config() (flow.Config, bool) { return s.cur, s.haveCfg }
+
+// RDMAMTU returns the RDMA MTU in use: the configured one until a full-sized packet shows the
+// flow's own (E33).
+func (s *Sender) RDMAMTU() int { return s.mtu }
 
 // SRTT returns the smoothed round-trip time.
 func (s *Sender) SRTT() time.Duration { return s.rtt.SRTT() }
