@@ -12,7 +12,8 @@ import (
 // TestRDMAAckReleasesBlocks: the RDMA receiver's ACK passing back through the CSF releases the
 // blocks it covers (the draft: sources are kept until the RDMA transport acknowledges them).
 func TestRDMAAckReleasesBlocks(t *testing.T) {
-	p, err := NewPair(Config{Sender: []csf.Option{csf.WithConfig(wire.SchemeCauchy, 4, 1, 0), csf.WithAdaptation(false)}})
+	p, err := NewPair(Config{Sender: []csf.Option{csf.WithConfig(wire.SchemeCauchy, 4, 1, 0), csf.WithAdaptation(false),
+		csf.WithReverseQP(0x22)}}) // the QP Pair.Ack addresses
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -33,6 +33,7 @@ type options struct {
 	burstGapMin    time.Duration
 	idle           time.Duration
 	holdOff        time.Duration
+	silence        time.Duration
 	maxHeld        int
 	reporters      []netip.Addr
 	reverseQP      uint32
@@ -53,7 +54,7 @@ func defaults() options {
 		scheme: wire.SchemeCauchy, k: policy.DefaultK, m: 0, adapt: true,
 		epsilon: policy.DefaultEpsilon, rho: policy.DefaultRho, ceCongested: 0.05,
 		repairFraction: policy.DefaultRepairFraction, burstGapMin: 50 * time.Microsecond,
-		idle: 30 * time.Second, holdOff: 10 * time.Second, queue: 4096,
+		idle: 30 * time.Second, holdOff: 10 * time.Second, silence: 3 * time.Second, queue: 4096,
 	}
 }
 
@@ -199,6 +200,19 @@ func WithHoldOff(d time.Duration) Option {
 	}
 }
 
+// WithPeerSilence sets how long the CRF may send nothing while sources flow before the Sender
+// takes the session for lost (the CRF restarted) and starts a new one (default 3 s, at least 32
+// SRTT; E31).
+func WithPeerSilence(d time.Duration) Option {
+	return func(o *options) error {
+		if d <= 0 {
+			return fmt.Errorf("csf: WithPeerSilence(%v): want > 0", d)
+		}
+		o.silence = d
+		return nil
+	}
+}
+
 // WithMaxHeldBlocks bounds the blocks whose sources are kept for retransmission (default twice
 // the CRF's Max Open Blocks). The oldest is dropped, and counted, when a new block needs room.
 func WithMaxHeldBlocks(n int) Option {
@@ -224,7 +238,9 @@ func WithReporters(addrs ...netip.Addr) Option {
 	}
 }
 
-// WithReverseQP makes ObserveReverse accept only ACKs to this queue pair (the requester's QP).
+// WithReverseQP names the queue pair the flow's RDMA acknowledgements are addressed to (the
+// requester's): ObserveReverse takes only those. Without it (or SetReverseQP) ObserveReverse
+// releases nothing.
 func WithReverseQP(qp uint32) Option {
 	return func(o *options) error {
 		if qp > 0xffffff {

@@ -103,6 +103,12 @@ func deadlineScan(s *Sender) (time.Duration, bool) {
 	if s.haveNext {
 		at(s.lastSrc + s.o.idle)
 	}
+	if s.haveCfg && s.lastSrc > s.lastHeard {
+		at(s.lastHeard + s.silence())
+	}
+	if s.haveRetry && !s.pend.active {
+		at(s.retryAt)
+	}
 	if s.open >= 0 {
 		at(s.lastSrc + s.burstGap())
 	}
@@ -119,7 +125,7 @@ func deadlineScan(s *Sender) (time.Duration, bool) {
 // block's timers, and a Tick at it runs what is due.
 func TestNextDeadlineMatchesScan(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
-	s := newSender(t, WithConfig(wire.SchemeCauchy, 8, 6, 0), WithAdaptation(false), WithRepairFraction(16),
+	s := newSender(t, WithConfig(wire.SchemeCauchy, 8, 6, 0), WithAdaptation(false), WithRepairFraction(16), WithReverseQP(0x22),
 		WithMaxHeldBlocks(16), WithBurstGap(20*time.Microsecond))
 	establish(t, s, 0, 3)
 	now, next, reqID := time.Millisecond, psn.PSN(0x100), uint16(1)

@@ -11,9 +11,12 @@ import (
 )
 
 // ObserveReverse takes an RDMA packet passing back toward the RDMA sender. ACKs, NAKs and READ
-// responses acknowledge PSNs of the protected direction; blocks entirely acknowledged are
-// released (draft, Coded Retransmission: sources are kept until the RDMA transport has
-// acknowledged them).
+// responses addressed to the flow's reverse queue pair (the requester's) acknowledge PSNs of the
+// protected direction; blocks entirely acknowledged are released (draft, Coded Retransmission:
+// sources are kept until the RDMA transport has acknowledged them; C9). Until the reverse queue
+// pair is known (WithReverseQP, SetReverseQP) nothing is released: an ACK of another queue pair
+// between the same hosts belongs to another PSN space. Nor does an acknowledgement of a PSN the
+// RDMA sender has not sent yet release anything.
 func (s *Sender) ObserveReverse(now time.Duration, pkt []byte) {
 	s.stats.ReverseObserved++
 	if s.state != StateEstablished || len(pkt) < roce.BTHLen+roce.ICRCLen {
@@ -21,7 +24,11 @@ func (s *Sender) ObserveReverse(now time.Duration, pkt []byte) {
 		return
 	}
 	bth, _, _ := roce.ParseBTH(pkt)
-	if s.o.haveReverseQP && bth.DestQP != s.o.reverseQP {
+	if !s.haveReverseQP {
+		s.stats.ReverseUnpaired++
+		return
+	}
+	if bth.DestQP != s.reverseQP {
 		s.stats.ReverseIgnored++
 		return
 	}
@@ -43,9 +50,35 @@ func (s *Sender) ObserveReverse(now time.Duration, pkt []byte) {
 		s.stats.ReverseIgnored++
 		return
 	}
+	if !s.haveNext || through.After(s.next.Add(-1)) {
+		s.stats.ReverseImplausible++ // acknowledges what was never sent: another PSN space, or forged
+		return
+	}
 	s.stats.ReverseAcks++
+	if !s.haveAcked || through.After(s.ackedThrough) {
+		s.ackedThrough, s.haveAcked = through, true
+	}
 	s.Acknowledge(through)
 }
+
+// SetReverseQP names the queue pair the flow's RDMA acknowledgements are addressed to (the
+// requester's), as a driver learns it (RDMA CM, or PSN correlation): from now on ObserveReverse
+// takes acknowledgements to that queue pair, and only those.
+func (s *Sender) SetReverseQP(qp uint32) {
+	s.reverseQP, s.haveReverseQP = qp&0xffffff, true
+}
+
+// ClearReverseQP forgets the reverse queue pair (the driver's pairing ended: the queue pairs
+// were created again, or the evidence turned against it): nothing is released until a new one
+// is set.
+func (s *Sender) ClearReverseQP() { s.reverseQP, s.haveReverseQP = 0, false }
+
+// ReverseQP returns the reverse queue pair in use, if one is known.
+func (s *Sender) ReverseQP() (uint32, bool) { return s.reverseQP, s.haveReverseQP }
+
+// AckedThrough returns the highest PSN an accepted reverse packet acknowledged in this session,
+// if any: every block released by an acknowledgement lies at or before it.
+func (s *Sender) AckedThrough() (psn.PSN, bool) { return s.ackedThrough, s.haveAcked }
 
 // Acknowledge releases every closed block whose PSNs are all at or before through: the RDMA
 // transport has acknowledged them. Blocks open in PSN order, so the walk starts at the oldest
@@ -93,20 +126,24 @@ func (s *Sender) onLossReport(now time.Duration, msg []byte) {
 		return
 	}
 	s.mOverride = false
-	if !used || !s.o.adapt || !s.haveCfg || s.pend.active {
+	if !used || !s.o.adapt || !s.haveCfg {
 		return
 	}
 	chosen := policy.ChooseM(s.cur.K, s.est.P(), s.o.epsilon, s.o.rho, s.eff.MaxM)
 	if s.cur.Scheme == wire.SchemeXOR {
 		chosen = min(chosen, 1)
 	}
-	newM, changed := s.sel.Offer(chosen, s.est.LastSample(), s.est.P(), iv.Congested(s.o.ceCongested))
-	if changed && newM != s.cur.M {
-		cfg := s.cur
-		cfg.M = newM
-		if s.Reconfigure(now, cfg) == nil {
-			s.stats.MChanges++
-		}
+	newM, _ := s.sel.Offer(chosen, s.est.LastSample(), s.est.P(), iv.Congested(s.o.ceCongested))
+	// The selector's m against the m in force, not only the moment it moves: a choice that was
+	// refused (or could not be sent while another update was outstanding) is offered again
+	// (issue 10 item 8), a refused one once its back-off has passed.
+	if newM == s.cur.M || s.pend.active || s.haveRetry && now < s.retryAt {
+		return
+	}
+	cfg := s.cur
+	cfg.M = newM
+	if s.Reconfigure(now, cfg) == nil {
+		s.stats.MChanges++
 	}
 }
 

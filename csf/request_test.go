@@ -178,17 +178,76 @@ func TestRangeRequestAndInfoC8(t *testing.T) {
 	}
 }
 
-// TestReverseAckReleasesBlocks: an RDMA ACK passing back releases the blocks it covers; a
-// request for a released block is ignored.
+// TestReverseAckReleasesBlocks: an RDMA ACK to the flow's reverse QP passing back releases the
+// blocks it covers; a request for a released block is ignored.
 func TestReverseAckReleasesBlocks(t *testing.T) {
-	s, now := fullBlock(t, wire.SchemeCauchy, 8, 2)
+	s, now := fullBlock(t, wire.SchemeCauchy, 8, 2, WithReverseQP(0x22))
 	s.ObserveReverse(now, ackPacket(0x107))
 	if s.Stats().BlocksAcked != 1 {
 		t.Fatal("block not released by the ACK")
 	}
+	if at, ok := s.AckedThrough(); !ok || at != 0x107 {
+		t.Fatalf("acked through %v %v", at, ok)
+	}
 	req := wire.RepairRequest{RequestID: 7, ConfigID: 1, Scheme: wire.SchemeCauchy, K: 8, BlockStartPSN: 0x100, Lost: lost(0)}
 	if rs := sendRequest(t, s, now, req); len(rs) != 0 {
 		t.Fatal("answered for a released block")
+	}
+}
+
+// TestOtherQPAckReleasesNothingIssue10 (C9; issue 10 item 1): the sources of a block are kept
+// until the RDMA transport acknowledges the block. An ACK addressed to another queue pair
+// between the same hosts belongs to another PSN space and releases nothing; nor does any ACK
+// while the flow's reverse QP is unknown; nor an ACK of a PSN not yet sent. A request for the
+// block is still answered afterwards.
+func TestOtherQPAckReleasesNothingIssue10(t *testing.T) {
+	unpaired, now := fullBlock(t, wire.SchemeCauchy, 8, 2)
+	paired, _ := fullBlock(t, wire.SchemeCauchy, 8, 2, WithReverseQP(0x33))
+	learned, _ := fullBlock(t, wire.SchemeCauchy, 8, 2)
+	learned.SetReverseQP(0x33)
+	for _, s := range []*Sender{unpaired, paired, learned} {
+		s.ObserveReverse(now, ackPacket(0x107)) // an ACK to QP 0x22: not this flow's
+	}
+	if st := unpaired.Stats(); st.BlocksAcked != 0 || st.ReverseUnpaired != 1 {
+		t.Fatalf("unpaired: acked %d, unpaired %d", st.BlocksAcked, st.ReverseUnpaired)
+	}
+	for _, s := range []*Sender{paired, learned} {
+		if st := s.Stats(); st.BlocksAcked != 0 || st.ReverseIgnored != 1 {
+			t.Fatalf("paired with 0x33: acked %d, ignored %d", st.BlocksAcked, st.ReverseIgnored)
+		}
+		if _, ok := s.AckedThrough(); ok {
+			t.Fatal("an ACK of another QP counted as acknowledged")
+		}
+	}
+	// An ACK to the flow's own QP of a PSN beyond what was sent: implausible, nothing released.
+	ahead := ackPacket(0x500)
+	ahead[5], ahead[6], ahead[7] = 0, 0, 0x33
+	learned.ObserveReverse(now, ahead)
+	if st := learned.Stats(); st.BlocksAcked != 0 || st.ReverseImplausible != 1 {
+		t.Fatalf("ACK ahead of the sender: acked %d, implausible %d", st.BlocksAcked, st.ReverseImplausible)
+	}
+	if qp, ok := learned.ReverseQP(); !ok || qp != 0x33 {
+		t.Fatalf("reverse QP %#x %v", qp, ok)
+	}
+	for _, s := range []*Sender{unpaired, paired, learned} {
+		req := wire.RepairRequest{RequestID: 7, ConfigID: 1, Scheme: wire.SchemeCauchy, K: 8, BlockStartPSN: 0x100, SuggestedM: 1, Lost: lost(0)}
+		if rs := sendRequest(t, s, now, req); len(rs) != 1 || !rs[0].Retx {
+			t.Fatalf("request after a foreign ACK: %d answers", len(rs))
+		}
+	}
+	// Once the pairing is forgotten, nothing is released again.
+	own := ackPacket(0x107)
+	own[5], own[6], own[7] = 0, 0, 0x33
+	learned.ClearReverseQP()
+	learned.ObserveReverse(now, own)
+	if st := learned.Stats(); st.BlocksAcked != 0 || st.ReverseUnpaired != 1 {
+		t.Fatalf("after ClearReverseQP: acked %d, unpaired %d", st.BlocksAcked, st.ReverseUnpaired)
+	}
+	// The flow's own ACK releases the block.
+	learned.SetReverseQP(0x33)
+	learned.ObserveReverse(now, own)
+	if learned.Stats().BlocksAcked != 1 {
+		t.Fatal("the flow's own ACK released nothing")
 	}
 }
 

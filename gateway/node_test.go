@@ -1,0 +1,176 @@
+package gateway_test
+
+import (
+	"math/rand/v2"
+	"net/netip"
+	"testing"
+	"time"
+
+	"github.com/crem-project/crem/cremtest"
+	"github.com/crem-project/crem/flow"
+	"github.com/crem-project/crem/gateway"
+	"github.com/crem-project/crem/psn"
+	"github.com/crem-project/crem/wire"
+)
+
+// vpath is one direction of a virtual path: a fixed delay, FIFO.
+type vpath struct {
+	delay time.Duration
+	q     []vitem
+}
+
+type vitem struct {
+	at   time.Duration
+	kind gateway.DatagramKind // ToCREM: a CREM message; ToEndpoint: a relayed RoCEv2 datagram
+	data []byte
+}
+
+func (p *vpath) put(now time.Duration, kind gateway.DatagramKind, b []byte) {
+	p.q = append(p.q, vitem{now + p.delay, kind, append([]byte(nil), b...)})
+}
+
+func (p *vpath) due(now time.Duration) []vitem {
+	n := 0
+	for n < len(p.q) && p.q[n].at <= now {
+		n++
+	}
+	out := p.q[:n:n]
+	p.q = p.q[n:]
+	return out
+}
+
+// vqp is one RC connection through two virtual gateways: requests from endpoint A to dest, ACKs
+// from endpoint B to rev; B acknowledges cumulatively.
+type vqp struct {
+	syn      cremtest.Synth
+	rev      uint32
+	expected psn.PSN // B's next expected PSN
+	got      map[psn.PSN]bool
+	acked    psn.PSN // the last PSN B acknowledged
+}
+
+// TestNodesInVirtualTimeIssue10 (C9): two gateway Nodes back to back in virtual time, with no
+// socket and no clock: 6 QPs between one pair of endpoints, random initial PSNs, 2 percent
+// loss on the path. Each flow's reverse QP is learned by PSN correlation (no reverse_qp is
+// configured), no CSF ever releases past what its own QP acknowledged, and the CRF restores
+// lost packets. This is the API the randomized workload drives (/work notes gw-node-api).
+func TestNodesInVirtualTimeIssue10(t *testing.T) {
+	const seed = 5
+	rng := rand.New(rand.NewPCG(seed, 1))
+	epA, epB := netip.MustParseAddr("10.0.0.1"), netip.MustParseAddr("10.0.0.2")
+	cremA, cremB := netip.MustParseAddrPort("127.0.0.1:7001"), netip.MustParseAddrPort("127.0.0.2:7001")
+	const srcPort = 5000
+	off := false
+	mk := func(self, peer netip.AddrPort, local, remote netip.Addr) *gateway.Node {
+		n, err := gateway.NewNode(gateway.Config{CREMAddress: self.String(), Peer: peer.String(),
+			Protect: []gateway.ProtectRule{{SrcPort: srcPort}},
+			Policy:  gateway.PolicyConfig{K: 16, M: 2, Adapt: &off, MTU: 1024, InitialRTT: "10ms", BurstGap: "1ms"},
+			Relay: gateway.RelayConfig{Listen: "127.0.0.1:0", WANListen: "127.0.0.1:0",
+				Target: netip.AddrPortFrom(local, 4791).String(), PeerData: netip.AddrPortFrom(remote, 4791).String()}},
+			gateway.NodeOptions{Seed: seed})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	a, b := mk(cremA, cremB, epA, epB), mk(cremB, cremA, epB, epA)
+	ab, ba := &vpath{delay: 5 * time.Millisecond}, &vpath{delay: 5 * time.Millisecond}
+
+	var qps []*vqp
+	byDest := map[uint32]*vqp{}
+	for i := range 6 {
+		q := &vqp{rev: 0x100 + uint32(i), got: map[psn.PSN]bool{}}
+		q.syn = cremtest.Synth{Desc: flow.Descriptor{Kind: wire.FlowKindRoCEv2, Src: epA, Dst: epB, DestQP: 0x200 + uint32(i), SrcPort: srcPort},
+			PSN: psn.PSN(rng.Uint32N(psn.Modulus))}
+		q.expected, q.acked = q.syn.PSN, q.syn.PSN.Add(-1)
+		qps = append(qps, q)
+		byDest[q.syn.Desc.DestQP] = q
+	}
+	// endpointB takes a packet for B's endpoint (relayed at once or delivered by B's CRF).
+	endpointB := func(now time.Duration, pkt []byte) {
+		q := byDest[uint32(pkt[5])<<16|uint32(pkt[6])<<8|uint32(pkt[7])]
+		if q == nil {
+			return
+		}
+		p := psn.PSN(uint32(pkt[9])<<16 | uint32(pkt[10])<<8 | uint32(pkt[11]))
+		q.got[p] = true
+		for q.got[q.expected] {
+			delete(q.got, q.expected)
+			q.expected = q.expected.Add(1)
+		}
+		if last := q.expected.Add(-1); last != q.acked {
+			q.acked = last
+			ack := cremtest.Ack(q.rev, last)
+			b.Local(now, srcPort, ack)
+			ba.put(now, gateway.ToEndpoint, ack)
+		}
+	}
+	var now time.Duration
+	drain := func(n *gateway.Node, out *vpath, endpoint func(time.Duration, []byte)) {
+		n.Drain(func(d gateway.Datagram) {
+			switch d.Kind {
+			case gateway.ToCREM:
+				out.put(now, gateway.ToCREM, d.Payload)
+			case gateway.ToEndpoint:
+				endpoint(now, d.Payload)
+			}
+		})
+	}
+	lost := 0
+	const step = 100 * time.Microsecond
+	for i := 0; now < 3*time.Second; i++ {
+		if now < 2*time.Second {
+			q := qps[rng.IntN(len(qps))]
+			pkt := q.syn.Next(1024)
+			a.Local(now, srcPort, pkt)
+			if rng.Float64() < 0.02 {
+				lost++
+			} else {
+				ab.put(now, gateway.ToEndpoint, pkt)
+			}
+		}
+		for _, it := range ab.due(now) {
+			if it.kind == gateway.ToCREM {
+				b.CREM(now, cremA, it.data, false)
+			} else if b.WAN(now, it.data, false) {
+				endpointB(now, it.data)
+			}
+		}
+		for _, it := range ba.due(now) {
+			if it.kind == gateway.ToCREM {
+				a.CREM(now, cremB, it.data, false)
+			} else {
+				a.WAN(now, it.data, false) // A's endpoint takes the ACKs: nothing to check there
+			}
+		}
+		for _, n := range []*gateway.Node{a, b} {
+			if d, ok := n.NextDeadline(); ok && d <= now {
+				n.Tick(now)
+			}
+		}
+		drain(a, ab, func(time.Duration, []byte) {})
+		drain(b, ba, endpointB)
+		// No CSF releases beyond what its own QP acknowledged.
+		for _, q := range qps {
+			if s := a.Sender(q.syn.Desc.Key()); s != nil {
+				if through, ok := s.AckedThrough(); ok && through.After(q.acked) {
+					t.Fatalf("seed %d: flow %#x released through %v, its QP acknowledged %v", seed, q.syn.Desc.DestQP, through, q.acked)
+				}
+			}
+		}
+		now += step
+	}
+	st := b.Stats()
+	for _, q := range qps {
+		if rq, ok := a.ReverseQP(q.syn.Desc.Key()); !ok || rq != q.rev {
+			t.Errorf("flow %#x: reverse QP %#x %v, want %#x", q.syn.Desc.DestQP, rq, ok, q.rev)
+		}
+	}
+	sa := a.Stats()
+	t.Logf("lost %d, restored %d; A: pairing %d by correlation, %d ACKs to their CSF, %d to none; CSF blocks acked %d",
+		lost, st.Receiver.Flows.Restored, sa.Pairing.PairedByCorrelation, sa.Gateway["reverse_to_sender"],
+		sa.Gateway["reverse_to_none"], sa.Sender.BlocksAcked)
+	if st.Receiver.Flows.Restored == 0 || sa.Pairing.PairedByCorrelation != 6 || sa.Sender.BlocksAcked == 0 {
+		t.Fatalf("restored %d, paired %d, blocks acked %d", st.Receiver.Flows.Restored, sa.Pairing.PairedByCorrelation, sa.Sender.BlocksAcked)
+	}
+}
