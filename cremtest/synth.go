@@ -59,3 +59,28 @@ func Ack(qp uint32, p psn.PSN) []byte {
 	b, _ := pkt.Append(nil)
 	return b
 }
+
+// Packet builds a packet of opcode op with PSN p and n payload octets: a SEND or WRITE (a
+// RETH on WRITE FIRST and ONLY, DMA Length n), or a READ response (an AETH on FIRST, LAST and
+// ONLY), as the RDMA sender of either direction emits them.
+func (s *Synth) Packet(op roce.Opcode, p psn.PSN, n int) ([]byte, error) {
+	payload := make([]byte, n)
+	for i := range payload {
+		payload[i] = byte(uint32(p)*7 + uint32(i)*13 + uint32(op))
+	}
+	pkt := roce.Packet{BTH: roce.BTH{OpCode: op, PKey: 0xffff, DestQP: s.Desc.DestQP, PSN: p}, Payload: payload}
+	switch op {
+	case roce.OpWriteFirst, roce.OpWriteOnly, roce.OpWriteOnlyWithImmediate:
+		pkt.RETH = roce.RETH{VA: 0x1000, RKey: 7, DMALength: uint32(n)}
+	case roce.OpReadResponseFirst, roce.OpReadResponseLast, roce.OpReadResponseOnly:
+		pkt.AETH = roce.ACK(31, uint32(p))
+	}
+	b, err := pkt.Append(nil)
+	if err != nil {
+		return nil, fmt.Errorf("cremtest: building %v at PSN %v: %w", op, p, err)
+	}
+	if err := s.Desc.LogicalHeader().Seal(b); err != nil {
+		return nil, fmt.Errorf("cremtest: sealing PSN %v: %w", p, err)
+	}
+	return b, nil
+}

@@ -84,14 +84,10 @@ func (b *sblock) info(t testing.TB, id uint32) []byte {
 }
 
 // infoNoBlock is an INFO with an all-zero Present Bitmap: k PSNs from start that carry no
-// source and belong to no block (contract 2 of issue 10). Package wire builds it with a
-// bitmap, which is then cleared.
+// source and belong to no block (contract 2 of issue 10).
 func infoNoBlock(t testing.TB, id uint32, cfg uint8, start psn.PSN, k int) []byte {
-	m := wire.Repair{FlowID: id, Info: true, ConfigID: cfg, Scheme: wire.SchemeCauchy, K: uint8(k),
-		BlockStartPSN: start, Present: psn.FirstK(k)}
-	b := msg(t, &m)
-	clear(b[wire.HeaderLen+12:])
-	return b
+	m := wire.Repair{FlowID: id, Info: true, ConfigID: cfg, Scheme: wire.SchemeCauchy, K: uint8(k), BlockStartPSN: start}
+	return msg(t, &m)
 }
 
 // trafficLog is what a Receiver sent and delivered, as a test reads it.

@@ -679,3 +679,34 @@ func TestAnyStartPSNIssue10(t *testing.T) {
 		}
 	}
 }
+
+// TestFilledAfterRequestIsLossIssue10: a missing PSN that arrives after the CRF asked for it
+// (its reorder allowance passed, C7 f) is the RDMA transport's retransmission, or an original as
+// late: LOSS_REPORT counts it expected and not received, so the loss the path caused stays
+// visible (to the circuit breaker above all, C11 f). One that arrives within the allowance is
+// reordered: received.
+func TestFilledAfterRequestIsLossIssue10(t *testing.T) {
+	for _, c := range []struct {
+		name     string
+		at       time.Duration // when the missing PSN arrives
+		received uint32
+	}{{"reordered", 500 * time.Microsecond, 8}, {"retransmitted", 5 * time.Millisecond, 7}} {
+		r := newReceiver(t, Settings{Reorder: time.Millisecond})
+		id := open(t, r, 0, flow.Config{ID: 1, Scheme: wire.SchemeCauchy, K: 8, M: 0, T: testT})
+		a := mkBlock(0x100, 1, writes(0x100, 8)...)
+		for j, p := range a.pkts {
+			if j != 3 {
+				r.Observe(0, id, p, false)
+			}
+		}
+		var log trafficLog
+		log.runUntil(r, c.at)
+		if v := r.Observe(c.at, id, a.pkts[3], false); v != Forward {
+			t.Fatalf("%s: verdict %v", c.name, v)
+		}
+		log.runUntil(r, 10*time.Millisecond)
+		if len(log.reports) != 1 || log.reports[0].Expected != 8 || log.reports[0].Received != c.received {
+			t.Fatalf("%s: LOSS_REPORTs %+v", c.name, log.reports)
+		}
+	}
+}

@@ -2,7 +2,6 @@ package crf
 
 import (
 	"cmp"
-	"encoding/binary"
 	"errors"
 	"slices"
 	"time"
@@ -32,7 +31,7 @@ func (r *Receiver) onRepair(now time.Duration, f *rflow, msg []byte, ce bool) {
 			}
 		}
 	}
-	m, err := parseRepair(msg)
+	m, err := wire.ParseRepair(msg)
 	if err != nil {
 		r.st.MessagesMalformed++
 		return
@@ -140,35 +139,6 @@ func (r *Receiver) onRepair(now time.Duration, f *rflow, msg []byte, ce bool) {
 		b.due, b.haveDue = now+f.allowance(), true
 		f.schedule(b)
 	}
-}
-
-// parseRepair is wire.ParseRepair, which also takes an INFO with an all-zero Present Bitmap
-// (contract 2 of issue 10: k consecutive PSNs that belong to no block).
-func parseRepair(msg []byte) (wire.Repair, error) {
-	m, err := wire.ParseRepair(msg)
-	if err == nil {
-		return m, nil
-	}
-	// Until package wire accepts it: the header, k and an all-zero bitmap, nothing else.
-	const fixed = wire.HeaderLen + 12
-	if len(msg) < fixed || msg[0] != wire.Version<<4|uint8(wire.TypeRepair) ||
-		msg[1]&(wire.FlagRepairInfo|wire.FlagRepairRetx) != wire.FlagRepairInfo ||
-		int(binary.BigEndian.Uint16(msg[2:])) != len(msg) || msg[10] == 0 || binary.BigEndian.Uint16(msg[18:]) != 0 {
-		return m, err
-	}
-	words := psn.Words(int(msg[10]))
-	if len(msg) != fixed+4*words {
-		return m, err
-	}
-	for _, b := range msg[fixed:] {
-		if b != 0 {
-			return m, err
-		}
-	}
-	return wire.Repair{FlowID: binary.BigEndian.Uint32(msg[4:]), Info: true, Last: msg[1]&wire.FlagRepairLast != 0,
-		ConfigID: msg[8], Scheme: wire.Scheme(msg[9]), K: msg[10], RepairIndex: msg[11],
-		BlockStartPSN:   psn.PSN(uint32(msg[12])<<16 | uint32(msg[13])<<8 | uint32(msg[14])),
-		RepairSessionID: binary.BigEndian.Uint16(msg[16:])}, nil
 }
 
 // noBlock takes an INFO whose Present Bitmap is all zero: its k PSNs from the Block Start PSN

@@ -137,10 +137,15 @@ func (r *Receiver) observe(now time.Duration, f *rflow, p psn.PSN, n int, payloa
 			f.st.Late++
 			switch s.st {
 			case slotMissing, slotEmpty:
-				// Reordered, or passed before the flow's first source: a source received.
 				f.unmiss(s)
 				f.expect(s)
-				f.receive(ce)
+				if f.asked(s) {
+					// After the CRF asked for it, the reorder allowance passed (C7 f): the RDMA
+					// transport's retransmission, or an original as late: the loss stands (E42).
+					f.st.LateAfterRequest++
+				} else {
+					f.receive(ce) // reordered, or passed before the flow's first source
+				}
 			case slotAbsent:
 				// The Present Bitmap, an INFO or a READ said no packet takes this PSN.
 				f.st.SourceAtAbsent++
@@ -170,6 +175,16 @@ func (r *Receiver) observe(now time.Duration, f *rflow, p psn.PSN, n int, payloa
 		}
 	}
 	return r.deliverReceived(f, s, p, payload)
+}
+
+// asked reports whether the CRF has asked for slot s's PSN: in the PSN-range form, or in a
+// request of its block.
+func (f *rflow) asked(s *slot) bool {
+	if s.rounds > 0 {
+		return true
+	}
+	b := f.blockOf(s)
+	return b != nil && (b.rounds > 0 || b.fellBack)
 }
 
 // begin places the flow's first source p: the mapping starts there, or goes on from the blocks
@@ -437,7 +452,7 @@ func (r *Receiver) release1(f *rflow, s *slot) {
 // left to the RDMA transport (C7 a).
 func (r *Receiver) flushHold(f *rflow) {
 	f.holding = false
-	for n := 0; f.heldPkts > 0 && n < 2*len(f.win) && f.cursor != f.high.Add(1); n++ {
+	for n := 0; f.heldPkts > 0 && n < 3*len(f.win) && f.cursor != f.high.Add(1); n++ {
 		v, l, hi := f.locate(f.cursor)
 		switch l {
 		case locHole:
@@ -459,10 +474,19 @@ func (r *Receiver) flushHold(f *rflow) {
 				f.st.GapsSkipped++
 			}
 		default:
-			n = 2 * len(f.win)
+			n = 3 * len(f.win)
 			continue
 		}
 		f.cursor = f.cursor.Add(1)
+	}
+	if f.heldPkts > 0 {
+		// Cannot happen (the walk above reaches high in fewer steps); were it to, a held packet
+		// would never be released and every retransmission of it held too.
+		for i := range f.win {
+			if s := &f.win[i]; s.st == slotHeld && !s.delivered {
+				r.release1(f, s)
+			}
+		}
 	}
 	f.heldPkts, f.heldBytes = 0, 0
 	r.drainCursor(f)
