@@ -275,8 +275,8 @@ func TestBreakerSeesPathLossIssue10(t *testing.T) {
 		}
 	}
 	st, sst := p.Receiver.Stats().Flows, p.Sender.Stats()
-	t.Logf("tripped after %v; while open LOSS_REPORTs say %.1f percent lost; after: %d expected, %d received; %d given up, %d filled after a request",
-		tripped, 100*float64(eBad-rBad)/float64(eBad), e, r, st.GivenUp, st.LateAfterRequest)
+	t.Logf("tripped after %v; while open LOSS_REPORTs say %.1f percent lost; after: %d expected, %d received; %d given up, %d filled late",
+		tripped, 100*float64(eBad-rBad)/float64(eBad), e, r, st.GivenUp, st.LateFilled)
 	if tripped == 0 || tripped > 2500*time.Millisecond || sst.BreakerTrips != 1 {
 		t.Fatalf("breaker tripped %d times, first after %v", sst.BreakerTrips, tripped)
 	}

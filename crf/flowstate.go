@@ -38,10 +38,11 @@ type slot struct {
 	delivered bool // handed to the RDMA receiver (ordered mode holds until then)
 	rounds    uint8
 	counted   bool  // entered LOSS_REPORT's Expected: settled as a source (E42)
+	resent    bool  // a READ response that came after the CRF asked for it: maybe not the original (E46)
 	blk       int32 // index into blocks, valid with gen
 	gen       uint32
 	due       time.Duration // a missing slot's next request (PSN-range form)
-	n         int32         // the source's length (what is kept may be the codec's prefix of it)
+	n         int32         // the source's length (what is kept may be the codec's prefix of it); while missing, when its gap was seen (missedAt)
 	v         uint32        // the virtual position it records (E40)
 }
 
@@ -62,6 +63,8 @@ type rblock struct {
 	gen         uint32
 	start       psn.PSN
 	k           int
+	v0          uint32 // the position of start; with flat, position j is at v0 + j (no hole inside)
+	flat        bool
 	cfg         flow.Config
 	present     psn.Bitmap
 	dec         flow.Decoder
@@ -166,6 +169,22 @@ func (f *rflow) blockOf(s *slot) *rblock {
 		return nil
 	}
 	return b
+}
+
+// bslot returns the slot of b's position j if it holds that PSN's record, else nil.
+func (f *rflow) bslot(b *rblock, j int) *slot {
+	p := b.start.Add(j)
+	if !b.flat {
+		return f.at(p)
+	}
+	v := b.v0 + uint32(j)
+	if f.vtop-v >= uint32(len(f.win)) {
+		return nil // behind the window
+	}
+	if s := &f.win[v&f.mask]; s.is(p, v) {
+		return s
+	}
+	return nil
 }
 
 // config returns the acknowledged, unreleased configuration with this ID.
@@ -291,6 +310,21 @@ func (f *rflow) receive(ce bool) {
 	if ce {
 		f.iv.CEMarked++
 	}
+}
+
+// missAt marks slot s missing from now on: it records when (in microseconds, modulo 2^32, in
+// the length field the slot does not use until its packet comes).
+func (f *rflow) missAt(s *slot, now time.Duration) {
+	s.st = slotMissing
+	s.n = int32(uint32(now / time.Microsecond))
+	f.missing++
+}
+
+// lateFill reports whether a packet filling missing slot s now comes half an SRTT or more
+// after its gap was seen: too late for reordering, in time for the RDMA transport's
+// retransmission, which needs a round trip (E42).
+func (f *rflow) lateFill(s *slot, now time.Duration) bool {
+	return uint32(now/time.Microsecond)-uint32(s.n) >= uint32(f.rtt.SRTT()/2/time.Microsecond)
 }
 
 // unmiss ends slot s's missing state.

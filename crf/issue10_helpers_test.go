@@ -7,6 +7,7 @@ import (
 	"github.com/crem-project/crem/fec"
 	"github.com/crem-project/crem/flow"
 	"github.com/crem-project/crem/psn"
+	"github.com/crem-project/crem/roce"
 	"github.com/crem-project/crem/wire"
 )
 
@@ -176,4 +177,20 @@ func smallLimits() flow.Limits {
 	l := flow.DefaultLimits()
 	l.MaxOpenBlocks, l.MaxK = 2, 8
 	return l
+}
+
+// readResponse builds a READ response of opcode op with PSN p and the payload of n octets that
+// PSN's responses carry (an AETH with msn on FIRST, LAST and ONLY).
+func readResponse(p psn.PSN, op roce.Opcode, n int, msn uint32) []byte {
+	pl := make([]byte, n)
+	for i := range pl {
+		pl[i] = byte(int(p)*5 + i)
+	}
+	pk := roce.Packet{BTH: roce.BTH{OpCode: op, DestQP: testFlow.DestQP, PSN: p}, Payload: pl}
+	if op != roce.OpReadResponseMiddle {
+		pk.AETH = roce.ACK(31, msn)
+	}
+	b, _ := pk.Append(nil)
+	_ = testFlow.LogicalHeader().Seal(b)
+	return b
 }

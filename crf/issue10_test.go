@@ -680,17 +680,18 @@ func TestAnyStartPSNIssue10(t *testing.T) {
 	}
 }
 
-// TestFilledAfterRequestIsLossIssue10: a missing PSN that arrives after the CRF asked for it
-// (its reorder allowance passed, C7 f) is the RDMA transport's retransmission, or an original as
-// late: LOSS_REPORT counts it expected and not received, so the loss the path caused stays
-// visible (to the circuit breaker above all, C11 f). One that arrives within the allowance is
-// reordered: received.
-func TestFilledAfterRequestIsLossIssue10(t *testing.T) {
+// TestFilledLateIsLossIssue10: a missing PSN filled half an SRTT or more after its gap was seen
+// is the RDMA transport's retransmission (it needs a round trip), or an original as late:
+// LOSS_REPORT counts it expected and not received, so the loss the path caused stays visible
+// (to the circuit breaker above all, C11 f). One filled sooner was reordered or delayed:
+// received, also after the reorder allowance made the CRF ask for it (C7 f).
+func TestFilledLateIsLossIssue10(t *testing.T) {
 	for _, c := range []struct {
 		name     string
 		at       time.Duration // when the missing PSN arrives
 		received uint32
-	}{{"reordered", 500 * time.Microsecond, 8}, {"retransmitted", 5 * time.Millisecond, 7}} {
+	}{{"reordered", 500 * time.Microsecond, 8}, {"delayed past the allowance", 4 * time.Millisecond, 8},
+		{"retransmitted", 8 * time.Millisecond, 7}} {
 		r := newReceiver(t, Settings{Reorder: time.Millisecond})
 		id := open(t, r, 0, flow.Config{ID: 1, Scheme: wire.SchemeCauchy, K: 8, M: 0, T: testT})
 		a := mkBlock(0x100, 1, writes(0x100, 8)...)
@@ -708,5 +709,43 @@ func TestFilledAfterRequestIsLossIssue10(t *testing.T) {
 		if len(log.reports) != 1 || log.reports[0].Expected != 8 || log.reports[0].Received != c.received {
 			t.Fatalf("%s: LOSS_REPORTs %+v", c.name, log.reports)
 		}
+	}
+}
+
+// TestResentReadResponseIssue10C13: in the direction of READ responses (C13), a response sent
+// again after a re-issued READ is not the packet first sent (its AETH, and a re-issue from the
+// middle starts with READ_RESPONSE_FIRST where the original was MIDDLE). One with an AETH that
+// arrives at a missing PSN after the CRF asked for it is delivered but never decoded with (E46):
+// the block's other loss is restored from the repair, its ICRC checks (C12), nothing falls back.
+func TestResentReadResponseIssue10C13(t *testing.T) {
+	r := newReceiver(t, Settings{})
+	id := open(t, r, 0, cfg8m1)
+	var pkts [][]byte
+	for j := range 8 {
+		pkts = append(pkts, readResponse(psn.PSN(0x100+j), roce.OpReadResponseMiddle, 1024, 0))
+	}
+	a := mkBlock(0x100, 1, pkts...)
+	for j, p := range pkts {
+		if j != 2 && j != 5 {
+			r.Observe(0, id, p, false)
+		}
+	}
+	var log trafficLog
+	r.Handle(0, testCSF, a.ordinary(t, id, 0, true), false)
+	log.take(0, r)
+	if len(log.reqs) != 1 || log.reqs[0].Lost != lostSet(2, 5) {
+		t.Fatalf("requests %+v", log.reqs)
+	}
+	// Sent again after a re-issued READ, a round trip after the loss.
+	resent := readResponse(0x105, roce.OpReadResponseFirst, 1024, 7)
+	if v := r.Observe(6*time.Millisecond, id, resent, false); v != Forward {
+		t.Fatalf("verdict %v", v)
+	}
+	r.Handle(7*time.Millisecond, testCSF, a.retx(t, id, 1, lostSet(2, 5), log.reqs[0].RequestID), false)
+	log.take(7*time.Millisecond, r)
+	st, _ := r.FlowStats(id)
+	_, restored, abandoned := log.kinds()
+	if restored != 1 || abandoned != 0 || st.ICRCMismatch != 0 || log.dels[0].PSN != 0x102 || string(log.dels[0].Packet) != string(pkts[2]) {
+		t.Fatalf("%d restored, %d abandoned: %+v", restored, abandoned, st)
 	}
 }

@@ -189,21 +189,31 @@ func (r *Receiver) blockFor(now time.Duration, f *rflow, m *wire.Repair, c *cfgS
 		}
 	}
 	// Every position must be one the window can keep; a live block over any of them would
-	// overlap: blocks of a flow never do.
-	for j := 0; j < int(m.K); j++ {
+	// overlap: blocks of a flow never do. Without a hole inside (the positions of the first
+	// and the last PSN k - 1 apart), position j is at v0 + j.
+	k := int(m.K)
+	v0, l0, _ := f.locate(m.BlockStartPSN)
+	vk, lk, _ := f.locate(m.BlockStartPSN.Add(k - 1))
+	flat := l0 != locHole && lk != locHole && vk-v0 == uint32(k-1)
+	for j := 0; j < k; j++ {
 		p := m.BlockStartPSN.Add(j)
-		switch _, l, _ := f.locate(p); {
+		v, l := v0+uint32(j), l0
+		if !flat || j == k-1 {
+			v, l, _ = f.locate(p)
+		}
+		switch {
 		case l == locOld:
 			f.st.RepairLate++ // older than the window: its sources are gone
 			return nil
 		case l == locHole && m.Present.Has(j), l == locAhead && f.high.Forward(p) > f.reach():
 			f.st.RepairUntracked++ // a source where a READ or a long gap left no position
 			return nil
-		}
-		if s := f.at(p); s != nil {
-			if ob := f.blockOf(s); ob != nil && !ob.ended {
-				f.st.RepairOverlap++
-				return nil
+		case l == locTracked:
+			if s := &f.win[v&f.mask]; s.is(p, v) {
+				if ob := f.blockOf(s); ob != nil && !ob.ended {
+					f.st.RepairOverlap++
+					return nil
+				}
 			}
 		}
 	}
@@ -234,25 +244,32 @@ func (r *Receiver) blockFor(now time.Duration, f *rflow, m *wire.Repair, c *cfgS
 	if f.gen == 0 {
 		f.gen = 1 // 0 names no block: an unused slot's
 	}
-	*b = rblock{idx: b.idx, used: true, gen: f.gen, start: m.BlockStartPSN, k: int(m.K), cfg: c.cfg,
+	*b = rblock{idx: b.idx, used: true, gen: f.gen, start: m.BlockStartPSN, k: k, v0: v0, flat: flat, cfg: c.cfg,
 		present: m.Present}
 	f.st.BlocksCreated++
 	if f.set.Ordered && f.holding && b.start.Forward(f.cursor) < uint32(b.k) {
 		// C7 a: the hold lasts until the gap's block has its repair, plus the allowance.
 		f.holdDue = max(f.holdDue, now+f.allowance())
 	}
+	if flat && f.high.Forward(m.BlockStartPSN.Add(k-1)) < psnHalf && m.BlockStartPSN.Add(k-1).After(f.top) {
+		f.assign(m.BlockStartPSN.Add(k - 1)) // described ahead of its sources
+	}
 	held, asked := 0, uint8(0)
 	for j := 0; j < b.k; j++ {
 		p := b.start.Add(j)
-		s := r.take(f, p)
-		if s == nil {
+		var s *slot
+		if flat {
+			v := v0 + uint32(j)
+			if s = &f.win[v&f.mask]; !s.is(p, v) {
+				r.reset(f, s, p, v)
+			}
+		} else if s = r.take(f, p); s == nil {
 			continue // absent, in a hole
 		}
 		if b.present.Has(j) {
 			if s.st == slotEmpty && f.started && !p.After(f.high) {
 				// Passed, or forgotten: missing now (the block asks for it, not the range timer).
-				s.st = slotMissing
-				f.missing++
+				f.missAt(s, now)
 			}
 			if s.st == slotMissing {
 				f.expect(s) // the Present Bitmap confirms a source (E42)
@@ -314,7 +331,7 @@ func (r *Receiver) ensureDecoder(f *rflow, b *rblock) error {
 		if !b.present.Has(j) {
 			continue
 		}
-		if s := f.at(b.start.Add(j)); s != nil && (s.st == slotHeld || s.st == slotRestored) {
+		if s := f.bslot(b, j); s != nil && (s.st == slotHeld && !s.resent || s.st == slotRestored) {
 			if err := b.dec.AddSource(j, f.kept(s)); err != nil {
 				f.st.SourceTooLong++
 			}
@@ -332,6 +349,9 @@ func (r *Receiver) sourceIntoBlock(now time.Duration, f *rflow, b *rblock, p psn
 		return
 	}
 	if b.decoding {
+		if s := f.bslot(b, j); s != nil && s.resent {
+			return // held for delivery, not a source to decode with (E46)
+		}
 		if err := b.dec.AddSource(j, payload); err != nil && !errors.Is(err, fec.ErrDuplicate) {
 			f.st.SourceTooLong++
 		}
@@ -354,6 +374,9 @@ func (r *Receiver) tryDecode(now time.Duration, f *rflow, b *rblock) bool {
 		return true
 	}
 	if !st.Solvable() {
+		if r.onlyResent(f, b, st.Unknown) {
+			r.endBlock(f, b) // what is left unknown was delivered, sent again (E46)
+		}
 		return true
 	}
 	got, err := b.dec.Decode()
@@ -385,13 +408,25 @@ func (r *Receiver) tryDecode(now time.Duration, f *rflow, b *rblock) bool {
 	return true
 }
 
+// onlyResent reports whether every position of unknown holds a READ response sent again.
+func (r *Receiver) onlyResent(f *rflow, b *rblock, unknown psn.Bitmap) bool {
+	for j := 0; j < b.k; j++ {
+		if unknown.Has(j) {
+			if s := f.bslot(b, j); s == nil || !s.resent {
+				return false
+			}
+		}
+	}
+	return true
+}
+
 // complete reports whether every present position of b is held (no decoder involved).
 func (r *Receiver) complete(f *rflow, b *rblock) bool {
 	for j := 0; j < b.k; j++ {
 		if !b.present.Has(j) {
 			continue
 		}
-		if s := f.at(b.start.Add(j)); s == nil || (s.st != slotHeld && s.st != slotRestored) {
+		if s := f.bslot(b, j); s == nil || (s.st != slotHeld && s.st != slotRestored) {
 			return false
 		}
 	}
@@ -496,7 +531,7 @@ func (r *Receiver) abandon(f *rflow, b *rblock, evicted bool) {
 			continue
 		}
 		p := b.start.Add(j)
-		s := f.at(p)
+		s := f.bslot(b, j)
 		if s != nil && (s.st == slotHeld || s.st == slotRestored) {
 			continue
 		}

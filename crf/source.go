@@ -91,6 +91,7 @@ func (r *Receiver) ObserveSource(now time.Duration, id uint32, p psn.PSN, n int,
 func (r *Receiver) observe(now time.Duration, f *rflow, p psn.PSN, n int, payload []byte, ce bool) Verdict {
 	f.lastSource = now
 	var s *slot
+	resent := false
 	if f.started && p == f.high.Add(1) && f.top == f.high {
 		// In order, nothing given a position ahead of its packet: the common case.
 		v := f.vhigh + 1
@@ -137,14 +138,18 @@ func (r *Receiver) observe(now time.Duration, f *rflow, p psn.PSN, n int, payloa
 			f.st.Late++
 			switch s.st {
 			case slotMissing, slotEmpty:
+				late := s.st == slotMissing && f.lateFill(s, now)
 				f.unmiss(s)
 				f.expect(s)
-				if f.asked(s) {
-					// After the CRF asked for it, the reorder allowance passed (C7 f): the RDMA
-					// transport's retransmission, or an original as late: the loss stands (E42).
-					f.st.LateAfterRequest++
+				if late {
+					// Half an SRTT or more after its gap was seen: the RDMA transport's
+					// retransmission (or an original as late): the loss stands (E42). A READ
+					// response sent again after a re-issued READ may differ from the original
+					// (its AETH, even its opcode): it is delivered, never decoded with (E46).
+					f.st.LateFilled++
+					resent = resentDiffers(payload)
 				} else {
-					f.receive(ce) // reordered, or passed before the flow's first source
+					f.receive(ce) // reordered or delayed, or passed before the flow's first source
 				}
 			case slotAbsent:
 				// The Present Bitmap, an INFO or a READ said no packet takes this PSN.
@@ -164,7 +169,7 @@ func (r *Receiver) observe(now time.Duration, f *rflow, p psn.PSN, n int, payloa
 			return Forward
 		}
 	}
-	s.st, s.ce, s.rx = slotHeld, ce, true
+	s.st, s.ce, s.rx, s.resent = slotHeld, ce, true, resent
 	f.store(s, payload)
 	if n > 1 {
 		r.consume(now, f, p, n)
@@ -177,14 +182,16 @@ func (r *Receiver) observe(now time.Duration, f *rflow, p psn.PSN, n int, payloa
 	return r.deliverReceived(f, s, p, payload)
 }
 
-// asked reports whether the CRF has asked for slot s's PSN: in the PSN-range form, or in a
-// request of its block.
-func (f *rflow) asked(s *slot) bool {
-	if s.rounds > 0 {
+// resentDiffers reports whether a packet sent again may differ from the original: a READ
+// response with an AETH (FIRST, LAST, ONLY: the MSN it carries is the responder's current one,
+// and a re-issue from the middle of a READ starts with FIRST where the original was MIDDLE). A
+// MIDDLE response sent again is the original's copy, as every other source is (E10, E46).
+func resentDiffers(pkt []byte) bool {
+	switch roce.Opcode(pkt[0]) {
+	case roce.OpReadResponseFirst, roce.OpReadResponseLast, roce.OpReadResponseOnly:
 		return true
 	}
-	b := f.blockOf(s)
-	return b != nil && (b.rounds > 0 || b.fellBack)
+	return false
 }
 
 // begin places the flow's first source p: the mapping starts there, or goes on from the blocks
@@ -290,10 +297,9 @@ func (r *Receiver) advance(now time.Duration, f *rflow, p psn.PSN) {
 // miss marks slot s missing: its range request is due after the reorder allowance (E12). A
 // position a block's Present Bitmap has confirmed is a source: it enters Expected now.
 func (r *Receiver) miss(now time.Duration, f *rflow, s *slot) {
-	s.st = slotMissing
+	f.missAt(s, now)
 	s.due = now + f.allowance()
 	f.scheduleMiss(s)
-	f.missing++
 	if b := f.blockOf(s); b != nil && b.present.Has(int(b.start.Forward(s.p))) {
 		f.expect(s)
 	}

@@ -10,10 +10,10 @@ type FlowStats struct {
 	// they were restored or given up (E42). Forgotten counts missing PSNs the window moved past
 	// before anything settled them (neither expected nor lost); GivenUp those asked for three
 	// times in the PSN-range form without any answer (lost). LateAfterRestore counts originals
-	// that arrived after their restoration, LateAfterRequest sources that arrived at a missing
-	// PSN after the CRF asked for it (neither is received: the loss stands). ReadReissued
+	// that arrived after their restoration, LateFilled sources that arrived at a missing PSN
+	// half an SRTT or more after its gap was seen (neither is received: the loss stands). ReadReissued
 	// counts sources at a PSN a READ consumed (C13: left to the RDMA transport).
-	Received, Forgotten, GivenUp, LateAfterRestore, LateAfterRequest, ReadReissued uint64
+	Received, Forgotten, GivenUp, LateAfterRestore, LateFilled, ReadReissued uint64
 
 	Repairs, RepairsCE, RepairDuplicate, RepairUnknownConfig, RepairBadScheme uint64
 	RepairBadK, RepairBadT, RepairInconsistent, RepairLate, RepairOverlap     uint64
@@ -45,7 +45,7 @@ func (s *FlowStats) add(o *FlowStats) {
 		&s.BlocksFallback, &s.BlocksAbandoned, &s.BlocksFullyReceived, &s.Restored, &s.RestoredSourceCopy,
 		&s.ICRCMismatch, &s.Abandoned, &s.DecodeErrors, &s.Requests, &s.RangeRequests, &s.FallbackRequests,
 		&s.RequestRetries, &s.LossReports, &s.RTTSamples, &s.TemplateErrors,
-		&s.Received, &s.Forgotten, &s.GivenUp, &s.LateAfterRestore, &s.LateAfterRequest, &s.ReadReissued,
+		&s.Received, &s.Forgotten, &s.GivenUp, &s.LateAfterRestore, &s.LateFilled, &s.ReadReissued,
 		&s.RepairUntracked, &s.RepairBeforeEffective, &s.InfoNoBlock, &s.InfoConflict}
 	b := []uint64{o.Sources, o.SourcesCE, o.Duplicates, o.DuplicateMismatch, o.Late, o.Expected,
 		o.ReadAbsent, o.SourceAtAbsent, o.SourceTooLong, o.WindowJumps, o.Forwarded, o.HeldPackets,
@@ -56,7 +56,7 @@ func (s *FlowStats) add(o *FlowStats) {
 		o.BlocksFallback, o.BlocksAbandoned, o.BlocksFullyReceived, o.Restored, o.RestoredSourceCopy,
 		o.ICRCMismatch, o.Abandoned, o.DecodeErrors, o.Requests, o.RangeRequests, o.FallbackRequests,
 		o.RequestRetries, o.LossReports, o.RTTSamples, o.TemplateErrors,
-		o.Received, o.Forgotten, o.GivenUp, o.LateAfterRestore, o.LateAfterRequest, o.ReadReissued,
+		o.Received, o.Forgotten, o.GivenUp, o.LateAfterRestore, o.LateFilled, o.ReadReissued,
 		o.RepairUntracked, o.RepairBeforeEffective, o.InfoNoBlock, o.InfoConflict}
 	for i := range a {
 		*a[i] += b[i]
