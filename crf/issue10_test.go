@@ -370,7 +370,9 @@ func TestLateOriginalOfRestoredIssue10(t *testing.T) {
 // counted, nothing asked again, nothing abandoned; in ordered mode delivery steps over them.
 func TestInfoForNoBlockIssue10C8(t *testing.T) {
 	for _, ordered := range []bool{false, true} {
-		// Response direction: 300 requester PSNs between two blocks of READ responses.
+		// Response direction: 300 requester PSNs between two blocks of READ responses. The
+		// window keeps positions for a block's worth (Max k, 64) at each end of so long a gap
+		// (E40): those are asked for. The CSF's INFO names 255 PSNs, the rest another.
 		r := newReceiver(t, Settings{Ordered: ordered, Reorder: time.Millisecond})
 		id := open(t, r, 0, cfg8m1)
 		a, b := mkBlock(0x100, 1, writes(0x100, 8)...), mkBlock(0x234, 1, writes(0x234, 8)...)
@@ -385,8 +387,8 @@ func TestInfoForNoBlockIssue10C8(t *testing.T) {
 		r.Handle(0, testCSF, b.ordinary(t, id, 0, true), false)
 		log.runUntil(r, time.Millisecond)
 		rq := log.rangeReqs()
-		if len(rq) != 1 || len(rq[0].Ranges) != 2 || rq[0].Ranges[0] != (psn.Range{Start: 0x108, Count: 255}) ||
-			rq[0].Ranges[1] != (psn.Range{Start: 0x207, Count: 45}) {
+		if len(rq) != 1 || len(rq[0].Ranges) != 2 || rq[0].Ranges[0] != (psn.Range{Start: 0x108, Count: 64}) ||
+			rq[0].Ranges[1] != (psn.Range{Start: 0x1f4, Count: 64}) {
 			t.Fatalf("ordered %v: range requests %+v", ordered, rq)
 		}
 		created := f1(r, id).st.BlocksCreated

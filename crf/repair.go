@@ -178,15 +178,26 @@ func (r *Receiver) blockFor(now time.Duration, f *rflow, m *wire.Repair, c *cfgS
 	if !f.based {
 		f.anchor(m.BlockStartPSN.Add(-1), firstPosition) // before the flow's first source (E8)
 	}
-	// Fast path: the window slot of the Block Start PSN points at the block.
+	// Fast path: the window slot of the Block Start PSN points at the block. A block starting
+	// in a gap's hole has no slot there: the ring is searched (rare).
+	var known *rblock
 	if s := f.at(m.BlockStartPSN); s != nil {
 		if b := f.blockOf(s); b != nil && b.start == m.BlockStartPSN {
-			if b.k != int(m.K) || b.present != m.Present || b.cfg.ID != m.ConfigID {
-				f.st.RepairInconsistent++
-				return nil
-			}
-			return b
+			known = b
 		}
+	} else if _, l, _ := f.locate(m.BlockStartPSN); l == locHole {
+		for i := range f.blocks {
+			if b := &f.blocks[i]; b.used && b.start == m.BlockStartPSN {
+				known = b
+			}
+		}
+	}
+	if known != nil {
+		if known.k != int(m.K) || known.present != m.Present || known.cfg.ID != m.ConfigID {
+			f.st.RepairInconsistent++
+			return nil
+		}
+		return known
 	}
 	// Every position must be one the window can keep; a live block over any of them would
 	// overlap: blocks of a flow never do. Without a hole inside (the positions of the first
@@ -197,16 +208,20 @@ func (r *Receiver) blockFor(now time.Duration, f *rflow, m *wire.Repair, c *cfgS
 	flat := l0 != locHole && lk != locHole && vk-v0 == uint32(k-1)
 	for j := 0; j < k; j++ {
 		p := m.BlockStartPSN.Add(j)
-		v, l := v0+uint32(j), l0
+		v, l, hi := v0+uint32(j), l0, -1
 		if !flat || j == k-1 {
-			v, l, _ = f.locate(p)
+			v, l, hi = f.locate(p)
 		}
 		switch {
 		case l == locOld:
 			f.st.RepairLate++ // older than the window: its sources are gone
+			r.learnPresent(f, m)
 			return nil
-		case l == locHole && m.Present.Has(j), l == locAhead && f.high.Forward(p) > f.reach():
-			f.st.RepairUntracked++ // a source where a READ or a long gap left no position
+		case l == locHole && m.Present.Has(j) && f.holes[hi].read, l == locAhead && f.high.Forward(p) > f.reach():
+			// A source where a READ consumed the PSN, or further ahead than the window
+			// reaches. (A source in a long gap's untracked middle is a position without a slot:
+			// the block's repair may restore it all the same.)
+			f.st.RepairUntracked++
 			return nil
 		case l == locTracked:
 			if s := &f.win[v&f.mask]; s.is(p, v) {
@@ -306,6 +321,30 @@ func (r *Receiver) blockFor(now time.Duration, f *rflow, m *wire.Repair, c *cfgS
 		return b
 	}
 	return b
+}
+
+// learnPresent applies the Present Bitmap of a block that cannot be made (it starts behind the
+// window) to its PSNs still in the window: absent ones are settled, missing sources confirmed
+// (E42, E43), so that nothing is asked for or abandoned that carries no source.
+func (r *Receiver) learnPresent(f *rflow, m *wire.Repair) {
+	for j := 0; j < int(m.K); j++ {
+		s := f.at(m.BlockStartPSN.Add(j))
+		if s == nil || f.blockOf(s) != nil {
+			continue
+		}
+		switch {
+		case m.Present.Has(j):
+			if s.st == slotMissing {
+				f.expect(s)
+			}
+		case s.st == slotMissing || s.st == slotEmpty:
+			f.unmiss(s)
+			s.st = slotAbsent
+		}
+	}
+	if f.set.Ordered {
+		r.drainCursor(f)
+	}
 }
 
 // ensureDecoder gives b a decoder holding the sources the window has for it.

@@ -163,9 +163,13 @@ func (r *Receiver) observe(now time.Duration, f *rflow, p psn.PSN, n int, payloa
 			f.st.Forwarded++
 			return Forward
 		default:
-			// Behind the window, or in a gap too long for it: nothing to keep it for.
+			// Behind the window, or in a gap too long for it: nothing to keep it for. A READ
+			// request reordered into a gap's untracked middle still consumes its PSNs (C13).
 			f.st.Late++
 			f.st.Forwarded++
+			if l == locHole && n > 1 {
+				r.consume(now, f, p, n)
+			}
 			return Forward
 		}
 	}
@@ -271,16 +275,28 @@ func (r *Receiver) reset(f *rflow, s *slot, p psn.PSN, v uint32) {
 }
 
 // advance moves high to p, a PSN after it: the PSNs passed without their packet become missing
-// (once a source has been seen), as many as the window can track; a longer gap's rest becomes
-// a hole (E40). p gets a position.
+// (once a source has been seen). Of a gap longer than two blocks (2 x Max k), only a block's
+// worth at each end keeps positions: a lost READ request and the rest of its block lie at a gap's
+// start, READ responses lost after the requester's own PSNs at its end; the middle is a hole
+// (E40), so that long gaps do not fill the window. p gets a position.
 func (r *Receiver) advance(now time.Duration, f *rflow, p psn.PSN) {
-	if g := f.high.Forward(p) - 1; g > 0 {
-		keep := min(g, max(f.high.Forward(f.top), f.reach()))
-		if g > keep {
-			f.st.WindowJumps++
+	g := f.high.Forward(p) - 1
+	head, tail := g, uint32(0)
+	track := min(f.reach(), uint32(2*f.eff.MaxK))
+	if keep := max(f.high.Forward(f.top), track); g > keep {
+		f.st.WindowJumps++
+		tail = min(track/2, keep)
+		head = keep - tail
+	}
+	for i := uint32(1); i <= head; i++ {
+		if s := r.take(f, f.high.Add(int(i))); s != nil && s.st == slotEmpty && f.started {
+			r.miss(now, f, s)
 		}
-		for i := uint32(1); i <= keep; i++ {
-			if s := r.take(f, f.high.Add(int(i))); s != nil && s.st == slotEmpty && f.started {
+	}
+	if tail > 0 {
+		f.addHole(p.Add(-1-int(tail)), false)
+		for i := tail; i >= 1; i-- {
+			if s := r.take(f, p.Add(-int(i))); s != nil && s.st == slotEmpty && f.started {
 				r.miss(now, f, s)
 			}
 		}
@@ -309,6 +325,7 @@ func (r *Receiver) miss(now time.Duration, f *rflow, s *slot) {
 // positions in their slots, the rest as a hole, without a position each (E40); high moves to the
 // last of them. p has its slot, received or restored.
 func (r *Receiver) consume(now time.Duration, f *rflow, p psn.PSN, n int) {
+
 	f.st.ReadAbsent += uint64(n - 1)
 	last := p.Add(n - 1)
 	if last.After(f.top) && p.After(f.high) {
