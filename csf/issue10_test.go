@@ -2,6 +2,7 @@ package csf
 
 import (
 	"fmt"
+	"net/netip"
 	"testing"
 	"time"
 
@@ -387,5 +388,119 @@ func TestAbsentBetweenBlocksInfoIssue10(t *testing.T) {
 	rs = ask(22, psn.Range{Start: 0x000000, Count: 3})
 	if len(rs) != 1 || !rs[0].Info || rs[0].BlockStartPSN != 0x000002 {
 		t.Fatalf("with the breaker open: %+v", rs)
+	}
+}
+
+// TestSilentCRFStartsNewSessionE31 (peers that restart; E31): while sources flow and LOSS_REPORTs
+// arrive, the session stays; when the CRF says nothing for the silence time while sources flow
+// (it restarted and forgot the flow), the CSF starts a new session with a new HELLO. Messages
+// from any other address do not count as the CRF's.
+func TestSilentCRFStartsNewSessionE31(t *testing.T) {
+	s := newSender(t, WithConfig(wire.SchemeCauchy, 8, 1, 0), WithAdaptation(false))
+	establish(t, s, 0, 3)
+	now := time.Duration(0)
+	p := psn.PSN(0x10)
+	step := func(report bool, from netip.AddrPort) []wire.Message {
+		now += 10 * time.Millisecond
+		s.Observe(now, packet(p, 100))
+		p = p.Add(1)
+		if report {
+			b, _ := (&wire.LossReport{FlowID: 3, IntervalUS: 10000, Expected: 1, Received: 1}).Append(nil)
+			s.Handle(now, from, b)
+		}
+		if d, ok := s.NextDeadline(); ok && d <= now {
+			s.Tick(now)
+		}
+		return drain(s)
+	}
+	for range 1000 { // 10 s with reports
+		step(true, testCRF)
+	}
+	if s.State() != StateEstablished || s.Stats().PeerSilent != 0 {
+		t.Fatalf("restarted while the CRF reports: %v", s.State())
+	}
+	var hellos int
+	for range 400 { // 4 s of reports from elsewhere only
+		for _, m := range step(true, netip.MustParseAddrPort("10.9.9.9:50000")) {
+			if _, ok := m.(*wire.Hello); ok {
+				hellos++
+			}
+		}
+	}
+	if hellos == 0 || s.Stats().PeerSilent != 1 || s.State() == StateEstablished {
+		t.Fatalf("silent CRF: %d HELLOs, %d restarts, state %v", hellos, s.Stats().PeerSilent, s.State())
+	}
+}
+
+// TestNewPSNSpaceStartsNewSessionE32 (peers that restart; E32): a queue pair created again under
+// the same number starts a new random PSN space; when it lies behind the old one, its packets
+// look like retransmissions. A run of them far behind (more than any outstanding window) starts a
+// new session, and the new space is protected; retransmissions within the window never do.
+func TestNewPSNSpaceStartsNewSessionE32(t *testing.T) {
+	s := newSender(t, WithConfig(wire.SchemeCauchy, 8, 1, 0), WithAdaptation(false), WithRepairFraction(16))
+	establish(t, s, 0, 3)
+	now := time.Millisecond
+	for j := range 64 {
+		s.Observe(now, packet(psn.PSN(0xc00000+j), 100))
+	}
+	for j := range 64 { // a go-back-N burst of retransmissions, then more of them: never a restart
+		s.Observe(now, packet(psn.PSN(0xc00000+j), 100))
+	}
+	if st := s.Stats(); st.PSNSpaceRestarts != 0 || st.Retransmissions != 64 {
+		t.Fatalf("restarts %d, retransmissions %d", st.PSNSpaceRestarts, st.Retransmissions)
+	}
+	for j := range 40 { // the new space, 0x400000 behind: 32 packets, then a new session
+		s.Observe(now, packet(psn.PSN(0x800000+j), 100))
+	}
+	if st := s.Stats(); st.PSNSpaceRestarts != 1 || s.State() != StateHello {
+		t.Fatalf("restarts %d, state %v", st.PSNSpaceRestarts, s.State())
+	}
+	establish(t, s, now, 4)
+	before := s.Stats().RepairSent
+	for j := range 16 {
+		s.Observe(now, packet(psn.PSN(0x800028+j), 100))
+	}
+	if s.Stats().RepairSent != before+2 {
+		t.Fatalf("the new space is not protected: %d repairs", s.Stats().RepairSent-before)
+	}
+}
+
+// TestLearnsRDMAMTUE33 (C13; E33): a gateway configured with an RDMA MTU of 4096 in front of a
+// connection whose MTU is 1024 takes the connection's from its full-sized packets: a new session
+// announces it in HELLO, symbols are sized for it, and READ requests consume the PSNs the
+// connection's MTU gives.
+func TestLearnsRDMAMTUE33(t *testing.T) {
+	s := newSender(t, WithRDMAMTU(4096), WithConfig(wire.SchemeCauchy, 8, 1, 0), WithAdaptation(false))
+	establish(t, s, 0, 3)
+	now := time.Millisecond
+	for j := range 6 {
+		s.Observe(now, packet(psn.PSN(0x40+j), 1024)) // WRITE MIDDLE packets of 1024 octets
+	}
+	if s.RDMAMTU() != 1024 || s.Stats().MTUChanges != 1 || s.State() != StateHello {
+		t.Fatalf("MTU %d, changes %d, state %v", s.RDMAMTU(), s.Stats().MTUChanges, s.State())
+	}
+	var h *wire.Hello
+	for _, m := range drain(s) {
+		if x, ok := m.(*wire.Hello); ok {
+			h = x
+		}
+	}
+	if h == nil || h.RDMAMTU != 1024 {
+		t.Fatalf("HELLO after the change: %+v", h)
+	}
+	establish(t, s, now, 4)
+	if c, _ := s.Config(); c.T != 1024+38 {
+		t.Fatalf("T = %d for an MTU of 1024", c.T)
+	}
+	s.Observe(now, readRequest(0x50, 8*1024))
+	s.Observe(now, packet(0x58, 100)) // the next request: right after the READ's 8 PSNs
+	if st := s.Stats(); st.Retransmissions != 0 || st.SkippedPSNs != 0 {
+		t.Fatalf("READ counted with the wrong MTU: %d retransmissions, %d skipped", st.Retransmissions, st.SkippedPSNs)
+	}
+	for j := range 8 { // short packets and other sizes never change it
+		s.Observe(now, packet(psn.PSN(0x59+j), 512*(j%2+1)))
+	}
+	if s.RDMAMTU() != 1024 {
+		t.Fatalf("MTU %d after mixed sizes", s.RDMAMTU())
 	}
 }

@@ -68,6 +68,11 @@ func (s *Sender) SetReverseQP(qp uint32) {
 	s.reverseQP, s.haveReverseQP = qp&0xffffff, true
 }
 
+// ClearReverseQP forgets the reverse queue pair (the driver's pairing ended: the queue pairs
+// were created again, or the evidence turned against it): nothing is released until a new one
+// is set.
+func (s *Sender) ClearReverseQP() { s.reverseQP, s.haveReverseQP = 0, false }
+
 // ReverseQP returns the reverse queue pair in use, if one is known.
 func (s *Sender) ReverseQP() (uint32, bool) { return s.reverseQP, s.haveReverseQP }
 

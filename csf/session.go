@@ -30,7 +30,7 @@ func (s *Sender) sendHello(now time.Duration) {
 	s.attemptAt = now
 	// Exponential backoff from 1 ms (draft, Session).
 	s.helloDue = now + time.Millisecond<<(s.attempts-1)
-	m := wire.Hello{Capabilities: s.o.limits.Capabilities(s.o.mtu), SenderNonce: s.nonce,
+	m := wire.Hello{Capabilities: s.o.limits.Capabilities(s.mtu), SenderNonce: s.nonce,
 		Source: s.o.desc.Src, Destination: s.o.desc.Dst, FlowLabel: s.o.desc.DestQP}
 	if s.send(s.o.crf, &m) {
 		s.stats.HelloSent++
@@ -98,6 +98,7 @@ func (s *Sender) Handle(now time.Duration, from netip.AddrPort, msg []byte) {
 		s.stats.MessagesWrongSource++
 		return
 	}
+	s.lastHeard = max(s.lastHeard, now)
 	switch h.Type {
 	case wire.TypeParamAck:
 		s.onParamAck(now, msg)
@@ -149,7 +150,7 @@ func (s *Sender) onHelloAck(now time.Duration, from netip.AddrPort, msg []byte) 
 	}
 	s.blocks, s.seq, s.ackSeq = make([]block, held), 0, 0
 	s.timers.Reset()
-	s.lastSrc = now
+	s.lastSrc, s.lastHeard = now, now
 	s.nextID = 1
 	s.propose(now, cfg)
 }
@@ -159,7 +160,7 @@ func (s *Sender) firstConfig(eff flow.Limits) (flow.Config, bool) {
 	t := s.o.t
 	if t == 0 {
 		// RDMA MTU + BTH + RETH + ImmDt + ICRC + the 2-octet length prefix.
-		t = s.o.mtu + 12 + 16 + 4 + 4 + 2
+		t = s.mtu + 12 + 16 + 4 + 4 + 2
 	}
 	c := flow.Config{Scheme: s.o.scheme, K: min(s.o.k, eff.MaxK), M: min(s.o.m, eff.MaxM), T: min(t, eff.MaxT)}
 	if c.Scheme == wire.SchemeXOR {

@@ -5,6 +5,9 @@ type Stats struct {
 	// Session.
 	HelloSent, HelloRetransmitted, HelloAckAccepted, HelloAckIgnored uint64
 	Unprotected                                                      uint64 // episodes of eight unanswered HELLOs (C3)
+	PeerSilent                                                       uint64 // sessions started anew after the CRF fell silent (E31)
+	PSNSpaceRestarts                                                 uint64 // sessions started anew for a new PSN space of the flow (E32)
+	MTUChanges                                                       uint64 // RDMA MTUs learned from the flow's packets that differed (E33)
 	ParamUpdateSent, ParamUpdateRetransmitted, ParamAccepted         uint64
 	ParamRejected, ParamAckIgnored                                   uint64
 	ParamRetried                                                     uint64 // refused choices offered again after the back-off

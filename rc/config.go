@@ -87,6 +87,11 @@ type Config struct {
 	RNRTimer uint8
 	// AckEvery is the gbn and sr responder's ACK coalescing count (default 16).
 	AckEvery int
+	// DupAckInterval is the least time between two ACKs the responder sends at once for
+	// duplicate packets: a duplicate arriving sooner after the last such ACK is counted
+	// (Stats.DuplicateAcksHeld) and not acknowledged (T6, R3; protocol notes R23). Default
+	// T_thresh; negative acknowledges every duplicate at once.
+	DupAckInterval time.Duration
 	// SendBuffer bounds the unacknowledged packets the requester keeps (default 16384): the
 	// window of gbn and sr, the send buffer of tcaeth (T8).
 	SendBuffer int
@@ -129,6 +134,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.TThresh <= 0 {
 		c.TThresh = max(100*time.Microsecond, c.RTT/64)
+	}
+	if c.DupAckInterval == 0 {
+		c.DupAckInterval = c.TThresh
 	}
 	if c.ReorderWindow <= 0 {
 		c.ReorderWindow = c.TThresh

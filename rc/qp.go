@@ -60,6 +60,10 @@ func (q *QP) Stats() Stats { return q.stats }
 // Err returns why the requester entered the error state, or nil.
 func (q *QP) Err() error { return q.req.err }
 
+// NextPSN returns the PSN the requester's next new request takes: its first PSN plus every PSN
+// it has sent so far, modulo 2^24.
+func (q *QP) NextPSN() psn.PSN { return q.req.nxt }
+
 // SRTT returns the requester's smoothed round-trip time.
 func (q *QP) SRTT() time.Duration { return q.req.srtt }
 
@@ -88,13 +92,13 @@ func (q *QP) PostSend(wr SendWR) error {
 	switch {
 	case wr.Op == OpRead:
 		w.n = int(roce.OpReadRequest.PSNs(uint32(len(wr.Local)), uint32(q.cfg.MTU)))
+		if w.n > MaxOutstandingPSNs {
+			return fmt.Errorf("rc: post: %v of %d octets takes %d PSNs at MTU %d, more than the %d a QP may have outstanding (24-bit PSNs)",
+				wr.Op, len(wr.Local), w.n, q.cfg.MTU, MaxOutstandingPSNs)
+		}
 		w.got = make([]bool, w.n)
 	case !wr.Op.isAtomic():
 		w.n = max(1, (len(wr.Local)+q.cfg.MTU-1)/q.cfg.MTU)
-	}
-	if wr.Op == OpRead && w.n > q.cfg.SendBuffer {
-		return fmt.Errorf("rc: post: %v of %d octets takes %d PSNs, more than the send buffer's %d",
-			wr.Op, len(wr.Local), w.n, q.cfg.SendBuffer)
 	}
 	q.req.post(w)
 	return nil

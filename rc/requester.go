@@ -136,9 +136,16 @@ type requester struct {
 	sqBase uint32 // seq of sq[0]
 	cur    int    // index in sq of the request being segmented
 	tx     txRing
-	una    psn.PSN // PSN of tx.at(0)
-	nxt    psn.PSN // next new PSN
-	err    error
+	// readTail counts the records in tx of READ responses after each READ's first: they take
+	// no room in the send buffer (protocol notes R24).
+	readTail int
+	// ackScan is how many records from the front of tx are known acknowledged or READ and
+	// atomic PSNs, which ackTo passes over: so that an ACK does not walk the responses of a
+	// large READ outstanding before it (R24).
+	ackScan int
+	una     psn.PSN // PSN of tx.at(0)
+	nxt     psn.PSN // next new PSN
+	err     error
 
 	retx     []retxItem
 	retxHead int
@@ -253,11 +260,7 @@ func (r *requester) ready(q *QP) bool {
 	if w == nil || w.responder() && r.rdAtomic >= MaxRdAtomic {
 		return false
 	}
-	need := 1
-	if w.wr.Op == OpRead {
-		need = w.n
-	}
-	if r.tx.len()+need > r.cfg.SendBuffer {
+	if !r.room(w) {
 		if !r.stalled {
 			r.stalled = true
 			q.stats.SendBufferStalls++
@@ -267,22 +270,37 @@ func (r *requester) ready(q *QP) bool {
 	return true
 }
 
+// MaxOutstandingPSNs bounds the PSNs a requester has sent and not had acknowledged, READ
+// responses included, and so the PSNs one READ may take: a quarter of the 24-bit space, so that
+// serial arithmetic over everything outstanding holds (a READ of 2 GiB at MTU 1024 takes 2^21).
+const MaxOutstandingPSNs = psn.Modulus / 4
+
+// psns returns how many PSNs the next packet of w takes: all of a READ's at once.
+func (w *wqe) psns() int {
+	if w.wr.Op == OpRead {
+		return w.n
+	}
+	return 1
+}
+
+// room reports whether the next packet of w may go: the send buffer bounds the SEND and WRITE
+// PSNs outstanding and one per READ or atomic request (T8: what the requester keeps to resend;
+// a READ's responses are kept as records but take no room), and everything outstanding stays
+// within MaxOutstandingPSNs (protocol notes R24).
+func (r *requester) room(w *wqe) bool {
+	return r.tx.len()-r.readTail+1 <= r.cfg.SendBuffer && r.tx.len()+w.psns() <= MaxOutstandingPSNs
+}
+
 // sendNew sends the next segment of the send queue for the first time.
 func (r *requester) sendNew(q *QP) int {
 	if r.err != nil || r.rnrActive {
 		return 0
 	}
 	w := r.nextNew()
-	if w == nil || w.responder() && r.rdAtomic >= MaxRdAtomic {
+	if w == nil || w.responder() && r.rdAtomic >= MaxRdAtomic || !r.room(w) {
 		return 0
 	}
-	need := 1
-	if w.wr.Op == OpRead {
-		need = w.n
-	}
-	if r.tx.len()+need > r.cfg.SendBuffer {
-		return 0
-	}
+	need := w.psns()
 	r.stalled = false
 	if !w.started {
 		w.started, w.first, w.lastProgress, w.askedFirst = true, r.nxt, q.now, q.now
@@ -309,16 +327,22 @@ func (r *requester) sendNew(q *QP) int {
 	seg := w.next
 	r.xmits++
 	resp := w.responder()
+	limit := max(r.cfg.SendBuffer, r.tx.len()+need)
 	for range need {
-		r.tx.push(txPkt{sent: q.now, xmit: r.xmits, wq: w.seq, sends: 1, resp: resp}, r.cfg.SendBuffer)
+		r.tx.push(txPkt{sent: q.now, xmit: r.xmits, wq: w.seq, sends: 1, resp: resp}, limit)
+	}
+	if w.wr.Op == OpRead {
+		r.readTail += need - 1
 	}
 	r.nxt = r.nxt.Add(need)
 	w.next += need
 	n := q.emit(r.build(w, seg, p, 0))
 	q.stats.DataPackets++
 	if !w.responder() {
-		if r.dataOut == 0 && r.cfg.Mode == ModeGBN {
-			r.lastProgress = q.now // gbn's timer runs from the first SEND or WRITE outstanding (R16)
+		if r.dataOut == 0 && r.cfg.Mode != ModeSR {
+			// gbn's timer and tcaeth's fallback run from the first SEND or WRITE outstanding
+			// (R16, R24).
+			r.lastProgress = q.now
 		}
 		r.dataOut++
 	}
@@ -639,9 +663,12 @@ func (r *requester) ackTo(q *QP, c psn.PSN) bool {
 	}
 	newest, fresh := -1, 0
 	var w *wqe // the request of the records walked, looked up once per request
-	for i := range k {
+	for i := r.ackScan; i < k; i++ {
 		e := r.tx.at(i)
 		if e.acked || e.resp {
+			if i == r.ackScan {
+				r.ackScan++
+			}
 			continue
 		}
 		fresh++
@@ -655,6 +682,9 @@ func (r *requester) ackTo(q *QP, c psn.PSN) bool {
 			newest = i
 		}
 		r.rackXmit = max(r.rackXmit, e.sent)
+		if i == r.ackScan {
+			r.ackScan++
+		}
 	}
 	if newest >= 0 {
 		r.sample(q, q.now-r.tx.at(newest).sent)
@@ -670,9 +700,15 @@ func (r *requester) ackTo(q *QP, c psn.PSN) bool {
 func (r *requester) pop() int {
 	n := 0
 	for n < r.tx.len() && r.tx.at(n).acked {
+		if e := r.tx.at(n); e.resp {
+			if w := r.wqe(e); w.wr.Op == OpRead && w.first != r.una.Add(n) {
+				r.readTail--
+			}
+		}
 		n++
 	}
 	if n > 0 {
+		r.ackScan = max(0, r.ackScan-n)
 		r.tx.drop(n)
 		r.una = r.una.Add(n)
 		if r.scanned.Before(r.una) {
@@ -728,6 +764,7 @@ func (r *requester) fail(q *QP, p psn.PSN, st Status) {
 	}
 	r.sqBase += uint32(len(r.sq))
 	r.tx.reset()
+	r.readTail, r.ackScan = 0, 0
 	r.holes = r.holes[:0]
 	clear(r.readEv)
 	r.readEv, r.readEvHead = r.readEv[:0], 0

@@ -182,7 +182,7 @@ func (r *responder) wellFormed(rq *request) bool {
 	case roce.OpWriteOnly, roce.OpWriteOnlyWithImmediate:
 		return n <= mtu && uint32(n) == rq.reth.DMALength
 	case roce.OpReadRequest:
-		return rq.reth.DMALength <= 1<<31 && r.psnsOf(rq) < r.cfg.SendBuffer+r.win
+		return rq.reth.DMALength <= 1<<31 && r.psnsOf(rq) <= MaxOutstandingPSNs
 	case roce.OpCompareSwap, roce.OpFetchAdd:
 		return true
 	}
@@ -729,8 +729,11 @@ func (r *responder) duplicate(q *QP, rq *request, behind int) {
 		}
 		q.stats.Unexpected++
 	default:
-		if r.hasImm && q.now-r.lastImm < r.cfg.TThresh {
-			return // one immediate ACK per T_thresh is enough for a burst of duplicates
+		if r.hasImm && q.now-r.lastImm < r.cfg.DupAckInterval {
+			// One immediate ACK per T_thresh answers a burst of duplicates: the others would
+			// carry the same state (protocol notes R23).
+			q.stats.DuplicateAcksHeld++
+			return
 		}
 		r.lastImm, r.hasImm = q.now, true
 		q.stats.AckTriggerImmediate++

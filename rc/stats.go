@@ -30,6 +30,7 @@ type Stats struct {
 	InvalidNAKs         uint64 // invalid request (0x61)
 	RequestsReceived    uint64 // valid request packets accepted (duplicates excluded)
 	DuplicatePackets    uint64
+	DuplicateAcksHeld   uint64 // duplicates not acknowledged at once: one was, within DupAckInterval (R23)
 	OutOfOrderPackets   uint64 // accepted ahead of the expected PSN (sr, tcaeth)
 	PlacedOutOfOrder    uint64 // WRITE packets placed before their turn (T9)
 	OutOfWindow         uint64 // dropped: too far ahead, or behind in gbn before a NAK was due
@@ -78,6 +79,7 @@ func (s Stats) Add(o Stats) Stats {
 	s.InvalidNAKs += o.InvalidNAKs
 	s.RequestsReceived += o.RequestsReceived
 	s.DuplicatePackets += o.DuplicatePackets
+	s.DuplicateAcksHeld += o.DuplicateAcksHeld
 	s.OutOfOrderPackets += o.OutOfOrderPackets
 	s.PlacedOutOfOrder += o.PlacedOutOfOrder
 	s.OutOfWindow += o.OutOfWindow

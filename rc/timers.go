@@ -30,7 +30,8 @@ func (r *requester) timers(q *QP) {
 		case ModeSR:
 			r.srTimers(q)
 		case ModeTCAETH:
-			if now >= r.lastProgress+r.ackTimeout() {
+			// T7 covers SEND and WRITE; READ and atomics have their own retry (R9, R24).
+			if r.dataOut > 0 && now >= r.lastProgress+r.ackTimeout() {
 				r.lastProgress = now
 				r.fallback(q)
 			}
@@ -214,7 +215,9 @@ func (r *requester) deadline(q *QP) (time.Duration, bool) {
 				set(r.lastProgress + r.rto())
 			}
 		case ModeTCAETH:
-			set(r.lastProgress + r.ackTimeout())
+			if r.dataOut > 0 {
+				set(r.lastProgress + r.ackTimeout())
+			}
 		}
 	}
 	if r.readEvHead < len(r.readEv) {

@@ -31,14 +31,21 @@ impair the path in process, each direction independently (both ends apply their 
 direction; the server learns them at setup). --pcap FILE records every packet this process
 sends, including those the impairment drops.
 
+--qps N (perftest's -q) connects N queue pairs between the client and the server, each
+running --iters messages with its own initial PSN, drawn over the whole 24-bit space from
+--seed, its own data and its own impairment, each verified on its own.
+
 Output: a table, or with --json one JSON object and nothing else on standard output:
 bytes, iterations, seconds, verified, data_packets, retransmitted_packets,
 timeout_retransmissions, ack_packets, nak_packets, dropped_packets, dropped_data_packets,
-mode, and more. Exit status: 0 when every message completed and was verified, 1 when not,
-2 for usage errors.
+mode, qps, and more; the figures sum every QP (iterations and bytes too), and per_qp has
+one object per QP with the same figures and its QPNs, initial_psn, next_psn and wrapped.
+With more than one QP the table has a row per QP above the total. Exit status: 0 when every
+message completed and was verified, 1 when not, 2 for usage errors.
 
-Example:
-  crem perf write --loopback --size 4MiB --iters 4 --mtu 1024 --rate 1Gbit --loss 0.02 --delay 10ms --mode tcaeth`
+Examples:
+  crem perf write --loopback --size 4MiB --iters 4 --mtu 1024 --rate 1Gbit --loss 0.02 --delay 10ms --mode tcaeth
+  crem perf read --loopback --qps 8 --size 1MiB --iters 16 --loss 0.01 --delay 5ms`
 
 func runPerf(args []string, s stdio) int {
 	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" {
@@ -77,6 +84,7 @@ func runPerf(args []string, s stdio) int {
 	port := fs.Int("port", udp.DefaultPort, "UDP port of the RoCE traffic")
 	timeout := fs.Duration("timeout", 10*time.Minute, "give up after this long")
 	retries := fs.Int("retry-count", 7, "timeouts without progress before the sending QP gives up (IBTA's retry_cnt)")
+	qps := fs.Int("qps", 1, fmt.Sprintf("queue pairs between client and server, each running --iters messages (perftest's -q; 1 to %d)", perf.MaxQPs))
 	if code, done := parseFlags(fs, args[1:]); done {
 		return code
 	}
@@ -97,11 +105,15 @@ func runPerf(args []string, s stdio) int {
 		fmt.Fprintf(s.err, "crem perf %s: need --mtu 256..4096 (a power of two) and positive --size, --iters, --rate, --retry-count\n", op)
 		return 2
 	}
+	if *qps < 1 || *qps > perf.MaxQPs {
+		fmt.Fprintf(s.err, "crem perf %s: --qps %d: want 1 to %d\n", op, *qps, perf.MaxQPs)
+		return 2
+	}
 	portSet := false
 	fs.Visit(func(f *flag.Flag) { portSet = portSet || f.Name == "port" })
 	opts := perf.Options{Op: op, Size: int(size), Iters: *iters, MTU: *mtu, Mode: m, SRNoNAK: !*srNAK,
 		Rate: int64(rate), Loss: loss, Delay: *delay, Seed: *seed, Port: *port, Server: *server, Timeout: *timeout,
-		RetryCount: *retries}
+		RetryCount: *retries, QPs: *qps}
 	if *loopback && !portSet {
 		opts.Port = 0
 	}
@@ -157,6 +169,20 @@ func perfClient(ctx context.Context, opts perf.Options) (perf.Result, error) {
 }
 
 func printPerfTable(s stdio, r perf.Result) {
+	if len(r.PerQP) > 1 {
+		// perftest prints each QP's local and remote address; a row per QP here, then the
+		// total in the table of one QP.
+		fmt.Fprintf(s.out, "%-4s %-9s %-9s %-10s %-7s %-9s %-8s %-10s %-8s %-8s %-8s %-7s %-6s %-8s %-8s %s\n",
+			"#qp", "qpn", "psn", "remote_qpn", "#iters", "seconds", "Gb/s", "data_pkts", "retx", "timeout", "acks",
+			"naks", "drops", "drops_d", "wrapped", "verified")
+		for _, q := range r.PerQP {
+			fmt.Fprintf(s.out, "%-4d %#-9x %#-9x %#-10x %-7d %-9.3f %-8.3f %-10d %-8d %-8d %-8d %-7d %-6d %-8d %-8v %v\n",
+				q.QP, q.LocalQPN, q.InitialPSN, q.RemoteQPN, q.Iterations, q.Seconds, q.Gbps, q.DataPackets,
+				q.RetransmittedPackets, q.TimeoutRetransmissions, q.AckPackets, q.NakPackets, q.DroppedPackets,
+				q.DroppedDataPackets, q.Wrapped, q.Verified)
+		}
+		fmt.Fprintln(s.out)
+	}
 	fmt.Fprintf(s.out, "%-10s %-7s %-6s %-9s %-8s %-10s %-8s %-8s %-8s %-7s %-6s %-8s %s\n",
 		"#bytes", "#iters", "mode", "seconds", "Gb/s", "data_pkts", "retx", "timeout", "acks", "naks",
 		"drops", "drops_d", "verified")

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
@@ -15,6 +16,7 @@ import (
 	"time"
 
 	"github.com/crem-project/crem/capture"
+	"github.com/crem-project/crem/rc/perf"
 	"github.com/crem-project/crem/roce"
 )
 
@@ -205,5 +207,69 @@ func TestPerfUsageAndFailure(t *testing.T) {
 		"--timeout", "2s", "--json")
 	if code != 1 || !strings.Contains(out, `"verified":false`) {
 		t.Errorf("unanswered server: exit %d, %s", code, out)
+	}
+}
+
+// crem perf --qps N (perftest's -q): the JSON keeps every field of one QP, summed over the QPs,
+// and adds qps and per_qp, one object per QP with its figures, QPNs and initial PSN, each
+// verified; the PSNs follow from --seed. The table has a row per QP above the total. --qps
+// outside 1..256 is a usage error.
+func TestPerfQPsJSONAndTable(t *testing.T) {
+	code, out, errOut := runPerfCLI("read", "--loopback", "--qps", "3", "--size", "32KiB", "--iters", "4", "--loss", "0.02",
+		"--delay", "1ms", "--seed", "21", "--json")
+	if code != 0 {
+		t.Fatalf("exit %d: %s %s", code, out, errOut)
+	}
+	var res map[string]any
+	if err := json.Unmarshal([]byte(out), &res); err != nil {
+		t.Fatalf("not one JSON object: %q: %v", out, err)
+	}
+	for _, k := range []string{"bytes", "iterations", "seconds", "verified", "data_packets", "retransmitted_packets",
+		"timeout_retransmissions", "ack_packets", "nak_packets", "dropped_packets", "dropped_data_packets", "mode", "qps", "per_qp"} {
+		if _, ok := res[k]; !ok {
+			t.Errorf("JSON lacks %q", k)
+		}
+	}
+	per, _ := res["per_qp"].([]any)
+	if res["qps"] != 3.0 || len(per) != 3 || res["verified"] != true || res["bytes"] != 3*4*32768.0 || res["iterations"] != 12.0 {
+		t.Fatalf("result %v", res)
+	}
+	var data float64
+	psns := map[float64]bool{}
+	for i, x := range per {
+		q := x.(map[string]any)
+		for _, k := range []string{"qp", "local_qpn", "remote_qpn", "initial_psn", "next_psn", "wrapped", "iterations", "completed",
+			"bytes", "seconds", "gbit_per_second", "verified", "data_packets", "retransmitted_packets", "ack_packets", "dropped_packets"} {
+			if _, ok := q[k]; !ok {
+				t.Errorf("QP %d lacks %q", i, k)
+			}
+		}
+		if q["qp"] != float64(i) || q["verified"] != true || q["completed"] != 4.0 || q["initial_psn"] != float64(perf.InitialPSN(21, i)) {
+			t.Errorf("QP %d: %v", i, q)
+		}
+		data += q["data_packets"].(float64)
+		psns[q["initial_psn"].(float64)] = true
+	}
+	if data != res["data_packets"] || len(psns) != 3 {
+		t.Errorf("data packets %v, the QPs' sum %v; initial PSNs %v", res["data_packets"], data, psns)
+	}
+
+	code, out, errOut = runPerfCLI("write", "--loopback", "--qps", "2", "--size", "16KiB", "--iters", "3", "--seed", "21")
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if code != 0 || len(lines) != 6 || !strings.HasPrefix(lines[0], "#qp") || !strings.HasPrefix(lines[1], "0 ") ||
+		!strings.HasPrefix(lines[2], "1 ") || !strings.HasPrefix(lines[4], "#bytes") || !strings.HasSuffix(lines[5], "true") {
+		t.Fatalf("exit %d: table %q %s", code, out, errOut)
+	}
+	if !strings.Contains(lines[1], fmt.Sprintf("%#x", uint32(perf.InitialPSN(21, 0)))) {
+		t.Errorf("QP 0's row %q lacks its initial PSN %#x", lines[1], uint32(perf.InitialPSN(21, 0)))
+	}
+	code, out, _ = runPerfCLI("write", "--loopback", "--size", "16KiB", "--iters", "3")
+	if code != 0 || strings.Contains(out, "#qp") || !strings.HasPrefix(out, "#bytes") {
+		t.Errorf("one QP: exit %d, table %q, want the table of one QP as before", code, out)
+	}
+	for _, n := range []string{"0", "257", "-1"} {
+		if code, _, _ := runPerfCLI("write", "--loopback", "--qps", n); code != 2 {
+			t.Errorf("--qps %s: exit %d, want 2", n, code)
+		}
 	}
 }

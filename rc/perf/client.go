@@ -9,23 +9,20 @@ import (
 	"net/netip"
 	"time"
 
-	"github.com/crem-project/crem/psn"
 	"github.com/crem-project/crem/rc"
 	"github.com/crem-project/crem/rc/udp"
 )
 
-// Run is the client: it connects to opts.Server, runs the iterations over host and returns
-// the result. The error is nil only when every message completed and was verified.
+// Run is the client: it connects opts.QPs queue pairs to opts.Server, runs the iterations on
+// each over host and returns the result, per QP and in total. The error is nil only when every
+// message of every QP completed and was verified.
 func Run(ctx context.Context, opts Options, host *udp.Host) (Result, error) {
 	if err := opts.defaults(); err != nil {
 		return Result{}, err
 	}
-	res := Result{Op: opts.Op, Mode: opts.Mode.String(), Size: opts.Size, Iterations: opts.Iters,
-		Bytes: int64(opts.Size) * int64(opts.Iters), MTU: opts.MTU, Rate: opts.Rate, Loss: opts.Loss.String(),
-		DelayMs: float64(opts.Delay) / 1e6}
-	if opts.Mode == rc.ModeSR && opts.SRNoNAK {
-		res.Mode = "sr"
-	}
+	res := Result{Op: opts.Op, Mode: opts.Mode.String(), Size: opts.Size, Iterations: opts.Iters * opts.QPs,
+		Bytes: int64(opts.Size) * int64(opts.Iters) * int64(opts.QPs), MTU: opts.MTU, Rate: opts.Rate,
+		Loss: opts.Loss.String(), DelayMs: float64(opts.Delay) / 1e6, QPs: opts.QPs}
 	ctx, cancel := context.WithTimeout(ctx, opts.Timeout)
 	defer cancel()
 	sa, err := net.ResolveUDPAddr("udp", opts.Server)
@@ -40,117 +37,220 @@ func Run(ctx context.Context, opts Options, host *udp.Host) (Result, error) {
 	local := setup.LocalAddr().(*net.UDPAddr).AddrPort().Addr().Unmap()
 	server := sa.AddrPort().Addr().Unmap()
 
-	nonce := opts.Seed*0x9e3779b97f4a7c15 ^ uint64(time.Now().UnixNano())
-	qpn := uint32(0x800 + nonce%0x700)
-	req := rc.SetupMsg{Type: rc.SetupRequest, Nonce: nonce, QPN: qpn, StartPSN: psn.Of(uint32(nonce >> 32)),
-		MTU: opts.MTU, Mode: opts.Mode, TCAETH: opts.Mode == rc.ModeTCAETH, SRNoNAK: opts.SRNoNAK && opts.Mode == rc.ModeSR,
-		Rate: opts.Rate, RTT: opts.RTT, DataPort: host.LocalAddr().Port(), FlowPort: host.LocalAddr().Port(),
-		RequesterAddr: local, ResponderAddr: server,
-		App: mustJSON(request{Op: opts.Op, Size: opts.Size, Iters: opts.Iters, Seed: opts.Seed,
-			Loss: opts.Loss.String(), DelayNs: int64(opts.Delay)})}
-	ans, err := exchange(ctx, setup, &req, rc.SetupAccept)
-	if err != nil {
-		return res, err
-	}
-	var acc accept
-	if err := json.Unmarshal(ans.App, &acc); err != nil || acc.Slots <= 0 {
-		return res, fmt.Errorf("perf: accept data %q: %v", ans.App, err)
-	}
-	cfg := rc.Config{QPN: qpn, RemoteQPN: ans.QPN, SendPSN: req.StartPSN, RecvPSN: ans.StartPSN, MTU: opts.MTU,
-		Mode: opts.Mode, SRNoNAK: req.SRNoNAK, Rate: opts.Rate, RTT: opts.RTT, Burst: time.Millisecond,
-		RetryCount: opts.RetryCount,
-		LocalAddr:  local, RemoteAddr: server, LocalPort: host.LocalAddr().Port(), RemotePort: ans.FlowPort}
-	qp, err := rc.NewQP(cfg)
-	if err != nil {
-		return res, err
-	}
-	r := &runner{opts: &opts, acc: acc, qp: qp, done: make(chan struct{})}
-	r.bufs = make([][]byte, acc.Slots)
-	for j := range r.bufs {
-		r.bufs[j] = make([]byte, opts.Size)
-	}
-	conn, err := host.Add(qp, netip.AddrPortFrom(server, ans.DataPort), impairment(opts.Loss, opts.Delay, opts.Seed*2+1), r.complete)
-	if err != nil {
-		return res, err
-	}
-	defer host.Remove(conn)
-	start := time.Now()
-	conn.Do(func(qp *rc.QP) {
-		for range acc.Slots {
-			r.post()
+	// One setup exchange per QP, each its own session at the server.
+	base := opts.Seed*0x9e3779b97f4a7c15 ^ uint64(time.Now().UnixNano())
+	qpn0 := uint32(0x800 + base%0x700)
+	runners := make([]*runner, opts.QPs)
+	all := make(chan struct{}, opts.QPs)
+	for q := range opts.QPs {
+		r, err := connect(ctx, &opts, host, setup, local, server, q, base+uint64(q), qpn0+uint32(q), all)
+		if err != nil {
+			for _, o := range runners[:q] {
+				host.Remove(o.conn)
+			}
+			return res, fmt.Errorf("perf: QP %d: %w", q, err)
 		}
-	})
-	select {
-	case <-r.done:
-	case <-ctx.Done():
+		runners[q] = r
+	}
+	defer func() {
+		for _, r := range runners {
+			host.Remove(r.conn)
+		}
+	}()
+	start := time.Now()
+	for _, r := range runners {
+		r.start = start
+		r.conn.Do(func(*rc.QP) {
+			for range r.acc.Slots {
+				r.post()
+			}
+		})
+	}
+	for range runners {
+		select {
+		case <-all:
+		case <-ctx.Done():
+		}
+		if ctx.Err() != nil {
+			break
+		}
 	}
 	elapsed := time.Since(start)
-	var st rc.Stats
-	conn.Do(func(qp *rc.QP) {
-		st = qp.Stats()
-		res.Completed, res.Verified = r.completed, r.completed == opts.Iters && r.bad == 0
-		if r.err != nil {
-			res.Error = r.err.Error()
-		}
-	})
-	c := conn.Counts()
-	res.Seconds = elapsed.Seconds()
-	res.Gbps = float64(res.Bytes) * 8 / elapsed.Seconds() / 1e9
-	res.DataPackets, res.RetransmittedPackets = st.DataPackets, st.RetransmittedPackets
-	res.TimeoutRetransmissions, res.AckPackets, res.NakPackets = st.TimeoutRetransmissions, st.AckPackets, st.NAKPackets
-	res.DroppedPackets, res.DroppedDataPackets = c.Dropped, c.DataDropped
-	if res.Completed < opts.Iters && res.Error == "" {
-		res.Error = fmt.Sprintf("%d of %d iterations completed in time", res.Completed, opts.Iters)
-	}
-	// The server reports what it checked and counted.
-	done := rc.SetupMsg{Type: rc.SetupDone, Nonce: nonce}
+	// The server reports what it checked and counted, per QP.
 	dctx, dcancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer dcancel()
-	fin, err := exchange(dctx, setup, &done, rc.SetupResult)
-	if err != nil {
-		res.Verified = false
-		return res, err
+	var firstErr error
+	res.Verified = true
+	for q, r := range runners {
+		qr, err := r.result(dctx, setup, elapsed)
+		if err != nil && firstErr == nil {
+			firstErr = fmt.Errorf("perf: QP %d: %w", q, err)
+		}
+		res.PerQP = append(res.PerQP, qr)
+		res.Completed += qr.Completed
+		res.Verified = res.Verified && qr.Verified
+		res.DataPackets += qr.DataPackets
+		res.RetransmittedPackets += qr.RetransmittedPackets
+		res.TimeoutRetransmissions += qr.TimeoutRetransmissions
+		res.AckPackets += qr.AckPackets
+		res.NakPackets += qr.NakPackets
+		res.DroppedPackets += qr.DroppedPackets
+		res.DroppedDataPackets += qr.DroppedDataPackets
+		res.SocketLostDataPackets += qr.SocketLostDataPackets
+		if qr.Error != "" && res.Error == "" {
+			res.Error = qr.Error
+			if opts.QPs > 1 {
+				res.Error = fmt.Sprintf("QP %d: %s", q, qr.Error)
+			}
+		}
 	}
-	var sr serverResult
-	if err := json.Unmarshal(fin.App, &sr); err != nil {
+	res.Seconds = elapsed.Seconds()
+	res.Gbps = float64(res.Bytes) * 8 / elapsed.Seconds() / 1e9
+	if firstErr != nil {
 		res.Verified = false
-		return res, fmt.Errorf("perf: result data: %w", err)
+		return res, firstErr
 	}
-	res.DataPackets += sr.Data
-	res.RetransmittedPackets += sr.Retx
-	res.TimeoutRetransmissions += sr.Timeout
-	res.AckPackets += sr.Acks
-	res.NakPackets += sr.Naks
-	res.DroppedPackets += sr.Dropped
-	res.DroppedDataPackets += sr.DataDropped
-	res.Verified = res.Verified && sr.Verified
-	res.SocketLostDataPackets = int64(c.DataSent-c.DataDropped) - int64(sr.DataRecv) +
-		int64(sr.DataSent-sr.DataDropped) - int64(c.DataReceived)
 	if res.Error != "" {
 		return res, errors.New(res.Error)
 	}
 	if !res.Verified {
-		return res, fmt.Errorf("perf: verification failed (client %d bad, server %d checked, %d bad)", r.bad, sr.Messages, sr.Bad)
+		return res, errors.New("perf: verification failed: " + res.badSummary())
 	}
 	return res, nil
 }
 
-// runner posts iterations as slots free up and checks READ data as it lands.
+// badSummary names the QPs that did not verify.
+func (r *Result) badSummary() string {
+	var b []byte
+	for _, q := range r.PerQP {
+		if !q.Verified {
+			if len(b) > 0 {
+				b = append(b, "; "...)
+			}
+			b = fmt.Appendf(b, "QP %d: %d of %d completed", q.QP, q.Completed, q.Iterations)
+		}
+	}
+	return string(b)
+}
+
+// connect runs the setup exchange of QP q and puts its QP on host; done receives one value when
+// the QP has finished (every iteration completed, or an error).
+func connect(ctx context.Context, opts *Options, host *udp.Host, setup *net.UDPConn, local, server netip.Addr,
+	q int, nonce uint64, qpn uint32, done chan<- struct{}) (*runner, error) {
+	seed := qpSeed(opts.Seed, q)
+	req := rc.SetupMsg{Type: rc.SetupRequest, Nonce: nonce, QPN: qpn, StartPSN: InitialPSN(opts.Seed, q),
+		MTU: opts.MTU, Mode: opts.Mode, TCAETH: opts.Mode == rc.ModeTCAETH, SRNoNAK: opts.SRNoNAK && opts.Mode == rc.ModeSR,
+		Rate: qpRate(opts.Rate, opts.QPs), RTT: opts.RTT, DataPort: host.LocalAddr().Port(), FlowPort: host.LocalAddr().Port(),
+		RequesterAddr: local, ResponderAddr: server,
+		App: mustJSON(request{Op: opts.Op, Size: opts.Size, Iters: opts.Iters, Seed: opts.Seed,
+			Loss: opts.Loss.String(), DelayNs: int64(opts.Delay), QPs: opts.QPs, QP: q})}
+	ans, err := exchange(ctx, setup, &req, rc.SetupAccept)
+	if err != nil {
+		return nil, err
+	}
+	var acc accept
+	if err := json.Unmarshal(ans.App, &acc); err != nil || acc.Slots <= 0 {
+		return nil, fmt.Errorf("perf: accept data %q: %v", ans.App, err)
+	}
+	cfg := rc.Config{QPN: qpn, RemoteQPN: ans.QPN, SendPSN: req.StartPSN, RecvPSN: ans.StartPSN, MTU: opts.MTU,
+		Mode: opts.Mode, SRNoNAK: req.SRNoNAK, Rate: req.Rate, RTT: opts.RTT, Burst: time.Millisecond,
+		RetryCount: opts.RetryCount,
+		LocalAddr:  local, RemoteAddr: server, LocalPort: host.LocalAddr().Port(), RemotePort: ans.FlowPort}
+	qp, err := rc.NewQP(cfg)
+	if err != nil {
+		return nil, err
+	}
+	r := &runner{opts: opts, q: q, seed: seed, nonce: nonce, acc: acc, qp: qp, done: done}
+	r.bufs = make([][]byte, acc.Slots)
+	for j := range r.bufs {
+		r.bufs[j] = make([]byte, opts.Size)
+	}
+	conn, err := host.Add(qp, netip.AddrPortFrom(server, ans.DataPort), impairment(opts.Loss, opts.Delay, seed*2+1), r.complete)
+	if err != nil {
+		return nil, err
+	}
+	r.conn = conn
+	return r, nil
+}
+
+// result collects QP q's figures, its own and the server's (asked with DONE).
+func (r *runner) result(ctx context.Context, setup *net.UDPConn, elapsed time.Duration) (QPResult, error) {
+	opts := r.opts
+	cfg := r.qp.Config()
+	qr := QPResult{QP: r.q, LocalQPN: cfg.QPN, RemoteQPN: cfg.RemoteQPN, InitialPSN: uint32(cfg.SendPSN),
+		Iterations: opts.Iters, Bytes: int64(opts.Size) * int64(opts.Iters)}
+	var st rc.Stats
+	r.conn.Do(func(qp *rc.QP) {
+		st = qp.Stats()
+		qr.NextPSN = uint32(qp.NextPSN())
+		qr.Completed, qr.Verified = r.completed, r.completed == opts.Iters && r.bad == 0
+		if r.err != nil {
+			qr.Error = r.err.Error()
+		}
+		if r.finished {
+			elapsed = r.end.Sub(r.start)
+		}
+	})
+	// The PSNs taken lie within a quarter of the space (rc.MaxOutstandingPSNs per window and far
+	// fewer per run than 2^24), so a next PSN below the first means the run crossed the wrap.
+	qr.Wrapped = qr.NextPSN < qr.InitialPSN
+	c := r.conn.Counts()
+	qr.Seconds = elapsed.Seconds()
+	qr.Gbps = float64(qr.Bytes) * 8 / elapsed.Seconds() / 1e9
+	qr.DataPackets, qr.RetransmittedPackets = st.DataPackets, st.RetransmittedPackets
+	qr.TimeoutRetransmissions, qr.AckPackets, qr.NakPackets = st.TimeoutRetransmissions, st.AckPackets, st.NAKPackets
+	qr.DroppedPackets, qr.DroppedDataPackets = c.Dropped, c.DataDropped
+	if qr.Completed < opts.Iters && qr.Error == "" {
+		qr.Error = fmt.Sprintf("%d of %d iterations completed in time", qr.Completed, opts.Iters)
+	}
+	done := rc.SetupMsg{Type: rc.SetupDone, Nonce: r.nonce}
+	fin, err := exchange(ctx, setup, &done, rc.SetupResult)
+	if err != nil {
+		qr.Verified = false
+		return qr, err
+	}
+	var sr serverResult
+	if err := json.Unmarshal(fin.App, &sr); err != nil {
+		qr.Verified = false
+		return qr, fmt.Errorf("perf: result data: %w", err)
+	}
+	qr.DataPackets += sr.Data
+	qr.RetransmittedPackets += sr.Retx
+	qr.TimeoutRetransmissions += sr.Timeout
+	qr.AckPackets += sr.Acks
+	qr.NakPackets += sr.Naks
+	qr.DroppedPackets += sr.Dropped
+	qr.DroppedDataPackets += sr.DataDropped
+	qr.Verified = qr.Verified && sr.Verified
+	qr.SocketLostDataPackets = int64(c.DataSent-c.DataDropped) - int64(sr.DataRecv) +
+		int64(sr.DataSent-sr.DataDropped) - int64(c.DataReceived)
+	if !qr.Verified && qr.Error == "" {
+		qr.Error = fmt.Sprintf("verification failed (client %d bad, server %d checked, %d bad)", r.bad, sr.Messages, sr.Bad)
+	}
+	return qr, nil
+}
+
+// runner posts one QP's iterations as slots free up and checks READ data as it lands.
 type runner struct {
-	opts      *Options
-	acc       accept
-	qp        *rc.QP
-	bufs      [][]byte
-	posted    int
-	completed int
-	bad       int
-	err       error
-	finished  bool
-	done      chan struct{}
+	opts       *Options
+	q          int
+	seed       uint64 // of this QP's data (qpSeed)
+	nonce      uint64
+	acc        accept
+	qp         *rc.QP
+	conn       *udp.Conn
+	bufs       [][]byte
+	posted     int
+	completed  int
+	bad        int
+	err        error
+	finished   bool // every iteration completed, or an error: done was told
+	start, end time.Time
+	done       chan<- struct{}
 }
 
 func (r *runner) post() {
-	if r.posted >= r.opts.Iters {
+	if r.posted >= r.opts.Iters || r.finished {
 		return
 	}
 	i := r.posted
@@ -160,10 +260,10 @@ func (r *runner) post() {
 	switch r.opts.Op {
 	case "write":
 		wr.Op = rc.OpWrite
-		pattern(r.bufs[j], r.opts.Seed, i)
+		pattern(r.bufs[j], r.seed, i)
 	case "send":
 		wr.Op = rc.OpSend
-		pattern(r.bufs[j], r.opts.Seed, i)
+		pattern(r.bufs[j], r.seed, i)
 	case "read":
 		wr.Op = rc.OpRead
 		clear(r.bufs[j])
@@ -175,10 +275,19 @@ func (r *runner) post() {
 	r.posted++
 }
 
+// finish tells Run that this QP is done, once.
+func (r *runner) finish() {
+	if !r.finished {
+		r.finished = true
+		r.end = time.Now()
+		r.done <- struct{}{}
+	}
+}
+
 func (r *runner) fail(err error) {
 	if r.err == nil && !r.finished {
 		r.err = err
-		close(r.done)
+		r.finish()
 	}
 }
 
@@ -193,13 +302,12 @@ func (r *runner) complete(c rc.Completion) {
 	}
 	i := int(c.ID)
 	j := i % r.acc.Slots
-	if r.opts.Op == "read" && !matches(r.bufs[j], r.opts.Seed, j) {
+	if r.opts.Op == "read" && !matches(r.bufs[j], r.seed, j) {
 		r.bad++
 	}
 	r.completed++
 	if r.completed == r.opts.Iters {
-		r.finished = true
-		close(r.done)
+		r.finish()
 		return
 	}
 	r.post()

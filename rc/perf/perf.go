@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/crem-project/crem/netem"
+	"github.com/crem-project/crem/psn"
 	"github.com/crem-project/crem/rc"
 	"github.com/crem-project/crem/rc/udp"
 )
@@ -25,7 +26,7 @@ type Options struct {
 	MTU     int
 	Mode    rc.Mode
 	SRNoNAK bool
-	Rate    int64          // preset rate, bit/s
+	Rate    int64          // preset rate, bit/s: the total, each of QPs queue pairs paces at Rate/QPs
 	Loss    netem.LossSpec // in-process impairment, each direction independently
 	Delay   time.Duration  // one way
 	Seed    uint64
@@ -39,7 +40,14 @@ type Options struct {
 	RetryCount int
 	// ServerLog receives the loopback server's log lines (default: discarded).
 	ServerLog io.Writer
+	// QPs is the number of queue pairs between the client and the server (perftest's -q;
+	// default 1). Each runs Iters messages with its own initial PSN (InitialPSN), data and
+	// impairment, and is verified on its own.
+	QPs int
 }
+
+// MaxQPs bounds Options.QPs.
+const MaxQPs = 256
 
 // Result is what `crem perf --json` prints.
 type Result struct {
@@ -68,6 +76,37 @@ type Result struct {
 	Loss                  string  `json:"loss"`
 	DelayMs               float64 `json:"delay_ms"`
 	Error                 string  `json:"error,omitempty"`
+	// QPs and PerQP describe the queue pairs (--qps); the figures above sum them, Iterations
+	// and Completed included, and Seconds runs until the last one finished.
+	QPs   int        `json:"qps"`
+	PerQP []QPResult `json:"per_qp"`
+}
+
+// QPResult is one queue pair's part of a run: both its QPs' counters, as Result's.
+type QPResult struct {
+	QP         int    `json:"qp"`
+	LocalQPN   uint32 `json:"local_qpn"`
+	RemoteQPN  uint32 `json:"remote_qpn"`
+	InitialPSN uint32 `json:"initial_psn"` // the client's first PSN
+	// NextPSN is the PSN after the last one the client's requests took; Wrapped says that the
+	// run crossed from 0xffffff to 0.
+	NextPSN                uint32  `json:"next_psn"`
+	Wrapped                bool    `json:"wrapped"`
+	Iterations             int     `json:"iterations"`
+	Completed              int     `json:"completed"`
+	Bytes                  int64   `json:"bytes"`
+	Seconds                float64 `json:"seconds"`
+	Gbps                   float64 `json:"gbit_per_second"`
+	Verified               bool    `json:"verified"`
+	DataPackets            uint64  `json:"data_packets"`
+	RetransmittedPackets   uint64  `json:"retransmitted_packets"`
+	TimeoutRetransmissions uint64  `json:"timeout_retransmissions"`
+	AckPackets             uint64  `json:"ack_packets"`
+	NakPackets             uint64  `json:"nak_packets"`
+	DroppedPackets         uint64  `json:"dropped_packets"`
+	DroppedDataPackets     uint64  `json:"dropped_data_packets"`
+	SocketLostDataPackets  int64   `json:"socket_lost_data_packets"`
+	Error                  string  `json:"error,omitempty"`
 }
 
 func (o *Options) defaults() error {
@@ -103,12 +142,52 @@ func (o *Options) defaults() error {
 	if o.Size > 1<<30 {
 		return fmt.Errorf("perf: size %d exceeds 1 GiB", o.Size)
 	}
+	if o.QPs == 0 {
+		o.QPs = 1
+	}
+	if o.QPs < 1 || o.QPs > MaxQPs {
+		return fmt.Errorf("perf: %d queue pairs: want 1 to %d", o.QPs, MaxQPs)
+	}
 	return nil
 }
 
-// slots is how many messages are in flight at once, each with its own memory.
-func slots(size, iters int) int {
-	return max(1, min(iters, (64<<20)/size, 64))
+// slots is how many messages a QP has in flight at once, each with its own memory: at most 64,
+// and 64 MiB shared by the QPs.
+func slots(size, iters, qps int) int {
+	return max(1, min(iters, (64<<20)/max(1, qps)/size, 64))
+}
+
+// qpRate is the preset rate of each of qps QPs: they share the path, so that the total is the
+// rate asked for (R25).
+func qpRate(rate int64, qps int) int64 { return max(1, rate/int64(max(1, qps))) }
+
+// mix derives a stream's value from a seed.
+func mix(seed, stream uint64) uint64 {
+	x := seed ^ stream*0x9e3779b97f4a7c15
+	x = (x ^ x>>30) * 0xbf58476d1ce4e5b9
+	x = (x ^ x>>27) * 0x94d049bb133111eb
+	return x ^ x>>31
+}
+
+// InitialPSN is the first PSN of the client's QP q for a seed: drawn over the whole 24-bit space,
+// so that runs meet every part of it, the wrap from 0xffffff to 0 included, and the same seed
+// gives the same PSNs (protocol notes R25).
+func InitialPSN(seed uint64, q int) psn.PSN {
+	return psn.Of(uint32(mix(seed, 0x5053_4e00+uint64(q)) >> 40))
+}
+
+// serverPSN is the first PSN of the server's QP q (its requests: none in perf).
+func serverPSN(seed uint64, q int) psn.PSN {
+	return psn.Of(uint32(mix(seed, 0x5053_4e80+uint64(q)) >> 40))
+}
+
+// qpSeed is the seed of QP q's data and impairment: the run's own for the first QP, so that a
+// run of one QP moves the same data and meets the same losses as before there were several.
+func qpSeed(seed uint64, q int) uint64 {
+	if q == 0 {
+		return seed
+	}
+	return mix(seed, uint64(q))
 }
 
 // pattern fills b with the message of iteration i: random octets from the seed.
@@ -144,6 +223,9 @@ type request struct {
 	Seed    uint64 `json:"seed"`
 	Loss    string `json:"loss"`
 	DelayNs int64  `json:"delay_ns"`
+	// QPs is how many QPs the client runs and QP which one this is (R25; absent: one).
+	QPs int `json:"qps,omitempty"`
+	QP  int `json:"qp,omitempty"`
 }
 
 type accept struct {

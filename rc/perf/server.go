@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/crem-project/crem/netem"
-	"github.com/crem-project/crem/psn"
 	"github.com/crem-project/crem/rc"
 	"github.com/crem-project/crem/rc/udp"
 )
@@ -20,6 +19,7 @@ import (
 // session is one client's connection on the server.
 type session struct {
 	req     request
+	seed    uint64 // of this QP's data and impairment (qpSeed)
 	conn    *udp.Conn
 	mem     []byte
 	slots   int
@@ -76,7 +76,7 @@ func Serve(ctx context.Context, setup *net.UDPConn, host *udp.Host, log io.Write
 				mu.Lock()
 				sessions[m.Nonce] = s
 				mu.Unlock()
-				fmt.Fprintf(log, "perf serve: %v: %s of %d x %d octets, mode %v\n", from, s.req.Op, s.req.Iters, s.req.Size, m.Mode)
+				fmt.Fprintf(log, "perf serve: %v: %s of %d x %d octets, mode %v, QP %d of %d\n", from, s.req.Op, s.req.Iters, s.req.Size, m.Mode, s.req.QP+1, s.req.QPs)
 			}
 			setup.WriteToUDPAddrPort(s.reply, from)
 		case rc.SetupDone:
@@ -128,12 +128,18 @@ func newSession(host *udp.Host, m *rc.SetupMsg, from netip.AddrPort, qpn uint32)
 	if req.Size <= 0 || req.Size > 1<<30 || req.Iters <= 0 {
 		return nil, fmt.Errorf("size %d x %d iterations out of range", req.Size, req.Iters)
 	}
+	if req.QPs == 0 {
+		req.QPs = 1
+	}
+	if req.QPs < 1 || req.QPs > MaxQPs || req.QP < 0 || req.QP >= req.QPs {
+		return nil, fmt.Errorf("queue pair %d of %d out of range (at most %d)", req.QP, req.QPs, MaxQPs)
+	}
 	loss, err := netem.ParseLossSpec(req.Loss)
 	if err != nil {
 		return nil, err
 	}
-	s := &session{req: req, size: req.Size, slots: slots(req.Size, req.Iters)}
-	cfg := rc.Config{QPN: qpn, RemoteQPN: m.QPN, SendPSN: psn.Of(uint32(m.Nonce >> 8)), RecvPSN: m.StartPSN,
+	s := &session{req: req, size: req.Size, slots: slots(req.Size, req.Iters, req.QPs), seed: qpSeed(req.Seed, req.QP)}
+	cfg := rc.Config{QPN: qpn, RemoteQPN: m.QPN, SendPSN: serverPSN(req.Seed, req.QP), RecvPSN: m.StartPSN,
 		MTU: m.MTU, Mode: m.Mode, SRNoNAK: m.SRNoNAK, Rate: m.Rate, RTT: m.RTT, Burst: time.Millisecond,
 		NotifyWrites: true, LocalAddr: m.ResponderAddr, RemoteAddr: m.RequesterAddr,
 		LocalPort: host.LocalAddr().Port(), RemotePort: m.FlowPort}
@@ -148,7 +154,7 @@ func newSession(host *udp.Host, m *rc.SetupMsg, from netip.AddrPort, qpn uint32)
 	}
 	if req.Op == "read" {
 		for j := range s.slots {
-			pattern(s.mem[j*s.size:(j+1)*s.size], req.Seed, j)
+			pattern(s.mem[j*s.size:(j+1)*s.size], s.seed, j)
 		}
 	}
 	if req.Op == "send" {
@@ -158,7 +164,7 @@ func newSession(host *udp.Host, m *rc.SetupMsg, from netip.AddrPort, qpn uint32)
 		}
 	}
 	peer := netip.AddrPortFrom(from.Addr(), m.DataPort)
-	conn, err := host.Add(qp, peer, impairment(loss, time.Duration(req.DelayNs), req.Seed*2+2),
+	conn, err := host.Add(qp, peer, impairment(loss, time.Duration(req.DelayNs), s.seed*2+2),
 		func(c rc.Completion) { s.check(qp, c) })
 	if err != nil {
 		return nil, err
@@ -183,7 +189,7 @@ func (s *session) check(qp *rc.QP, c rc.Completion) {
 		i := s.writes
 		s.writes++
 		j := i % s.slots
-		if c.Len == s.size && matches(s.mem[j*s.size:(j+1)*s.size], s.req.Seed, i) {
+		if c.Len == s.size && matches(s.mem[j*s.size:(j+1)*s.size], s.seed, i) {
 			s.good++
 		} else {
 			s.bad++
@@ -192,7 +198,7 @@ func (s *session) check(qp *rc.QP, c rc.Completion) {
 		i := s.recvs
 		s.recvs++
 		j := int(c.ID)
-		if c.Status == rc.StatusSuccess && c.Len == s.size && matches(s.recvBuf[j][:c.Len], s.req.Seed, i) {
+		if c.Status == rc.StatusSuccess && c.Len == s.size && matches(s.recvBuf[j][:c.Len], s.seed, i) {
 			s.good++
 		} else {
 			s.bad++
