@@ -263,3 +263,51 @@ func TestNodeCMPairsIssue10(t *testing.T) {
 		t.Fatalf("want a log line for each of the two pairings: %q", logs.recs)
 	}
 }
+
+// TestNodeRestartClearsReverseQPIssue10 (C9, E32): a flow paired by correlation whose QP is
+// created again (a new PSN space, a new requester QP) loses its CSF's reverse QP at the first
+// request of the new space, so the old QP's late ACKs release nothing, and gets the new one once
+// the new QP's ACKs confirm it.
+func TestNodeRestartClearsReverseQPIssue10(t *testing.T) {
+	epA, epB := netip.MustParseAddr("10.0.0.1"), netip.MustParseAddr("10.0.0.2")
+	n, err := gateway.NewNode(gateway.Config{CREMAddress: "127.0.0.1:7001", Peer: "127.0.0.2:7001",
+		Protect: []gateway.ProtectRule{{SrcPort: 5000}},
+		Relay: gateway.RelayConfig{Listen: "127.0.0.1:0", WANListen: "127.0.0.1:0",
+			Target: netip.AddrPortFrom(epA, 4791).String(), PeerData: netip.AddrPortFrom(epB, 4791).String()}},
+		gateway.NodeOptions{Seed: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	desc := flow.Descriptor{Kind: wire.FlowKindRoCEv2, Src: epA, Dst: epB, DestQP: 0x200, SrcPort: 5000}
+	syn := cremtest.Synth{Desc: desc, PSN: 0x123456}
+	now := time.Duration(0)
+	run := func(rev uint32) {
+		for range 12 {
+			n.Local(now, 5000, syn.Next(64))
+			n.WAN(now, cremtest.Ack(rev, syn.PSN.Add(-1)), false)
+			now += time.Millisecond
+		}
+	}
+	run(0x100)
+	s := n.Sender(desc.Key())
+	if qp, ok := s.ReverseQP(); !ok || qp != 0x100 {
+		t.Fatalf("before the restart: %#x %v", qp, ok)
+	}
+	syn.PSN = 0xabcdef // the QP created again: a new random initial PSN
+	n.Local(now, 5000, syn.Next(64))
+	if qp, ok := s.ReverseQP(); ok {
+		t.Fatalf("after the first request of the new space the CSF still has reverse QP %#x", qp)
+	}
+	before := s.Stats().ReverseObserved
+	n.WAN(now, cremtest.Ack(0x100, 0x123456+11), false)
+	if s.Stats().ReverseObserved != before {
+		t.Fatal("a late ACK of the old connection reached the CSF")
+	}
+	run(0x101)
+	if qp, ok := s.ReverseQP(); !ok || qp != 0x101 {
+		t.Fatalf("after the new QP's ACKs: %#x %v", qp, ok)
+	}
+	if st := n.Stats(); st.Gateway["sender_reverse_qp_cleared"] != 1 || st.Pairing.UnpairedRestart != 1 || st.Pairing.PairedByCorrelation != 2 {
+		t.Fatalf("gateway %v, pairing %+v", st.Gateway, st.Pairing)
+	}
+}
