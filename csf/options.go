@@ -33,6 +33,7 @@ type options struct {
 	burstGapMin    time.Duration
 	idle           time.Duration
 	holdOff        time.Duration
+	silence        time.Duration
 	maxHeld        int
 	reporters      []netip.Addr
 	reverseQP      uint32
@@ -53,7 +54,7 @@ func defaults() options {
 		scheme: wire.SchemeCauchy, k: policy.DefaultK, m: 0, adapt: true,
 		epsilon: policy.DefaultEpsilon, rho: policy.DefaultRho, ceCongested: 0.05,
 		repairFraction: policy.DefaultRepairFraction, burstGapMin: 50 * time.Microsecond,
-		idle: 30 * time.Second, holdOff: 10 * time.Second, queue: 4096,
+		idle: 30 * time.Second, holdOff: 10 * time.Second, silence: 3 * time.Second, queue: 4096,
 	}
 }
 
@@ -195,6 +196,19 @@ func WithHoldOff(d time.Duration) Option {
 			return fmt.Errorf("csf: WithHoldOff(%v): want > 0", d)
 		}
 		o.holdOff = d
+		return nil
+	}
+}
+
+// WithPeerSilence sets how long the CRF may send nothing while sources flow before the Sender
+// takes the session for lost (the CRF restarted) and starts a new one (default 3 s, at least 32
+// SRTT; E31).
+func WithPeerSilence(d time.Duration) Option {
+	return func(o *options) error {
+		if d <= 0 {
+			return fmt.Errorf("csf: WithPeerSilence(%v): want > 0", d)
+		}
+		o.silence = d
 		return nil
 	}
 }

@@ -103,6 +103,12 @@ func deadlineScan(s *Sender) (time.Duration, bool) {
 	if s.haveNext {
 		at(s.lastSrc + s.o.idle)
 	}
+	if s.haveCfg && s.lastSrc > s.lastHeard {
+		at(s.lastHeard + s.silence())
+	}
+	if s.haveRetry && !s.pend.active {
+		at(s.retryAt)
+	}
 	if s.open >= 0 {
 		at(s.lastSrc + s.burstGap())
 	}

@@ -68,6 +68,11 @@ func (s *Sender) SetReverseQP(qp uint32) {
 	s.reverseQP, s.haveReverseQP = qp&0xffffff, true
 }
 
+// ClearReverseQP forgets the reverse queue pair (the driver's pairing ended: the queue pairs
+// were created again, or the evidence turned against it): nothing is released until a new one
+// is set.
+func (s *Sender) ClearReverseQP() { s.reverseQP, s.haveReverseQP = 0, false }
+
 // ReverseQP returns the reverse queue pair in use, if one is known.
 func (s *Sender) ReverseQP() (uint32, bool) { return s.reverseQP, s.haveReverseQP }
 
@@ -121,20 +126,24 @@ func (s *Sender) onLossReport(now time.Duration, msg []byte) {
 		return
 	}
 	s.mOverride = false
-	if !used || !s.o.adapt || !s.haveCfg || s.pend.active {
+	if !used || !s.o.adapt || !s.haveCfg {
 		return
 	}
 	chosen := policy.ChooseM(s.cur.K, s.est.P(), s.o.epsilon, s.o.rho, s.eff.MaxM)
 	if s.cur.Scheme == wire.SchemeXOR {
 		chosen = min(chosen, 1)
 	}
-	newM, changed := s.sel.Offer(chosen, s.est.LastSample(), s.est.P(), iv.Congested(s.o.ceCongested))
-	if changed && newM != s.cur.M {
-		cfg := s.cur
-		cfg.M = newM
-		if s.Reconfigure(now, cfg) == nil {
-			s.stats.MChanges++
-		}
+	newM, _ := s.sel.Offer(chosen, s.est.LastSample(), s.est.P(), iv.Congested(s.o.ceCongested))
+	// The selector's m against the m in force, not only the moment it moves: a choice that was
+	// refused (or could not be sent while another update was outstanding) is offered again
+	// (issue 10 item 8), a refused one once its back-off has passed.
+	if newM == s.cur.M || s.pend.active || s.haveRetry && now < s.retryAt {
+		return
+	}
+	cfg := s.cur
+	cfg.M = newM
+	if s.Reconfigure(now, cfg) == nil {
+		s.stats.MChanges++
 	}
 }
 

@@ -18,14 +18,18 @@ func (s *Sender) onRequest(now time.Duration, msg []byte) {
 	if m.Fallback {
 		s.stats.FallbackRequests++
 	}
+	if m.RangeForm {
+		s.stats.RangeRequests++
+		if s.mOverride {
+			s.stats.RequestsBreaker++
+		}
+		// While the breaker is open only what settles absent PSNs is sent (INFO): no repair.
+		s.onRanges(now, &m, s.mOverride)
+		return
+	}
 	if s.mOverride {
 		// C11 f: the breaker stops coded retransmission; recovery is the RDMA transport's.
 		s.stats.RequestsBreaker++
-		return
-	}
-	if m.RangeForm {
-		s.stats.RangeRequests++
-		s.onRanges(now, &m)
 		return
 	}
 	i := s.find(m.BlockStartPSN)
@@ -135,17 +139,33 @@ func (s *Sender) sourceSymbol(b *block, j int) []byte {
 }
 
 // onRanges maps a PSN-range request onto the held blocks and answers each with r = 0; a range
-// that names absent positions gets an INFO message for its block (C8).
-func (s *Sender) onRanges(now time.Duration, m *wire.RepairRequest) {
+// that names absent positions gets an INFO message for its block (C8), and one that names PSNs
+// of no block that the flow skipped or a READ consumed gets an INFO with no present position
+// (E29). With infoOnly (the circuit breaker is open) only the INFO messages go out.
+func (s *Sender) onRanges(now time.Duration, m *wire.RepairRequest, infoOnly bool) {
 	var lost [maxRangeBlocks]psn.Bitmap
 	var info [maxRangeBlocks]bool
 	var idx [maxRangeBlocks]int
-	nb := 0
+	var runs [maxRangeBlocks]psn.Range // asked PSNs of no block, known absent
+	nb, nr, looked := 0, 0, 0
 	for _, rg := range m.Ranges {
 		for c := uint32(0); c < rg.Count; c++ {
+			if looked++; looked > maxRangePSNs {
+				s.stats.RequestsTruncated++
+				goto answer
+			}
 			p := rg.Start.Add(int(c))
 			i := s.find(p)
 			if i < 0 || !s.blocks[i].closed {
+				if _, ok := s.absent.find(p); ok && i < 0 {
+					if nr > 0 && runs[nr-1].End() == p {
+						runs[nr-1].Count++
+					} else if nr < len(runs) {
+						runs[nr] = psn.Range{Start: p, Count: 1}
+						nr++
+					}
+					continue
+				}
 				s.stats.RequestsUnknownBlock++
 				continue
 			}
@@ -171,6 +191,11 @@ func (s *Sender) onRanges(now time.Duration, m *wire.RepairRequest) {
 			}
 		}
 	}
+answer:
+	for n := 0; n < nr; n++ {
+		s.stats.RequestsAbsent++
+		s.absentInfo(runs[n])
+	}
 	for n := 0; n < nb; n++ {
 		b := &s.blocks[idx[n]]
 		if info[n] {
@@ -179,12 +204,43 @@ func (s *Sender) onRanges(now time.Duration, m *wire.RepairRequest) {
 				s.stats.InfoSent++
 			}
 		}
-		if !lost[n].Empty() {
+		if !lost[n].Empty() && !infoOnly {
 			x := lost[n].Count()
 			s.consider(now, b, request{valid: true, id: m.RequestID, lost: lost[n], r: 0, ms: x, fallback: m.Fallback})
 		}
 	}
 }
 
+// absentInfo sends INFO messages with no present position for the PSNs of r, at most 255 a
+// message (E29): they belong to no block and carry no source in this direction.
+func (s *Sender) absentInfo(r psn.Range) {
+	if !s.haveCfg {
+		return
+	}
+	for r.Count > 0 {
+		k := min(r.Count, 255)
+		m := wire.Repair{FlowID: s.flowID, Info: true, ConfigID: s.cur.ID, Scheme: s.cur.Scheme, K: uint8(k),
+			BlockStartPSN: r.Start}
+		buf := s.q.Next()
+		if buf == nil {
+			s.stats.QueueFull++
+			return
+		}
+		buf, err := m.Append(buf)
+		if err != nil {
+			s.stats.EncodeErrors++
+			return
+		}
+		s.q.Commit(s.bound, buf)
+		s.stats.InfoSent++
+		s.stats.InfoAbsentSent++
+		r.Start, r.Count = r.Start.Add(int(k)), r.Count-k
+	}
+}
+
 // maxRangeBlocks bounds the blocks one PSN-range request can name.
 const maxRangeBlocks = 64
+
+// maxRangePSNs bounds the PSNs one PSN-range request can make the Sender look up: twice the
+// largest window a CRF keeps by default, far more than it asks for at once.
+const maxRangePSNs = 8192

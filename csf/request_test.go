@@ -235,9 +235,16 @@ func TestOtherQPAckReleasesNothingIssue10(t *testing.T) {
 			t.Fatalf("request after a foreign ACK: %d answers", len(rs))
 		}
 	}
-	// The flow's own ACK releases the block.
+	// Once the pairing is forgotten, nothing is released again.
 	own := ackPacket(0x107)
 	own[5], own[6], own[7] = 0, 0, 0x33
+	learned.ClearReverseQP()
+	learned.ObserveReverse(now, own)
+	if st := learned.Stats(); st.BlocksAcked != 0 || st.ReverseUnpaired != 1 {
+		t.Fatalf("after ClearReverseQP: acked %d, unpaired %d", st.BlocksAcked, st.ReverseUnpaired)
+	}
+	// The flow's own ACK releases the block.
+	learned.SetReverseQP(0x33)
 	learned.ObserveReverse(now, own)
 	if learned.Stats().BlocksAcked != 1 {
 		t.Fatal("the flow's own ACK released nothing")

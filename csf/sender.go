@@ -56,6 +56,12 @@ type Sender struct {
 	haveCfg bool
 	nextID  uint8
 	pend    pendingParam
+	// A refused PARAM_UPDATE (item 8 of issue 10, E28): the choice is offered again at retryAt,
+	// each refusal in a row doubling the wait.
+	retry     flow.Config
+	haveRetry bool
+	retryAt   time.Duration
+	refusals  int
 
 	// Blocks.
 	blocks   []block
@@ -63,14 +69,25 @@ type Sender struct {
 	seq      uint64 // the number of the next block opened; its slot is seq modulo len(blocks)
 	ackSeq   uint64 // no block numbered below it is held: Acknowledge starts there
 	timers   flow.Timers
-	prefix   int     // octets of a source symbol the encoder reads (0: all, flow.SourcePrefixer)
+	prefix   int        // octets of a source symbol the encoder reads (0: all, flow.SourcePrefixer)
+	absent   absentRuns // PSNs skipped or READ-consumed beyond their block (E29)
+	farRun   int        // consecutive PSNs far behind next: a new PSN space after restartRun (E32)
+	farNext  psn.PSN
 	next     psn.PSN // the PSN after the newest source
 	haveNext bool
 	lastSrc  time.Duration
-	meanGap  time.Duration
-	scratch  [][]byte
-	idx      []int
-	symbuf   []byte
+	// lastHeard is when the bound CRF last answered (HELLO_ACK, PARAM_ACK, LOSS_REPORT,
+	// REPAIR_REQUEST): a CRF that restarted has forgotten the flow and says nothing (E31).
+	lastHeard time.Duration
+	meanGap   time.Duration
+	scratch   [][]byte
+	idx       []int
+	symbuf    []byte
+
+	// mtu is the RDMA MTU: configured, then as the flow's full-sized packets show it (E33).
+	mtu     int
+	mtuSeen int // another MTU the latest FIRST and MIDDLE packets showed, mtuRun of them in a row
+	mtuRun  int
 
 	// The flow's reverse queue pair (the requester's): acknowledgements to it release blocks.
 	reverseQP     uint32
@@ -92,7 +109,8 @@ type Sender struct {
 	sel       *policy.MSelector
 	budget    *policy.Budget
 	breaker   policy.Breaker
-	mOverride bool // the breaker holds m at zero (C11 f)
+	tripsPast uint64 // breaker trips of earlier sessions (each session starts with a fresh breaker)
+	mOverride bool   // the breaker holds m at zero (C11 f)
 	pathCong  uint32
 	pathDelay bool
 }
@@ -102,10 +120,15 @@ type pendingParam struct {
 	acked     bool
 	cfg       flow.Config
 	effective psn.PSN
-	attempts  int
-	sentAt    time.Duration
-	due       time.Duration
-	rto       time.Duration
+	// provisional: proposed before any source was seen, so the Effective PSN is not yet
+	// meaningful; the first source fixes it and the update goes again (E27).
+	provisional bool
+	resent      bool // sent again for a passed Effective PSN: no RTT sample (Karn)
+	moves       int  // times the Effective PSN moved; each doubles the lead of the next
+	attempts    int
+	sentAt      time.Duration
+	due         time.Duration
+	rto         time.Duration
 }
 
 // New returns a Sender. WithFlow, WithCRF and WithRandom are required.
@@ -133,7 +156,7 @@ func New(opts ...Option) (*Sender, error) {
 		enc = e
 	}
 	s := &Sender{o: o, q: flow.NewQueue(o.queue), enc: enc, open: -1, rtt: flow.NewRTT(o.initialRTT),
-		prefix: flow.SourcePrefix(enc), reverseQP: o.reverseQP, haveReverseQP: o.haveReverseQP}
+		prefix: flow.SourcePrefix(enc), reverseQP: o.reverseQP, haveReverseQP: o.haveReverseQP, mtu: o.mtu}
 	s.ops = opTable()
 	s.est = policy.NewEstimator(o.ceCongested)
 	if o.seedLoss {
@@ -153,6 +176,10 @@ func (s *Sender) FlowID() uint32 { return s.flowID }
 // Config returns the configuration in force and whether there is one.
 func (s *Sender) Config() (flow.Config, bool) { return s.cur, s.haveCfg }
 
+// RDMAMTU returns the RDMA MTU in use: the configured one until a full-sized packet shows the
+// flow's own (E33).
+func (s *Sender) RDMAMTU() int { return s.mtu }
+
 // SRTT returns the smoothed round-trip time.
 func (s *Sender) SRTT() time.Duration { return s.rtt.SRTT() }
 
@@ -160,7 +187,7 @@ func (s *Sender) SRTT() time.Duration { return s.rtt.SRTT() }
 func (s *Sender) Stats() Stats {
 	st := s.stats
 	st.RTTSamples = s.rtt.Samples()
-	st.BreakerTrips = s.breaker.Trips()
+	st.BreakerTrips = s.tripsPast + s.breaker.Trips()
 	return st
 }
 
@@ -187,8 +214,14 @@ func (s *Sender) NextDeadline() (time.Duration, bool) {
 		if s.pend.active && !s.pend.acked {
 			at(s.pend.due)
 		}
+		if s.haveRetry && !s.pend.active {
+			at(s.retryAt)
+		}
 		if s.haveNext {
 			at(s.lastSrc + s.o.idle)
+		}
+		if s.haveCfg && s.lastSrc > s.lastHeard {
+			at(s.lastHeard + s.silence())
 		}
 		if s.open >= 0 {
 			at(s.lastSrc + s.burstGap())
@@ -216,11 +249,25 @@ func (s *Sender) Tick(now time.Duration) {
 			s.Close(now, wire.ReasonIdle)
 			return
 		}
+		if s.haveCfg && s.lastSrc > s.lastHeard && now >= s.lastHeard+s.silence() {
+			// Sources went by and the CRF has said nothing for so long: it no longer knows the
+			// flow (a restart). A new session (HELLO) protects it again (E31).
+			s.stats.PeerSilent++
+			if s.o.log != nil {
+				s.o.log.Warn("crem: no message from the CRF while sources flow; starting a new session",
+					"flow", s.flowID, "crf", s.bound, "silent", now-s.lastHeard)
+			}
+			s.Start(now)
+			return
+		}
 		if s.pend.active && !s.pend.acked && now >= s.pend.due {
 			s.paramTimeout(now)
 			if s.state != StateEstablished {
 				return
 			}
+		}
+		if s.haveRetry && !s.pend.active && now >= s.retryAt {
+			s.retryRefused(now)
 		}
 		if s.open >= 0 && now >= s.lastSrc+s.burstGap() {
 			s.closeBlock(now, s.open, false)
@@ -228,6 +275,10 @@ func (s *Sender) Tick(now time.Duration) {
 		s.tickBlocks(now)
 	}
 }
+
+// silence is how long the CRF may say nothing while sources flow before the session is taken
+// for lost (E31): the configured time, at least 32 SRTT (LOSS_REPORT comes once per SRTT).
+func (s *Sender) silence() time.Duration { return max(s.o.silence, 32*s.srtt()) }
 
 // burstGap is RULINGS C5's gap: max(floor, 4 x the mean packet gap).
 func (s *Sender) burstGap() time.Duration { return max(s.o.burstGapMin, 4*s.meanGap) }

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/crem-project/crem/flow"
+	"github.com/crem-project/crem/policy"
 	"github.com/crem-project/crem/psn"
 	"github.com/crem-project/crem/wire"
 )
@@ -14,6 +15,10 @@ import (
 // session with a new nonce.
 func (s *Sender) Start(now time.Duration) {
 	s.release()
+	// A new session starts with a fresh circuit breaker: one that closed the last session
+	// (CLOSE reason 4) would close this one at its first report (issue 10 item 6).
+	s.tripsPast += s.breaker.Trips()
+	s.breaker = policy.Breaker{}
 	s.state = StateHello
 	s.nonce = s.o.rand()
 	s.attempts = 0
@@ -25,7 +30,7 @@ func (s *Sender) sendHello(now time.Duration) {
 	s.attemptAt = now
 	// Exponential backoff from 1 ms (draft, Session).
 	s.helloDue = now + time.Millisecond<<(s.attempts-1)
-	m := wire.Hello{Capabilities: s.o.limits.Capabilities(s.o.mtu), SenderNonce: s.nonce,
+	m := wire.Hello{Capabilities: s.o.limits.Capabilities(s.mtu), SenderNonce: s.nonce,
 		Source: s.o.desc.Src, Destination: s.o.desc.Dst, FlowLabel: s.o.desc.DestQP}
 	if s.send(s.o.crf, &m) {
 		s.stats.HelloSent++
@@ -93,6 +98,7 @@ func (s *Sender) Handle(now time.Duration, from netip.AddrPort, msg []byte) {
 		s.stats.MessagesWrongSource++
 		return
 	}
+	s.lastHeard = max(s.lastHeard, now)
 	switch h.Type {
 	case wire.TypeParamAck:
 		s.onParamAck(now, msg)
@@ -133,6 +139,7 @@ func (s *Sender) onHelloAck(now time.Duration, from netip.AddrPort, msg []byte) 
 		return
 	}
 	s.stats.HelloAckAccepted++
+	s.haveRetry, s.refusals = false, 0
 	if s.attempts == 1 { // Karn: no sample from a retransmitted HELLO
 		s.rtt.Sample(now - s.attemptAt)
 	}
@@ -143,7 +150,7 @@ func (s *Sender) onHelloAck(now time.Duration, from netip.AddrPort, msg []byte) 
 	}
 	s.blocks, s.seq, s.ackSeq = make([]block, held), 0, 0
 	s.timers.Reset()
-	s.lastSrc = now
+	s.lastSrc, s.lastHeard = now, now
 	s.nextID = 1
 	s.propose(now, cfg)
 }
@@ -153,7 +160,7 @@ func (s *Sender) firstConfig(eff flow.Limits) (flow.Config, bool) {
 	t := s.o.t
 	if t == 0 {
 		// RDMA MTU + BTH + RETH + ImmDt + ICRC + the 2-octet length prefix.
-		t = s.o.mtu + 12 + 16 + 4 + 4 + 2
+		t = s.mtu + 12 + 16 + 4 + 4 + 2
 	}
 	c := flow.Config{Scheme: s.o.scheme, K: min(s.o.k, eff.MaxK), M: min(s.o.m, eff.MaxM), T: min(t, eff.MaxT)}
 	if c.Scheme == wire.SchemeXOR {
@@ -172,36 +179,46 @@ func (s *Sender) propose(now time.Duration, cfg flow.Config) {
 	if s.nextID == 0 {
 		s.nextID = 1
 	}
-	s.pend = pendingParam{active: true, cfg: cfg, effective: s.effectivePSN(), rto: max(2*s.srtt(), time.Millisecond)}
+	eff, known := s.effectivePSN(0)
+	s.pend = pendingParam{active: true, cfg: cfg, effective: eff, provisional: !known && s.haveCfg,
+		rto: max(2*s.srtt(), time.Millisecond)}
 	s.sendParam(now)
 }
 
 // effectivePSN is a PSN far enough ahead that PARAM_ACK can arrive before it: the packets of
-// one SRTT at the observed packet rate, at least one block.
-func (s *Sender) effectivePSN() psn.PSN {
+// one SRTT at the observed packet rate, at least one block, doubled for each time the update's
+// Effective PSN has passed already (moves). The first configuration applies at once, wherever
+// the flow's PSNs start (E27). Before any source is seen there is no PSN to name: known is false.
+func (s *Sender) effectivePSN(moves int) (p psn.PSN, known bool) {
 	if !s.haveNext {
-		return 0
+		return 0, false
+	}
+	if !s.haveCfg {
+		return s.next, true // nothing is protected yet: the first configuration applies at once
 	}
 	ahead := s.cur.K
 	if s.meanGap > 0 {
 		ahead += int(min(s.srtt()/s.meanGap, 1<<20))
 	}
-	if !s.haveCfg {
-		ahead = 0 // nothing is protected yet: the first configuration applies at once
-	}
-	return s.next.Add(ahead)
+	return s.next.Add(min(ahead<<min(moves, 8), 1<<21)), true
 }
 
 func (s *Sender) sendParam(now time.Duration) {
 	p := &s.pend
 	p.attempts++
+	s.writeParam(now)
+}
+
+// writeParam sends the pending PARAM_UPDATE as it stands and restarts its timer.
+func (s *Sender) writeParam(now time.Duration) {
+	p := &s.pend
 	p.sentAt = now
 	p.due = now + p.rto
 	m := wire.ParamUpdate{FlowID: s.flowID, ConfigID: p.cfg.ID, Scheme: p.cfg.Scheme, K: uint8(p.cfg.K),
 		M: uint8(p.cfg.M), T: uint16(p.cfg.T), EffectivePSN: p.effective}
 	if s.send(s.bound, &m) {
 		s.stats.ParamUpdateSent++
-		if p.attempts > 1 {
+		if p.attempts > 1 || p.resent {
 			s.stats.ParamUpdateRetransmitted++
 		}
 	}
@@ -216,10 +233,29 @@ func (s *Sender) paramTimeout(now time.Duration) {
 	p.rto *= 2
 	// A passed Effective PSN: the old configuration continues and the update goes again
 	// with a later one (draft, Configuration).
-	if s.haveNext && !s.next.Before(p.effective) && s.haveCfg {
-		p.effective = s.effectivePSN()
+	if s.haveCfg && s.haveNext && (p.provisional || s.next.After(p.effective)) {
+		p.effective, _ = s.effectivePSN(p.moves)
+		p.provisional = false
+		p.moves++
 	}
 	s.sendParam(now)
+}
+
+// sourcesPassed runs after a new source: an unacknowledged update whose Effective PSN the flow
+// has now passed goes again at once with a later one, the old configuration continuing
+// meanwhile (draft, Configuration: "sends PARAM_UPDATE again with a later Effective PSN"); one
+// proposed before any source gets its first real Effective PSN (E27). Neither counts as one of
+// the eight attempts: the timer's retransmissions do.
+func (s *Sender) sourcesPassed(now time.Duration) {
+	p := &s.pend
+	if !p.active || p.acked || !s.haveCfg || !(p.provisional || s.next.After(p.effective)) {
+		return
+	}
+	p.effective, _ = s.effectivePSN(p.moves)
+	p.provisional, p.resent = false, true
+	p.moves++
+	s.stats.ParamEffectiveMoved++
+	s.writeParam(now)
 }
 
 func (s *Sender) onParamAck(now time.Duration, msg []byte) {
@@ -233,32 +269,70 @@ func (s *Sender) onParamAck(now time.Duration, msg []byte) {
 		s.stats.ParamAckIgnored++
 		return
 	}
-	if p.attempts == 1 {
+	if p.attempts == 1 && !p.resent {
 		s.rtt.Sample(now - p.sentAt)
 	}
 	if m.Status != wire.StatusAccepted {
-		// A non-zero Status keeps the current configuration.
+		// A non-zero Status keeps the current configuration; the choice is offered again
+		// after a back-off that doubles with each refusal in a row (E28).
 		s.stats.ParamRejected++
 		p.active = false
+		s.refusals++
+		s.retry, s.haveRetry = p.cfg, true
+		s.retryAt = now + min(max(4*s.srtt(), 100*time.Millisecond)<<min(s.refusals-1, 10), maxRefusalBackoff)
+		if s.o.log != nil && s.refusals == 1 {
+			s.o.log.Warn("crem: PARAM_UPDATE refused; configuration kept, offered again later",
+				"flow", s.flowID, "config", p.cfg.ID, "m", p.cfg.M, "status", m.Status)
+		}
 		return
 	}
 	s.stats.ParamAccepted++
+	s.refusals = 0
 	p.acked = true
 	if s.open < 0 {
 		s.maybeApply(s.next) // the next block starts at or after s.next
 	}
 }
 
+// maxRefusalBackoff bounds the wait before a refused configuration is offered again.
+const maxRefusalBackoff = 30 * time.Second
+
+// retryRefused offers again what a refused PARAM_UPDATE proposed: the policy's current choice
+// where adaptation decides m, else the refused configuration, unless it is in force already.
+func (s *Sender) retryRefused(now time.Duration) {
+	s.haveRetry = false
+	cfg := s.retry
+	if !s.haveCfg {
+		c, ok := s.firstConfig(s.eff)
+		if !ok {
+			return
+		}
+		s.propose(now, c)
+		return
+	}
+	if s.o.adapt {
+		cfg = s.cur
+		cfg.M = s.sel.Current()
+	}
+	if cfg.Scheme == s.cur.Scheme && cfg.K == s.cur.K && cfg.M == s.cur.M && cfg.T == s.cur.T {
+		return
+	}
+	s.stats.ParamRetried++
+	s.propose(now, cfg)
+}
+
 // maybeApply switches to the acknowledged configuration for a block starting at start: never
-// before PARAM_ACK, never for a block that starts before the Effective PSN.
+// before PARAM_ACK, never for a block that starts before the Effective PSN (the first
+// configuration of a flow applies at its first block, wherever its PSNs start: E27).
 func (s *Sender) maybeApply(start psn.PSN) {
 	p := &s.pend
-	if !p.active || !p.acked || start.Before(p.effective) {
+	if !p.active || !p.acked || s.haveCfg && (p.provisional || start.Before(p.effective)) {
 		return
 	}
 	s.cur, s.haveCfg = p.cfg, true
 	p.active = false
 	s.stats.ConfigsApplied++
+	s.sel.Force(s.cur.M) // the hysteresis moves from the m in force
 	s.budget.SetBurst(s.cur.K * s.cur.T)
 	if s.haveCfg && s.stats.ConfigsApplied == 1 {
 		s.budget.ObserveSource(1 << 30) // the bucket starts full (P3)
@@ -277,6 +351,7 @@ func (s *Sender) Reconfigure(now time.Duration, cfg flow.Config) error {
 	if s.pend.active {
 		return errors.New("csf: Reconfigure: an update is outstanding")
 	}
+	s.haveRetry = false // this choice replaces a refused one waiting to be offered again
 	s.propose(now, cfg)
 	return nil
 }

@@ -267,9 +267,10 @@ func TestCloseEveryReasonC2(t *testing.T) {
 	}
 }
 
-// TestIdleTimeoutC15: 30 s without source packets ends the flow with CLOSE reason 1.
+// TestIdleTimeoutC15: 30 s without source packets ends the flow with CLOSE reason 1 (the CRF
+// here stays silent, so the peer-silence restart of E31 is set beyond the test).
 func TestIdleTimeoutC15(t *testing.T) {
-	s := newSender(t)
+	s := newSender(t, WithPeerSilence(time.Hour))
 	establish(t, s, 0, 3)
 	s.Observe(time.Millisecond, packet(0, 100))
 	drain(s)

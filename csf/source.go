@@ -32,6 +32,9 @@ func (s *Sender) Observe(now time.Duration, pkt []byte) {
 		s.stats.OtherQP++
 		return
 	}
+	if h := fullHeaders[op]; h > 0 {
+		s.learnMTU(now, len(pkt)-h-roce.ICRCLen)
+	}
 	p := psn.PSN(uint32(pkt[9])<<16 | uint32(pkt[10])<<8 | uint32(pkt[11]))
 	n := 1
 	if (s.o.longExtra > 0 || s.o.msgPolicy != nil) &&
@@ -39,7 +42,7 @@ func (s *Sender) Observe(now time.Duration, pkt []byte) {
 		len(pkt) >= roce.BTHLen+roce.RETHLen+roce.ICRCLen {
 		// C16: a message's length is known from its RETH.
 		dma := binary.BigEndian.Uint32(pkt[roce.BTHLen+12:])
-		pkts := int(min(max((uint64(dma)+uint64(s.o.mtu)-1)/uint64(s.o.mtu), 1), 1<<22)) // the message's packets
+		pkts := int(min(max((uint64(dma)+uint64(s.mtu)-1)/uint64(s.mtu), 1), 1<<22)) // the message's packets
 		switch {
 		case s.o.msgPolicy != nil:
 			k, extra := s.o.msgPolicy(pkts, s.est.P())
@@ -56,10 +59,49 @@ func (s *Sender) Observe(now time.Duration, pkt []byte) {
 			return
 		}
 		dma := binary.BigEndian.Uint32(pkt[roce.BTHLen+12:])
-		n = int(min(op.PSNs(dma, uint32(s.o.mtu)), 1<<22))
+		n = int(min(op.PSNs(dma, uint32(s.mtu)), 1<<22))
 	}
 	s.ObserveSource(now, p, n, pkt)
 }
+
+// fullHeaders gives, for the RC opcodes whose packets always carry exactly one RDMA MTU of
+// payload (the FIRST and MIDDLE packets of a message), the octets of their headers.
+var fullHeaders = [256]int{
+	roce.OpSendFirst: roce.BTHLen, roce.OpSendMiddle: roce.BTHLen,
+	roce.OpWriteFirst: roce.BTHLen + roce.RETHLen, roce.OpWriteMiddle: roce.BTHLen,
+	roce.OpReadResponseFirst: roce.BTHLen + roce.AETHLen, roce.OpReadResponseMiddle: roce.BTHLen,
+}
+
+// learnMTU takes the payload length of a FIRST or MIDDLE packet, which is the connection's RDMA
+// MTU. A configured MTU that differs (an operator's default of 4096 on a path of 1024, say)
+// would count READ PSNs wrongly (C13) and size symbols wrongly; once mtuAgree such packets in a
+// row agree on another MTU, the session starts anew with the flow's own, which HELLO then
+// announces (E33).
+func (s *Sender) learnMTU(now time.Duration, payload int) {
+	if payload == s.mtu || payload < 256 || payload > 4096 || payload&(payload-1) != 0 {
+		s.mtuRun = 0
+		return
+	}
+	if payload != s.mtuSeen {
+		s.mtuSeen, s.mtuRun = payload, 0
+	}
+	if s.mtuRun++; s.mtuRun < mtuAgree {
+		return
+	}
+	s.mtuRun = 0
+	if s.o.log != nil {
+		s.o.log.Warn("crem: the flow's RDMA MTU differs from the configured one; using the flow's",
+			"qp", s.o.desc.DestQP, "configured", s.mtu, "flow", payload)
+	}
+	s.mtu = payload
+	s.stats.MTUChanges++
+	if s.state == StateHello || s.state == StateEstablished {
+		s.Start(now)
+	}
+}
+
+// mtuAgree is how many FIRST or MIDDLE packets in a row must show another MTU before it is taken.
+const mtuAgree = 4
 
 // ObserveSource takes one packet of the protected direction whose PSN p is known to the
 // driver and which consumes n PSNs (a READ request more than one, C13). Observe calls it; a
@@ -68,7 +110,7 @@ func (s *Sender) ObserveSource(now time.Duration, p psn.PSN, n int, payload []by
 	if n < 1 {
 		n = 1
 	}
-	if s.haveNext && p.Before(s.next) {
+	if s.haveNext && p.Before(s.next) && !s.newPSNSpace(now, p, n) {
 		s.retransmission(p, payload)
 		return
 	}
@@ -76,15 +118,20 @@ func (s *Sender) ObserveSource(now time.Duration, p psn.PSN, n int, payload []by
 	if s.haveNext {
 		if gap := s.next.Forward(p); gap > 0 {
 			s.stats.SkippedPSNs += uint64(gap)
+			s.absent.add(s.next, gap) // no packet in this direction (E29)
 		}
 		g := now - s.lastSrc
 		s.meanGap += (g - s.meanGap) / 8
+	}
+	if n > 1 {
+		s.absent.add(p.Add(1), uint32(n-1)) // consumed by a READ request (C13)
 	}
 	s.haveNext, s.next, s.lastSrc = true, p.Add(n), now
 	if s.state != StateEstablished {
 		s.stats.SourcesUnprotected++
 		return
 	}
+	s.sourcesPassed(now)
 	s.budget.ObserveSource(len(payload))
 	if s.open >= 0 {
 		b := &s.blocks[s.open]
@@ -153,6 +200,47 @@ func (s *Sender) retransmission(p psn.PSN, payload []byte) {
 			s.stats.RetransmissionMismatch++
 		}
 	}
+}
+
+// Far behind: a run of this many consecutive PSNs, each more than restartDistance behind the
+// next PSN expected, is a new PSN space (E32).
+const (
+	restartDistance = 1 << 20
+	restartRun      = 32
+)
+
+// newPSNSpace reports whether p, behind the next PSN expected, starts a new PSN space: the RDMA
+// queue pair was created anew under the same number, with a new initial PSN (E32). A
+// retransmission lies within the packets outstanding, never a million PSNs back, and a new space
+// shows as a run of consecutive PSNs there. On the run's restartRun-th packet the session starts
+// anew, so both functions forget the old space, and p is its first source.
+func (s *Sender) newPSNSpace(now time.Duration, p psn.PSN, n int) bool {
+	if p.Forward(s.next) <= restartDistance {
+		s.farRun = 0
+		return false
+	}
+	if s.farRun > 0 && p == s.farNext {
+		s.farRun++
+	} else {
+		s.farRun = 1
+	}
+	s.farNext = p.Add(n)
+	if s.farRun < restartRun {
+		return false
+	}
+	s.farRun = 0
+	s.stats.PSNSpaceRestarts++
+	if s.o.log != nil {
+		s.o.log.Warn("crem: the flow's PSNs start anew (its queue pair was created again); starting a new session",
+			"flow", s.flowID, "qp", s.o.desc.DestQP, "psn", p, "expected", s.next)
+	}
+	s.absent.reset()
+	if s.state == StateIdle || s.state == StateClosed {
+		s.haveNext = false
+	} else {
+		s.Start(now)
+	}
+	return true
 }
 
 // prefixSymbol appends the first n octets of the source symbol of payload (len || P) to dst.
@@ -348,6 +436,17 @@ func (s *Sender) tickBlock(now time.Duration, i int) {
 	b := &s.blocks[i]
 	if !b.used || !b.closed {
 		return
+	}
+	if s.mOverride {
+		// C11 f: while the breaker is open no repair goes out, paced or deferred.
+		if b.pacedLeft > 0 {
+			s.stats.RepairSkippedBreaker += uint64(b.pacedLeft)
+			b.pacedLeft = 0
+		}
+		if b.deferred.valid {
+			s.stats.RequestsBreaker++
+			b.deferred.valid = false
+		}
 	}
 	for b.pacedLeft > 0 && now >= b.pacedAt {
 		b.pacedLeft--

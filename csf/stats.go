@@ -5,8 +5,13 @@ type Stats struct {
 	// Session.
 	HelloSent, HelloRetransmitted, HelloAckAccepted, HelloAckIgnored uint64
 	Unprotected                                                      uint64 // episodes of eight unanswered HELLOs (C3)
+	PeerSilent                                                       uint64 // sessions started anew after the CRF fell silent (E31)
+	PSNSpaceRestarts                                                 uint64 // sessions started anew for a new PSN space of the flow (E32)
+	MTUChanges                                                       uint64 // RDMA MTUs learned from the flow's packets that differed (E33)
 	ParamUpdateSent, ParamUpdateRetransmitted, ParamAccepted         uint64
 	ParamRejected, ParamAckIgnored                                   uint64
+	ParamRetried                                                     uint64 // refused choices offered again after the back-off
+	ParamEffectiveMoved                                              uint64 // updates sent again because their Effective PSN passed first
 	ConfigsApplied                                                   uint64
 	CloseSent, CloseReceived                                         uint64
 	CloseSentByReason, CloseReceivedByReason                         [6]uint64
@@ -34,6 +39,8 @@ type Stats struct {
 	RequestsReceived, RequestsAnswered, RequestsDeferred, RequestsDuplicate uint64
 	RequestsUnknownBlock, RequestsAbsent, RequestsBreaker, RequestsNoIndex  uint64
 	RangeRequests, FallbackRequests                                         uint64
+	RequestsTruncated                                                       uint64 // PSN-range requests naming more PSNs than are looked up
+	InfoAbsentSent                                                          uint64 // INFO messages naming PSNs of no block (E29)
 
 	// Reports and messages.
 	LossReports, PathReports, PathReportsRejected, PathReportDrops uint64

@@ -20,7 +20,6 @@ type Decoder struct {
 	blk    Block
 	symLen int // T
 	stride int // T rounded up to 64
-	low    reedsolomon.LowLevel
 
 	src  [MaxK][]byte // source symbols by position, valid where the block knows them
 	span [MaxK]int    // octets of src[j] that can be non-zero, a multiple of 64
@@ -205,8 +204,8 @@ func (d *Decoder) Payload(j int) ([]byte, error) {
 // sets are taken out of them. On a processor with AVX-512 and GFNI both steps are one fused
 // pass over the known sources and the rows (solveFused), which leaves the repair symbols as
 // they are; elsewhere the known sources are subtracted from the held repair symbols, which are
-// consumed, and the inverse is applied with klauspost's single-row kernels. Either way a warm
-// Decoder allocates nothing.
+// consumed, and the inverse is applied with the single-row kernels (mulSlice, mulAddSlice).
+// Either way a warm Decoder allocates nothing.
 func (d *Decoder) Decode() (psn.Bitmap, error) {
 	plan, s, err := d.blk.Plan(d.plan[:0])
 	d.plan = plan
@@ -247,9 +246,9 @@ func (d *Decoder) Decode() (psn.Bitmap, error) {
 		in := d.rep[r]
 		for c, j := range d.cols {
 			if n == 0 {
-				d.low.GalMulSlice(inv[c*u+n], in, d.src[j])
+				mulSlice(inv[c*u+n], in, d.src[j])
 			} else {
-				d.low.GalMulSliceXor(inv[c*u+n], in, d.src[j])
+				mulAddSlice(inv[c*u+n], in, d.src[j])
 			}
 		}
 	}
@@ -414,7 +413,7 @@ func (d *Decoder) subtractKnown(plan []int) {
 				acc[1] ^= mulLog(c, byte(len(s)))
 				acc = acc[2:]
 			}
-			d.low.GalMulSliceXor(c, s, acc)
+			mulAddSlice(c, s, acc)
 		}
 	})
 }

@@ -209,8 +209,12 @@ func TestDecoderRefusesBadInput(t *testing.T) {
 }
 
 // TestDecoderReusesBuffers: Section 7.4 at line rate, a warm Decoder restores block after
-// block with no allocation (Reset keeps every buffer).
+// block with no allocation (Reset keeps every buffer), on every codec path.
 func TestDecoderReusesBuffers(t *testing.T) {
+	eachPath(t, testDecoderReusesBuffers)
+}
+
+func testDecoderReusesBuffers(t *testing.T) {
 	rng := rand.New(rand.NewPCG(29, 30))
 	enc, d := newEncoder(t), newDecoder(t)
 	all := psn.FirstK(32)
@@ -246,7 +250,7 @@ func TestDecoderReusesBuffers(t *testing.T) {
 	cycle()
 	b.checkRestored(t, d)
 	if allocs := testing.AllocsPerRun(50, cycle); allocs != 0 {
-		t.Errorf("%v allocations per block in steady state", allocs)
+		t.Errorf("%s: %v allocations per block in steady state", CodecPath(), allocs)
 	}
 }
 
@@ -298,9 +302,13 @@ func TestDecodeSourcesByReference(t *testing.T) {
 	}
 }
 
-// TestEncodeCodedRetransmissionAllocatesNothing: the single-row path (a coded retransmission
-// over the lost set) runs without allocation once the Encoder is warm.
+// TestEncodeCodedRetransmissionAllocatesNothing: a coded retransmission over the lost set
+// (Section 6.3) is computed without allocation once the Encoder is warm, on every codec path.
 func TestEncodeCodedRetransmissionAllocatesNothing(t *testing.T) {
+	eachPath(t, testEncodeCodedRetransmissionAllocatesNothing)
+}
+
+func testEncodeCodedRetransmissionAllocatesNothing(t *testing.T) {
 	rng := rand.New(rand.NewPCG(43, 44))
 	enc := newEncoder(t)
 	b := newTestBlock(t, rng, 32, 1058, psn.FirstK(32))
@@ -313,6 +321,6 @@ func TestEncodeCodedRetransmissionAllocatesNothing(t *testing.T) {
 	}
 	encode()
 	if allocs := testing.AllocsPerRun(50, encode); allocs != 0 {
-		t.Errorf("%v allocations per coded retransmission", allocs)
+		t.Errorf("%s: %v allocations per coded retransmission", CodecPath(), allocs)
 	}
 }

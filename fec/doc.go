@@ -15,9 +15,10 @@
 // On amd64 processors with AVX-512 and GFNI the byte work runs on the package's own fused
 // kernel (gfni_amd64.s), which keeps up to 16 outputs in registers while any number of inputs
 // stream through it with arbitrary coefficients: every Encode, and the whole solve of a Decode
-// in one pass. Elsewhere it runs on github.com/klauspost/reedsolomon's SIMD kernels: its fused
-// multi-row encoder where a whole block is coded, and its single-row LowLevel kernels
-// otherwise.
+// in one pass. Elsewhere, and under the build tags purego or noasm, it runs the portable path
+// on single-row kernels: github.com/klauspost/reedsolomon's LowLevel (AVX2 or SSSE3 on amd64,
+// NEON on arm64), or plain Go under noasm and where klauspost has no assembly. [CodecPath]
+// names the path in use. Neither path allocates once its scratch has grown.
 //
 // Nothing here knows packets, sockets or time.
 package fec

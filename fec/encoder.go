@@ -4,19 +4,15 @@ import (
 	"fmt"
 
 	"github.com/crem-project/crem/psn"
-	"github.com/klauspost/reedsolomon"
 )
 
-// Encoder computes repair symbols. It keeps a bounded cache of fused coders and scratch
-// buffers, so it is not safe for concurrent use: give each goroutine its own.
+// Encoder computes repair symbols. It keeps scratch buffers, so it is not safe for concurrent
+// use: give each goroutine its own. Once its scratch has grown to the largest block it has
+// coded, it allocates nothing, on every path.
 type Encoder struct {
-	low    reedsolomon.LowLevel
-	coders coders
-	shards [][]byte
-	pos    []int
-	zero   []byte
+	pos []int
 
-	// The fused kernels (encodeFused): coefficients, inputs and scratch.
+	// The coefficients, and for the fused kernels (encodeFused) inputs and scratch.
 	coef        []byte
 	ins         [][]byte
 	tins, touts [][]byte
@@ -24,30 +20,14 @@ type Encoder struct {
 	tail        []byte
 }
 
-// Option configures an Encoder (or, in time, a Decoder).
+// Option configures an Encoder or a Decoder. None exists yet; the parameter keeps the
+// constructors' signatures stable.
 type Option func(*options) error
 
-type options struct {
-	coders int
-}
-
-// DefaultCoders is how many fused coders an Encoder keeps unless told otherwise.
-const DefaultCoders = 8
-
-// WithCoders sets how many fused coders (one per k and range of Repair Indices) are kept. They
-// serve only where the package's own fused kernel does not run (no AVX-512 and GFNI).
-func WithCoders(n int) Option {
-	return func(o *options) error {
-		if n < 1 || n > 1024 {
-			return fmt.Errorf("fec: WithCoders(%d): want 1 to 1024: %w", n, ErrArgs)
-		}
-		o.coders = n
-		return nil
-	}
-}
+type options struct{}
 
 func buildOptions(opts []Option) (options, error) {
-	o := options{coders: DefaultCoders}
+	var o options
 	for _, opt := range opts {
 		if err := opt(&o); err != nil {
 			return o, err
@@ -58,11 +38,10 @@ func buildOptions(opts []Option) (options, error) {
 
 // NewEncoder returns an Encoder.
 func NewEncoder(opts ...Option) (*Encoder, error) {
-	o, err := buildOptions(opts)
-	if err != nil {
+	if _, err := buildOptions(opts); err != nil {
 		return nil, err
 	}
-	return &Encoder{coders: coders{max: o.coders}}, nil
+	return &Encoder{}, nil
 }
 
 // Encode computes the scheme 1 repair symbols R_i[L] = sum over j in L of C(i, j) * S_j, one
@@ -74,11 +53,10 @@ func NewEncoder(opts ...Option) (*Encoder, error) {
 // An ordinary repair symbol has L = all present positions; a coded retransmission has L = the
 // lost sources named in the request. On a processor with AVX-512 and GFNI the symbols are
 // computed together by the package's fused kernel, whatever the indices and L, reading each
-// source once. Elsewhere, when the indices are consecutive and L covers at least half of the
-// block, they are computed together by klauspost's fused multi-row kernel; otherwise one row at
-// a time by its single-row kernels.
+// source once. Elsewhere (the portable path) they are computed with single-row kernels, source
+// by source (encodeRows). Neither allocates once the Encoder is warm.
 func (e *Encoder) Encode(dst [][]byte, indices []int, over psn.Bitmap, src [][]byte) error {
-	k, T, err := checkEncode(dst, indices, over, src)
+	_, T, err := checkEncode(dst, indices, over, src)
 	if err != nil || len(dst) == 0 {
 		return err
 	}
@@ -86,24 +64,45 @@ func (e *Encoder) Encode(dst [][]byte, indices []int, over psn.Bitmap, src [][]b
 		e.encodeFused(dst, indices, T, over, src)
 		return nil
 	}
-	if consecutive(indices) && 2*over.Count() >= k {
-		return e.fused(dst, indices[0], k, T, over, src)
-	}
+	e.encodeRows(dst, indices, over, src)
+	return nil
+}
+
+// encodeRows computes the symbols with the single-row kernels mulSlice and mulAddSlice
+// (klauspost's LowLevel AVX2 or SSSE3 on amd64, NEON on arm64; plain Go under noasm and where
+// klauspost has no assembly), which allocate nothing. Source by source, so each is read once
+// for all m rows while it is in the first-level cache. klauspost's multi-row kernels would
+// read each source once into registers for all rows, but it reaches them only through an
+// Encoder, whose every call allocates (a sync.Pool put of its matrix scratch, and a GFNI matrix
+// array that escapes to the heap).
+func (e *Encoder) encodeRows(dst [][]byte, indices []int, over psn.Bitmap, src [][]byte) {
 	e.pos = over.Positions(e.pos[:0])
-	for r, i := range indices {
-		if len(e.pos) == 0 {
+	m, nin := len(dst), len(e.pos)
+	if nin == 0 {
+		for r := range dst {
 			clear(dst[r])
-			continue
 		}
-		for n, j := range e.pos {
-			if n == 0 {
-				e.low.GalMulSlice(coef(i, j), src[j], dst[r])
+		return
+	}
+	if cap(e.coef) < m*nin {
+		e.coef = make([]byte, m*nin)
+	}
+	cf := e.coef[:m*nin]
+	for t, j := range e.pos {
+		for r, i := range indices {
+			cf[t*m+r] = coef(i, j)
+		}
+	}
+	for t, j := range e.pos {
+		in, c := src[j], cf[t*m:(t+1)*m]
+		for r, out := range dst {
+			if t == 0 {
+				mulSlice(c[r], in, out)
 			} else {
-				e.low.GalMulSliceXor(coef(i, j), src[j], dst[r])
+				mulAddSlice(c[r], in, out)
 			}
 		}
 	}
-	return nil
 }
 
 // encodeFused computes the symbols with the fused kernel of gfni_amd64.s over the whole
@@ -156,34 +155,6 @@ func (e *Encoder) encodeFused(dst [][]byte, indices []int, T int, over psn.Bitma
 	e.ins = e.ins[:0]
 }
 
-// fused codes the whole block at once with a cached klauspost encoder whose parity rows are the
-// CREM Cauchy rows first..first+len(dst)-1; positions outside L are fed as zero shards.
-func (e *Encoder) fused(dst [][]byte, first, k, T int, over psn.Bitmap, src [][]byte) error {
-	enc, err := e.coders.get(coderKey{k: k, first: first, n: len(dst)})
-	if err != nil {
-		return err
-	}
-	if len(e.zero) < T {
-		e.zero = make([]byte, T)
-	}
-	shards := e.shards[:0]
-	for j := range k {
-		if over.Has(j) {
-			shards = append(shards, src[j])
-		} else {
-			shards = append(shards, e.zero[:T])
-		}
-	}
-	shards = append(shards, dst...)
-	err = enc.Encode(shards)
-	clear(shards) // hold no caller buffer beyond the call
-	e.shards = shards
-	if err != nil {
-		return fmt.Errorf("fec: fused encode k = %d, T = %d: %w", k, T, err)
-	}
-	return nil
-}
-
 // XOR computes the scheme 2 repair symbol (Repair Index 0): the exclusive-or of the source
 // symbols at the positions in present. Coded retransmission is not defined for this scheme,
 // so the set is always the block's present positions.
@@ -198,7 +169,7 @@ func (e *Encoder) XOR(dst []byte, present psn.Bitmap, src [][]byte) error {
 		return err
 	}
 	clear(dst)
-	present.Each(func(j int) { e.low.GalMulSliceXor(1, src[j], dst) })
+	present.Each(func(j int) { mulAddSlice(1, src[j], dst) })
 	return nil
 }
 
@@ -249,14 +220,4 @@ func checkSources(T int, over psn.Bitmap, src [][]byte) error {
 		return fmt.Errorf("fec: source symbol %d has %d octets, want T = %d: %w", bad, len(src[bad]), T, ErrSymbolLength)
 	}
 	return nil
-}
-
-// consecutive reports whether indices are i, i+1, i+2, ...
-func consecutive(indices []int) bool {
-	for r := 1; r < len(indices); r++ {
-		if indices[r] != indices[0]+r {
-			return false
-		}
-	}
-	return true
 }

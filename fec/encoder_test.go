@@ -28,8 +28,12 @@ func symbols(n, T int) [][]byte {
 
 // TestEncodeMatchesKlauspostCustomMatrix: Section 4.3.1, ordinary repair symbols of whole
 // blocks (absent positions as zero shards) equal reedsolomon.New(k, m,
-// WithCustomMatrix(CREM rows)).Encode, up to k + m = 256.
+// WithCustomMatrix(CREM rows)).Encode, up to k + m = 256, on every codec path.
 func TestEncodeMatchesKlauspostCustomMatrix(t *testing.T) {
+	eachPath(t, testEncodeMatchesKlauspost)
+}
+
+func testEncodeMatchesKlauspost(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 4))
 	enc := newEncoder(t)
 	cases := []struct{ k, m, T int }{{1, 1, 2}, {4, 2, 16}, {32, 4, 1058}, {32, 8, 4130}, {255, 1, 40}, {200, 56, 33}, {17, 12, 100}}
@@ -69,16 +73,20 @@ func TestEncodeMatchesKlauspostCustomMatrix(t *testing.T) {
 		}
 		for r := range c.m {
 			if !bytes.Equal(got[r], shards[c.k+r]) {
-				t.Fatalf("k=%d m=%d T=%d: R%d differs from klauspost", c.k, c.m, c.T, r)
+				t.Fatalf("%s, k=%d m=%d T=%d: R%d differs from klauspost", CodecPath(), c.k, c.m, c.T, r)
 			}
 		}
 	}
 }
 
 // TestEncodeMatchesScalarReference: Section 4.3.1, R_i[L] over random sets L and random
-// Repair Indices, on both the fused path (consecutive indices, large L) and the single-row
-// path, against the octet-by-octet scalar reference.
+// Repair Indices (consecutive or not), on every codec path, against the octet-by-octet scalar
+// reference.
 func TestEncodeMatchesScalarReference(t *testing.T) {
+	eachPath(t, testEncodeMatchesScalarReference)
+}
+
+func testEncodeMatchesScalarReference(t *testing.T) {
 	rng := rand.New(rand.NewPCG(5, 6))
 	enc := newEncoder(t)
 	for trial := range 200 {
@@ -104,31 +112,33 @@ func TestEncodeMatchesScalarReference(t *testing.T) {
 		}
 		for r, i := range idx {
 			if want := encodeRef(i, over, b.src, T); !bytes.Equal(got[r], want) {
-				t.Fatalf("k=%d T=%d R_%d over %v:\n got %x\nwant %x", k, T, i, over.Positions(nil), got[r], want)
+				t.Fatalf("%s, k=%d T=%d R_%d over %v:\n got %x\nwant %x", CodecPath(), k, T, i, over.Positions(nil), got[r], want)
 			}
 		}
 	}
 }
 
-// TestEncodeFusedAndSingleRowAgree: the two byte paths of Encode give the same symbols for the
-// same rows (the single-row path is forced by listing the indices out of order).
-func TestEncodeFusedAndSingleRowAgree(t *testing.T) {
-	rng := rand.New(rand.NewPCG(7, 8))
-	enc := newEncoder(t)
-	b := newTestBlock(t, rng, 32, 1058, psn.FirstK(32))
-	fused := symbols(4, 1058)
-	single := symbols(4, 1058)
-	if err := enc.Encode(fused, []int{0, 1, 2, 3}, b.present, b.src); err != nil {
-		t.Fatal(err)
-	}
-	if err := enc.Encode(single, []int{3, 2, 1, 0}, b.present, b.src); err != nil {
-		t.Fatal(err)
-	}
-	for r := range 4 {
-		if !bytes.Equal(fused[r], single[3-r]) {
-			t.Fatalf("R%d: fused and single-row paths differ", r)
+// TestEncodeRowsInAnyOrder: Section 4.3.1, each output is its own Repair Index's symbol
+// whatever order the indices are listed in, on every codec path.
+func TestEncodeRowsInAnyOrder(t *testing.T) {
+	eachPath(t, func(t *testing.T) {
+		rng := rand.New(rand.NewPCG(7, 8))
+		enc := newEncoder(t)
+		b := newTestBlock(t, rng, 32, 1058, psn.FirstK(32))
+		up := symbols(4, 1058)
+		down := symbols(4, 1058)
+		if err := enc.Encode(up, []int{0, 1, 2, 3}, b.present, b.src); err != nil {
+			t.Fatal(err)
 		}
-	}
+		if err := enc.Encode(down, []int{3, 2, 1, 0}, b.present, b.src); err != nil {
+			t.Fatal(err)
+		}
+		for r := range 4 {
+			if !bytes.Equal(up[r], down[3-r]) {
+				t.Fatalf("%s: R%d depends on the order of the indices", CodecPath(), r)
+			}
+		}
+	})
 }
 
 // TestEncodeErrors: Sections 4.1 and 4.3.1, every bad argument is a clear error, never a panic:
@@ -169,9 +179,6 @@ func TestEncodeErrors(t *testing.T) {
 	if err := enc.XOR(make([]byte, 1), all4, src4); !errors.Is(err, ErrSymbolLength) {
 		t.Errorf("XOR with T = 1: %v", err)
 	}
-	if _, err := NewEncoder(WithCoders(0)); !errors.Is(err, ErrArgs) {
-		t.Errorf("WithCoders(0): %v", err)
-	}
 }
 
 // TestEncodeEmptySetIsZero: a repair symbol over the empty set is the zero symbol on both paths.
@@ -211,30 +218,5 @@ func TestXORScheme(t *testing.T) {
 	})
 	if !bytes.Equal(got, want) {
 		t.Fatalf("XOR = %x, want %x", got, want)
-	}
-}
-
-// TestEncoderCoderCacheBounded: the fused coders are cached per (k, indices) and the cache
-// never grows beyond its bound, whatever the sequence of configurations.
-func TestEncoderCoderCacheBounded(t *testing.T) {
-	enc, err := NewEncoder(WithCoders(3))
-	if err != nil {
-		t.Fatal(err)
-	}
-	rng := rand.New(rand.NewPCG(11, 12))
-	for k := 2; k < 40; k++ {
-		b := newTestBlock(t, rng, k, 8, psn.FirstK(k))
-		dst := symbols(2, 8)
-		if err := enc.Encode(dst, []int{0, 1}, b.present, b.src); err != nil {
-			t.Fatal(err)
-		}
-		for r := range 2 {
-			if !bytes.Equal(dst[r], encodeRef(r, b.present, b.src, 8)) {
-				t.Fatalf("k=%d R%d wrong after cache churn", k, r)
-			}
-		}
-		if n := len(enc.coders.entries); n > 3 {
-			t.Fatalf("%d coders cached, bound 3", n)
-		}
 	}
 }

@@ -111,3 +111,21 @@ func newDecoder(tb tester) *Decoder {
 	}
 	return d
 }
+
+// eachPath runs f as a subtest on every codec path this machine has: the fused kernels
+// ("fused") where the processor has AVX-512 and GFNI, and the portable path ("portable",
+// useFused off) always. It restores the switch; tests that use it must not run in parallel.
+func eachPath(t *testing.T, f func(t *testing.T)) {
+	t.Helper()
+	defer func(v bool) { useFused = v }(useFused)
+	for _, p := range []struct {
+		name  string
+		fused bool
+	}{{"fused", true}, {"portable", false}} {
+		if p.fused && !haveGFNI {
+			continue
+		}
+		useFused = p.fused
+		t.Run(p.name, f)
+	}
+}

@@ -86,8 +86,9 @@ type ProtectRule struct {
 	QP      int    `toml:"qp"`       // destination QP
 	// Ordered asks the CRF for in-order delivery (C7 a: go-back-N receivers). Default true.
 	Ordered *bool `toml:"ordered"`
-	// ReverseQP names the QP the RDMA ACKs of the flow are addressed to (the requester's), so
-	// that ACKs of other QPs between the same endpoints are not fed to its CSF.
+	// ReverseQP names the QP the RDMA ACKs of the flow are addressed to (the requester's); it
+	// needs QP. Without it the gateway learns the reverse QP of each flow (RDMA CM, or PSN
+	// correlation), and until it knows, an ACK releases nothing (docs/gateway.md).
 	ReverseQP int `toml:"reverse_qp"`
 }
 
@@ -345,6 +346,9 @@ func (c Config) resolve() (*resolved, error) {
 		}
 		if p.QP < 0 || p.QP >= 1<<24 || p.ReverseQP < 0 || p.ReverseQP >= 1<<24 {
 			return nil, configErr("protect[%d]: qp and reverse_qp are 24-bit queue pair numbers", i)
+		}
+		if p.ReverseQP != 0 && p.QP == 0 {
+			return nil, configErr("protect[%d]: reverse_qp %d needs qp: it names the reverse QP of one flow (without it the gateway learns each flow's)", i, p.ReverseQP)
 		}
 		ru.srcPort, ru.qp, ru.reverseQP = uint16(p.SrcPort), uint32(p.QP), uint32(p.ReverseQP)
 		ru.ordered = p.Ordered == nil || *p.Ordered

@@ -54,23 +54,16 @@ type Gateway struct {
 
 // counters are the gateway's own outcomes (the engines count theirs).
 type counters struct {
-	rx, tx                        [4]atomic.Uint64 // per socket kind
-	rxBytes, txBytes              [4]atomic.Uint64
-	socketDrops                   [4]atomic.Uint64 // the kernel's drops per socket (SO_RXQ_OVFL)
-	writeErrors, readErrors       atomic.Uint64
-	truncated, shardFull          atomic.Uint64
-	buffersAllocated              atomic.Uint64 // packet buffers ever allocated; grows only with the deepest queue
+	rx, tx                  [4]atomic.Uint64 // per socket kind
+	rxBytes, txBytes        [4]atomic.Uint64
+	socketDrops             [4]atomic.Uint64 // the kernel's drops per socket (SO_RXQ_OVFL)
+	writeErrors, readErrors atomic.Uint64
+	truncated, shardFull    atomic.Uint64
+	buffersAllocated        atomic.Uint64 // packet buffers ever allocated; grows only with the deepest queue
+	// CREM messages the router could not give to a shard (the nodes count their own).
 	cremMalformed, cremUnknownFlw atomic.Uint64
 	cremDiscarded                 atomic.Uint64
 	notRoCE                       atomic.Uint64
-	unprotectedPackets            atomic.Uint64 // relayed while their flow was not protected
-	protectedPackets              atomic.Uint64
-	delivered, restored           atomic.Uint64
-	abandoned, forwardedFromPeer  atomic.Uint64
-	helloRefusedNoPort            atomic.Uint64
-	flowsStarted                  atomic.Uint64
-	pathReportsIntercepted        atomic.Uint64
-	templateErrors                atomic.Uint64
 }
 
 const (

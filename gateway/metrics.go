@@ -13,6 +13,9 @@ import (
 
 	"github.com/crem-project/crem/crf"
 	"github.com/crem-project/crem/csf"
+	"github.com/crem-project/crem/flow"
+	"github.com/crem-project/crem/pairing"
+	"github.com/crem-project/crem/psn"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
@@ -20,24 +23,23 @@ import (
 // Stats is a snapshot of every counter: the gateway's own and its engines' (summed over
 // flows and shards).
 type Stats struct {
-	Sender   csf.Stats // every CSF of the gateway, summed
-	Receiver crf.Stats // every CRF, summed (Receiver.Flows sums the flows)
-	Flows    int       // outbound flows with a CSF
+	Sender   csf.Stats     // every CSF of the gateway, summed
+	Receiver crf.Stats     // every CRF, summed (Receiver.Flows sums the flows)
+	Pairing  pairing.Stats // which reverse QP belongs to which flow, summed over the shards
+	Flows    int           // outbound flows with a CSF
 	Gateway  map[string]uint64
 }
 
 // Stats sums the counters of every shard.
 func (g *Gateway) Stats() Stats {
 	st := Stats{Gateway: g.ownCounters()}
+	var ns NodeStats
 	for _, sh := range g.shards {
 		sh.mu.Lock()
-		for _, s := range sh.list {
-			addInto(reflect.ValueOf(&st.Sender).Elem(), reflect.ValueOf(s.s.Stats()))
-		}
-		st.Flows += len(sh.list)
-		addInto(reflect.ValueOf(&st.Receiver).Elem(), reflect.ValueOf(sh.recv.Stats()))
+		sh.n.addStats(&st, &ns)
 		sh.mu.Unlock()
 	}
+	ns.addTo(st.Gateway)
 	return st
 }
 
@@ -49,11 +51,6 @@ func (g *Gateway) ownCounters() map[string]uint64 {
 		"buffers_allocated": c.buffersAllocated.Load(),
 		"crem_malformed":    c.cremMalformed.Load(), "crem_unknown_flow": c.cremUnknownFlw.Load(),
 		"crem_discarded": c.cremDiscarded.Load(), "not_roce": c.notRoCE.Load(),
-		"packets_unprotected": c.unprotectedPackets.Load(), "packets_protected": c.protectedPackets.Load(),
-		"delivered_from_crf": c.delivered.Load(), "restored_delivered": c.restored.Load(),
-		"abandoned": c.abandoned.Load(), "forwarded_from_peer": c.forwardedFromPeer.Load(),
-		"hello_refused_no_src_port": c.helloRefusedNoPort.Load(), "flows_started": c.flowsStarted.Load(),
-		"path_reports_intercepted": c.pathReportsIntercepted.Load(), "template_errors": c.templateErrors.Load(),
 	}
 	for k, n := range kindNames {
 		m["rx_packets_"+n] = c.rx[k].Load()
@@ -113,6 +110,7 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 	st := c.g.Stats()
 	emitStruct(ch, "crem_csf_", reflect.ValueOf(st.Sender))
 	emitStruct(ch, "crem_crf_", reflect.ValueOf(st.Receiver))
+	emitStruct(ch, "crem_pairing_", reflect.ValueOf(st.Pairing))
 	ch <- prometheus.MustNewConstMetric(prometheus.NewDesc("crem_gateway_flows", "outbound flows with a CSF", nil, nil),
 		prometheus.GaugeValue, float64(st.Flows))
 	c.perFlow(ch)
@@ -195,12 +193,12 @@ func (c collector) perFlow(ch chan<- prometheus.Metric) {
 	var ins []crfRow
 	for _, sh := range c.g.shards {
 		sh.mu.Lock()
-		for _, s := range sh.list {
+		for _, s := range sh.n.list {
 			outs = append(outs, csfRow{s.key.Src.String(), s.key.Dst.String(), fmt.Sprint(s.key.DestQP), s.s.Stats(), s.s.State()})
 		}
 		if len(ins) <= maxLabelledFlows {
-			for _, id := range sh.recv.Flows() {
-				if fs, ok := sh.recv.FlowStats(id); ok {
+			for _, id := range sh.n.recv.Flows() {
+				if fs, ok := sh.n.recv.FlowStats(id); ok {
 					ins = append(ins, crfRow{fmt.Sprintf("%#08x", id), fs})
 				}
 			}
@@ -236,4 +234,45 @@ func (c collector) perFlow(ch chan<- prometheus.Metric) {
 			}
 		}
 	}
+}
+
+// SenderFlow is what the gateway knows of one outbound flow.
+type SenderFlow struct {
+	Stats csf.Stats
+	State csf.State
+	// ReverseQP is the QP whose ACKs and READ responses are offered to the flow's CSF, when
+	// ReverseKnown: configured, or learned (RDMA CM, or PSN correlation confirmed).
+	ReverseQP    uint32
+	ReverseKnown bool
+	// AckedThrough is the highest PSN an acknowledgement accepted by the CSF acknowledged,
+	// when AckedKnown (csf.Sender.AckedThrough).
+	AckedThrough psn.PSN
+	AckedKnown   bool
+}
+
+// SenderFlow returns what the gateway knows of an outbound flow, if it has a CSF.
+func (g *Gateway) SenderFlow(k flow.Key) (SenderFlow, bool) {
+	sh := g.shards[g.pairHash(k.Src, k.Dst)]
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	s := sh.n.Sender(k)
+	if s == nil {
+		return SenderFlow{}, false
+	}
+	f := SenderFlow{Stats: s.Stats(), State: s.State()}
+	f.ReverseQP, f.ReverseKnown = sh.n.ReverseQP(k)
+	f.AckedThrough, f.AckedKnown = s.AckedThrough()
+	return f, true
+}
+
+// ReceiverFlow returns the CRF's counters of an inbound flow, if it has one.
+func (g *Gateway) ReceiverFlow(k flow.Key) (crf.FlowStats, bool) {
+	sh := g.shards[g.pairHash(k.Src, k.Dst)]
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	id, ok := sh.n.recv.Lookup(k)
+	if !ok {
+		return crf.FlowStats{}, false
+	}
+	return sh.n.recv.FlowStats(id)
 }

@@ -118,9 +118,9 @@ func TestTunInterceptsPathReportC10(t *testing.T) {
 	}
 	feed(data)
 	k := flow.Key{Src: src, Dst: dst, DestQP: qp}
-	s := sh.senders[k]
+	s := sh.n.senders[k]
 	if s == nil {
-		t.Fatalf("no CSF for %v after its first source packet (flows started %d)", k, g.c.flowsStarted.Load())
+		t.Fatalf("no CSF for %v after its first source packet (flows started %d)", k, sh.n.stats.FlowsStarted)
 	}
 	if out := sent(); len(out) != 1 || !bytes.Equal(out[0], data) {
 		t.Fatalf("the source packet: %d packets sent on, want it alone and unchanged", len(out))
@@ -139,7 +139,7 @@ func TestTunInterceptsPathReportC10(t *testing.T) {
 	type counts struct{ intercepted, accepted, rejected uint64 }
 	now := func() counts {
 		st := s.s.Stats()
-		return counts{g.c.pathReportsIntercepted.Load(), st.PathReports, st.PathReportsRejected}
+		return counts{sh.n.stats.PathReportsTaken, st.PathReports, st.PathReportsRejected}
 	}
 	for _, tc := range []struct {
 		name string

@@ -71,7 +71,8 @@ func (m *Repair) validate() error {
 	if err := checkPSN(t, "Block Start PSN", m.BlockStartPSN); err != nil {
 		return err
 	}
-	if err := checkBitmap(t, "Present Bitmap", &m.Present, m.K, false); err != nil {
+	// An INFO message may name PSNs of no block, none present (protocol notes W11).
+	if err := checkBitmap(t, "Present Bitmap", &m.Present, m.K, m.Info); err != nil {
 		return err
 	}
 	if m.Retx {

@@ -266,3 +266,26 @@ func BenchmarkRepairAppend(b *testing.B) {
 		}
 	}
 }
+
+// TestRepairInfoNoPositionsW11 (RULINGS C8, protocol notes W11): an INFO message may carry an
+// all-zero Present Bitmap, naming k PSNs that belong to no block and carry no source; any other
+// REPAIR with an empty Present Bitmap is still refused.
+func TestRepairInfoNoPositionsW11(t *testing.T) {
+	m := Repair{FlowID: 9, Info: true, ConfigID: 2, Scheme: SchemeCauchy, K: 255, BlockStartPSN: 0xfffff0}
+	b := mustAppend(t, &m)
+	got, err := ParseRepair(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !got.Info || !got.Present.Empty() || got.K != 255 || got.BlockStartPSN != 0xfffff0 || len(got.Symbol) != 0 {
+		t.Fatalf("%+v", got)
+	}
+	if len(b) != 20+32 {
+		t.Fatalf("%d octets, want 52 (eight bitmap words for k = 255)", len(b))
+	}
+	ordinary := m
+	ordinary.Info, ordinary.Symbol = false, make([]byte, 16)
+	if _, err := ordinary.Append(nil); err == nil {
+		t.Fatal("an ordinary REPAIR with no present position was accepted")
+	}
+}

@@ -1,0 +1,677 @@
+package gateway
+
+import (
+	"encoding/binary"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"net/netip"
+	"reflect"
+	"time"
+
+	"github.com/crem-project/crem/crf"
+	"github.com/crem-project/crem/csf"
+	"github.com/crem-project/crem/flow"
+	"github.com/crem-project/crem/pairing"
+	"github.com/crem-project/crem/roce"
+	"github.com/crem-project/crem/wire"
+)
+
+// Node is the gateway's protocol core: the CSFs of the flows leaving toward the peer, the CRF
+// of the flows arriving from it, which reverse QP belongs to which flow (package pairing), and
+// the rules that tie them to the packets crossing the gateway. It touches no socket and no
+// clock: the caller hands it every datagram with the time (now, from any fixed origin), relays
+// what it is told to relay, sends what Drain hands out, and calls Tick at NextDeadline.
+//
+// A Gateway runs one Node per shard and drives it with its sockets and the wall clock; a test
+// or a simulation may drive Nodes in virtual time. A Node is not safe for concurrent use.
+type Node struct {
+	cfg      *resolved
+	log      *slog.Logger
+	recv     *crf.Receiver
+	senders  map[flow.Key]*sender // nil values: flows no rule protects, or that could not be built
+	list     []*sender
+	byFlowID map[uint32]*sender
+	byNonce  map[uint64]*sender
+	rng      *rand.Rand
+	limits   flow.Limits
+	pair     *pairing.Learner
+	routes   routes
+	stats    NodeStats
+	scratch  []byte // a TUN delivery: the template and the packet
+	onEvent  func(pairing.Event)
+}
+
+// sender is one protected flow leaving toward the peer.
+type sender struct {
+	s      *csf.Sender
+	key    flow.Key
+	desc   flow.Descriptor
+	rule   rule
+	flowID uint32
+}
+
+// routes is told the Flow IDs and nonces that address a node's engines, so that a gateway with
+// several nodes routes each CREM message to its node. A lone node needs none.
+type routes interface {
+	senderFlowID(id uint32, add bool) // a Flow ID the peer's CRF assigned to one of the node's CSFs
+	receiverFlowID(id uint32)         // a Flow ID the node's CRF assigned
+	helloNonce(n uint64)              // the nonce of a HELLO one of the node's CSFs sent
+}
+
+// NodeStats are a Node's own outcomes (its engines count theirs: Node.Stats adds them).
+type NodeStats struct {
+	PacketsProtected   uint64 // leaving toward the peer while their flow's CSF had a configuration
+	PacketsUnprotected uint64 // leaving toward the peer with no CSF, or before it had a configuration
+	ForwardedFromPeer  uint64 // arriving from the peer and relayed at once (the CRF did not hold them)
+	DeliveredFromCRF   uint64 // packets the CRF released or restored, handed to this side
+	RestoredDelivered  uint64 // of those, restored
+	Abandoned          uint64 // positions the CRF gave up
+	HelloRefusedNoPort uint64 // HELLOs refused: relay mode needs the rule's src_port (G2)
+	FlowsStarted       uint64 // CSF sessions started, again after a CLOSE included
+	PathReportsTaken   uint64 // TUN mode: PATH_REPORTs taken off the path for a CSF (C10)
+	TemplateErrors     uint64 // TUN mode: deliveries with no header template
+	CREMDiscarded      uint64 // too short, another Version, or an unknown Type
+	CREMMalformed      uint64 // a HELLO_ACK or PATH_REPORT that does not parse
+	CREMUnknownFlow    uint64 // a CREM message for no engine of this node
+	// ReverseToSender counts packets passing back that were offered to the CSF of their flow;
+	// ReverseToNone those offered to none (no flow paired with their QP: they release nothing).
+	ReverseToSender, ReverseToNone uint64
+	// SenderReverseQPSet counts reverse QPs set on CSFs (configured, or learned by pairing).
+	SenderReverseQPSet uint64
+	// SenderReverseQPCleared counts reverse QPs taken from CSFs when their pairing ended.
+	SenderReverseQPCleared uint64
+	PairingEventsLogged    uint64 // pairings learned and ended, each logged
+}
+
+// NodeOptions are what NewNode needs besides the configuration.
+type NodeOptions struct {
+	Logger *slog.Logger // nil: discard
+	// Seed seeds the engines' random sources (nonces, Flow IDs, Request IDs); 0 takes one from
+	// the operating system. Index sets nodes of one seed apart (a Gateway's shards).
+	Seed  uint64
+	Index int
+	// OnPairing, if set, is called for every pairing learned or ended (after it is applied).
+	OnPairing func(pairing.Event)
+}
+
+// NewNode validates the configuration (as New does, opening nothing) and returns a Node in
+// the configuration's mode. Addresses of sockets (relay.listen, relay.wan_listen) are parsed
+// but never bound; relay.target is where Drain's endpoint datagrams are addressed.
+func NewNode(c Config, o NodeOptions) (*Node, error) {
+	r, err := c.resolve()
+	if err != nil {
+		return nil, err
+	}
+	log := o.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	seed := o.Seed
+	if seed == 0 {
+		seed = rand.Uint64()
+	}
+	n, err := newNode(r, log, seed, o.Index, nil)
+	if err != nil {
+		return nil, err
+	}
+	n.onEvent = o.OnPairing
+	return n, nil
+}
+
+func newNode(r *resolved, log *slog.Logger, seed uint64, idx int, rt routes) (*Node, error) {
+	n := &Node{cfg: r, log: log, senders: map[flow.Key]*sender{}, byFlowID: map[uint32]*sender{},
+		byNonce: map[uint64]*sender{}, rng: rand.New(rand.NewPCG(seed, uint64(idx)+1)), routes: rt}
+	n.limits = flow.DefaultLimits()
+	n.limits.MaxK, n.limits.MaxM, n.limits.MaxOpenBlocks = r.maxK, r.maxM, r.maxOpen
+	n.limits.MaxT = max(n.limits.MaxT, r.mtu+128)
+	rr := rand.New(rand.NewPCG(seed, uint64(idx)+1<<32))
+	recv, err := crf.New(crf.WithRandom(rr.Uint64), crf.WithLimits(n.limits), crf.WithInitialRTT(r.initialRTT),
+		crf.WithSettings(n.settings))
+	if err != nil {
+		return nil, fmt.Errorf("gateway: receiver function: %w", err)
+	}
+	n.recv = recv
+	pl := pairing.DefaultLimits()
+	pl.MTU = r.mtu
+	if n.pair, err = pairing.New(pl); err != nil {
+		return nil, fmt.Errorf("gateway: pairing: %w", err)
+	}
+	return n, nil
+}
+
+// settings chooses a new inbound flow's local settings when its HELLO arrives.
+func (n *Node) settings(d flow.Descriptor) (crf.Settings, bool) {
+	c := n.cfg
+	for _, r := range c.rules {
+		if !r.match(d.Src, d.Dst, 0, d.DestQP) {
+			continue
+		}
+		s := crf.Settings{Ordered: r.ordered, Reorder: c.reorder, Idle: c.idle, SrcPort: r.srcPort}
+		if c.mode == "tun" && !c.tunLogical {
+			s.Verify = crf.VerifyTemplate
+		} else if r.srcPort == 0 {
+			// Relay mode checks restored packets under the logical header (C12), whose UDP
+			// source port only the configuration can tell the receiving side.
+			n.stats.HelloRefusedNoPort++
+			n.log.Warn("HELLO refused: checking restored packets under the logical header needs the flow's src_port in a protect rule", "src", d.Src, "dst", d.Dst, "qp", d.DestQP)
+			return crf.Settings{}, false
+		}
+		return s, true
+	}
+	return crf.Settings{}, false
+}
+
+func isSource(op byte) bool { return op != 0x11 && op != 0x12 && op != 0x81 }
+
+func destQP(b []byte) uint32 { return uint32(b[5])<<16 | uint32(b[6])<<8 | uint32(b[7]) }
+
+// Local takes a RoCEv2 datagram (BTH to ICRC) from this side's endpoint in relay mode, sent from
+// UDP source port srcPort; the caller relays it to the peer unchanged, whatever it is.
+func (n *Node) Local(now time.Duration, srcPort uint16, pkt []byte) {
+	n.Outbound(now, n.cfg.localEP, n.cfg.remoteEP, srcPort, pkt)
+}
+
+// Outbound takes a RoCEv2 datagram leaving from src to dst toward the peer (a flow's source
+// packets, the ACKs and READ responses of the peer's flows, CM MADs); the caller sends it on
+// unchanged. A source packet of a flow a protect rule covers starts its CSF (G4).
+func (n *Node) Outbound(now time.Duration, src, dst netip.Addr, srcPort uint16, pkt []byte) {
+	if len(pkt) < roce.BTHLen {
+		return
+	}
+	n.pair.Forward(now, src, dst, pkt)
+	n.applyPairings()
+	if !isSource(pkt[0]) {
+		return
+	}
+	if s := n.senderFor(now, flow.Key{Src: src, Dst: dst, DestQP: destQP(pkt)}, srcPort); s != nil {
+		s.s.Observe(now, pkt)
+		if _, ok := s.s.Config(); ok {
+			n.stats.PacketsProtected++
+		} else {
+			n.stats.PacketsUnprotected++
+		}
+	} else {
+		n.stats.PacketsUnprotected++
+	}
+}
+
+// WAN takes a RoCEv2 datagram from the peer gateway in relay mode. True: the caller relays it
+// to this side's endpoint (relay.target) now; false: the CRF holds it, and Drain hands it out
+// later (or never, if it is a duplicate).
+func (n *Node) WAN(now time.Duration, pkt []byte, ce bool) bool {
+	return n.Inbound(now, n.cfg.remoteEP, n.cfg.localEP, pkt, ce)
+}
+
+// Inbound takes a RoCEv2 datagram arriving from the peer, from src to dst on this side, with
+// the result of WAN. Packets passing back toward a flow's source (its ACKs and READ responses)
+// are offered to the CSF of the flow their destination QP is paired with, and to no other.
+func (n *Node) Inbound(now time.Duration, src, dst netip.Addr, pkt []byte, ce bool) bool {
+	if len(pkt) < roce.BTHLen {
+		n.stats.ForwardedFromPeer++
+		return true
+	}
+	n.reverse(now, src, dst, pkt)
+	if id, ok := n.recv.Lookup(flow.Key{Src: src, Dst: dst, DestQP: destQP(pkt)}); ok {
+		if n.recv.Observe(now, id, pkt, ce) == crf.Held {
+			return false
+		}
+	}
+	n.stats.ForwardedFromPeer++
+	return true
+}
+
+// reverse offers a packet passing back (from remote to local) to the CSF of the flow it
+// belongs to, if the pairing knows one (C9).
+func (n *Node) reverse(now time.Duration, remote, local netip.Addr, pkt []byte) {
+	k, ok := n.pair.Reverse(now, remote, local, pkt)
+	n.applyPairings()
+	if !ok {
+		n.stats.ReverseToNone++
+		return
+	}
+	if s := n.senders[k]; s != nil {
+		n.stats.ReverseToSender++
+		s.s.ObserveReverse(now, pkt)
+		return
+	}
+	n.stats.ReverseToNone++
+}
+
+// applyPairings applies the pairings the learner found or ended to the CSFs, and logs them.
+func (n *Node) applyPairings() {
+	n.pair.Events(n.applyEvent)
+}
+
+func (n *Node) applyEvent(e pairing.Event) {
+	switch e.Kind {
+	case pairing.Paired:
+		if s := n.senders[e.Flow]; s != nil {
+			n.setReverseQP(s, e.ReverseQP)
+		}
+		n.log.Info("reverse QP paired with flow", "src", e.Flow.Src, "dst", e.Flow.Dst, "qp", e.Flow.DestQP,
+			"reverse_qp", e.ReverseQP, "by", e.By.String())
+	case pairing.Unpaired:
+		if s := n.senders[e.Flow]; s != nil {
+			if qp, ok := s.s.ReverseQP(); ok && qp == e.ReverseQP {
+				s.s.ClearReverseQP() // releases nothing until the flow is paired again
+				n.stats.SenderReverseQPCleared++
+			}
+		}
+		n.log.Info("reverse QP no longer paired with flow", "src", e.Flow.Src, "dst", e.Flow.Dst, "qp", e.Flow.DestQP,
+			"reverse_qp", e.ReverseQP, "reason", e.Reason.String())
+	}
+	n.stats.PairingEventsLogged++
+	if n.onEvent != nil {
+		n.onEvent(e)
+	}
+}
+
+// Tun takes an IPv4 packet read from the TUN device (tun mode): packets toward this side's
+// prefixes arrive from the peer, all others leave toward it. True: the caller sends it on
+// unchanged; false: it was taken (a PATH_REPORT for a CSF, C10) or the CRF holds it.
+func (n *Node) Tun(now time.Duration, b []byte, ce bool) bool {
+	c := n.cfg
+	if len(b) < 20 || b[0]>>4 != 4 {
+		return true
+	}
+	ihl := int(b[0]&0x0f) * 4
+	src, dst := netip.AddrFrom4([4]byte(b[12:16])), netip.AddrFrom4([4]byte(b[16:20]))
+	inbound := false
+	for _, pr := range c.tunLocal {
+		if pr.Contains(dst) {
+			inbound = true
+			break
+		}
+	}
+	frag := binary.BigEndian.Uint16(b[6:8])&0x3fff != 0
+	if b[9] != 17 || frag || ihl < 20 || len(b) < ihl+8+12 {
+		return true
+	}
+	udp := b[ihl : ihl+8]
+	sport, dport := binary.BigEndian.Uint16(udp[0:2]), binary.BigEndian.Uint16(udp[2:4])
+	payload := b[ihl+8:]
+	if ul := int(binary.BigEndian.Uint16(udp[4:6])); ul >= 8 && ul-8 <= len(payload) {
+		payload = payload[:ul-8]
+	}
+	if inbound && dport == c.crem.Port() && len(payload) >= wire.HeaderLen && wire.Type(payload[0]&0x0f) == wire.TypePathReport {
+		// C10: a PATH_REPORT addressed to a source this gateway serves is its CSF's.
+		pr, err := wire.ParsePathReport(payload)
+		if err == nil {
+			k := flow.Key{Src: pr.Source.Unmap(), Dst: pr.Destination.Unmap(), DestQP: pr.FlowLabel & 0xffffff}
+			if s := n.senders[k]; s != nil {
+				s.s.Handle(now, netip.AddrPortFrom(src, sport), payload)
+				n.stats.PathReportsTaken++
+				return false
+			}
+		}
+		return true
+	}
+	if dport != roce.UDPPort || len(payload) < roce.BTHLen {
+		return true
+	}
+	if !inbound {
+		n.Outbound(now, src, dst, sport, payload)
+		return true
+	}
+	n.reverse(now, src, dst, payload)
+	if id, ok := n.recv.Lookup(flow.Key{Src: src, Dst: dst, DestQP: destQP(payload)}); ok {
+		if n.recv.ObserveIP(now, id, b[:ihl], udp, payload, ce) == crf.Held {
+			return false
+		}
+	}
+	n.stats.ForwardedFromPeer++
+	return true
+}
+
+// CREM takes a CREM message received on the CREM port from from.
+func (n *Node) CREM(now time.Duration, from netip.AddrPort, b []byte, ce bool) {
+	if len(b) < wire.HeaderLen || b[0]>>4 != wire.Version {
+		n.stats.CREMDiscarded++
+		return
+	}
+	t := wire.Type(b[0] & 0x0f)
+	id := binary.BigEndian.Uint32(b[4:8])
+	switch t {
+	case wire.TypeHello, wire.TypeParamUpdate, wire.TypeRepair:
+		n.recv.Handle(now, from, b, ce)
+	case wire.TypeHelloAck:
+		h, err := wire.ParseHelloAck(b)
+		if err != nil {
+			n.stats.CREMMalformed++
+			return
+		}
+		if s := n.byNonce[h.SenderNonce]; s != nil {
+			s.s.Handle(now, from, b)
+			n.learnFlowID(s)
+		} else {
+			n.stats.CREMUnknownFlow++
+		}
+	case wire.TypeParamAck, wire.TypeLossReport, wire.TypeRepairRequest:
+		if s := n.byFlowID[id]; s != nil {
+			s.s.Handle(now, from, b)
+			n.learnFlowID(s)
+		} else {
+			n.stats.CREMUnknownFlow++
+		}
+	case wire.TypeClose:
+		// Either side may close (C2); a CLOSE goes to both halves that know the Flow ID.
+		known := false
+		if s := n.byFlowID[id]; s != nil {
+			s.s.Handle(now, from, b)
+			n.learnFlowID(s)
+			known = true
+		}
+		if _, ok := n.recv.FlowStats(id); ok {
+			n.recv.Handle(now, from, b, ce)
+			known = true
+		}
+		if !known {
+			n.stats.CREMUnknownFlow++
+		}
+	case wire.TypePathReport:
+		pr, err := wire.ParsePathReport(b)
+		if err != nil {
+			n.stats.CREMMalformed++
+			return
+		}
+		k := flow.Key{Src: pr.Source.Unmap(), Dst: pr.Destination.Unmap(), DestQP: pr.FlowLabel & 0xffffff}
+		if s := n.senders[k]; s != nil {
+			s.s.Handle(now, from, b)
+		} else {
+			n.stats.CREMUnknownFlow++
+		}
+	default:
+		n.stats.CREMDiscarded++
+	}
+}
+
+// learnFlowID records the Flow ID the peer assigned to a sender.
+func (n *Node) learnFlowID(s *sender) {
+	id := s.s.FlowID()
+	if id == s.flowID {
+		return
+	}
+	if s.flowID != 0 {
+		delete(n.byFlowID, s.flowID)
+		if n.routes != nil {
+			n.routes.senderFlowID(s.flowID, false)
+		}
+	}
+	s.flowID = id
+	if id != 0 {
+		n.byFlowID[id] = s
+		if n.routes != nil {
+			n.routes.senderFlowID(id, true)
+		}
+	}
+}
+
+// senderFor returns the CSF of an outbound flow, created (and started) on its first source
+// packet when a protect rule covers it; nil when none does.
+func (n *Node) senderFor(now time.Duration, k flow.Key, srcPort uint16) *sender {
+	c := n.cfg
+	qp := k.DestQP
+	s, known := n.senders[k]
+	if known && s == nil {
+		return nil // refused before: no rule, or the CSF could not be built (logged once)
+	}
+	if s != nil {
+		if s.s.State() == csf.StateClosed {
+			s.s.Start(now) // protected anew after a CLOSE (a new HELLO, nonce and Flow ID)
+			n.stats.FlowsStarted++
+		}
+		return s
+	}
+	var ru *rule
+	for i := range c.rules {
+		if c.rules[i].match(k.Src, k.Dst, srcPort, qp) {
+			ru = &c.rules[i]
+			break
+		}
+	}
+	if ru == nil {
+		if len(n.senders) < 1<<16 {
+			n.senders[k] = nil
+		}
+		return nil
+	}
+	d := flow.Descriptor{Kind: wire.FlowKindRoCEv2, Src: k.Src, Dst: k.Dst, DestQP: qp, SrcPort: srcPort}
+	opts := []csf.Option{csf.WithFlow(d), csf.WithCRF(c.peer), csf.WithRandom(n.rng.Uint64),
+		csf.WithConfig(wire.SchemeCauchy, c.k, c.m, 0), csf.WithRDMAMTU(c.mtu), csf.WithLimits(n.limits),
+		csf.WithInitialRTT(c.initialRTT), csf.WithHoldOff(c.holdOff), csf.WithIdleTimeout(c.idle),
+		csf.WithAdaptation(c.adapt), csf.WithPolicy(c.epsilon, c.rho), csf.WithRepairFraction(c.repairFrac),
+		csf.WithLogger(n.log.With("src", k.Src, "dst", k.Dst, "qp", qp))}
+	if len(c.reporters) > 0 {
+		opts = append(opts, csf.WithReporters(c.reporters...))
+	}
+	if c.burstGap > 0 {
+		opts = append(opts, csf.WithBurstGap(c.burstGap))
+	}
+	if ru.reverseQP != 0 {
+		opts = append(opts, csf.WithReverseQP(ru.reverseQP))
+	}
+	cs, err := csf.New(opts...)
+	if err != nil {
+		n.log.Error("cannot protect flow", "src", k.Src, "dst", k.Dst, "qp", qp, "err", err)
+		n.senders[k] = nil
+		return nil
+	}
+	s = &sender{s: cs, key: k, desc: d, rule: *ru}
+	n.senders[k] = s
+	n.list = append(n.list, s)
+	if ru.reverseQP != 0 {
+		// The operator's word: pinned, never unpaired by what passes back.
+		n.pair.Configure(k, ru.reverseQP)
+		n.applyPairings()
+		n.stats.SenderReverseQPSet++
+	} else if qp, ok := n.pair.ReverseQP(k); ok {
+		n.setReverseQP(s, qp) // learned before the flow's first source (CM)
+	}
+	cs.Start(now)
+	n.stats.FlowsStarted++
+	n.log.Info("protecting flow", "src", k.Src, "dst", k.Dst, "qp", qp, "src_port", srcPort, "peer", c.peer)
+	return s
+}
+
+// Tick runs every timer that is due at now: the engines' and the pairing tables' expiry.
+func (n *Node) Tick(now time.Duration) {
+	if d, ok := n.recv.NextDeadline(); ok && d <= now {
+		n.recv.Tick(now)
+	}
+	for _, s := range n.list {
+		if d, ok := s.s.NextDeadline(); ok && d <= now {
+			s.s.Tick(now)
+			n.learnFlowID(s)
+		}
+	}
+	if d, ok := n.pair.NextDeadline(); ok && d <= now {
+		n.pair.Expire(now)
+		n.applyPairings()
+	}
+}
+
+// NextDeadline returns when Tick should next be called, if ever.
+func (n *Node) NextDeadline() (time.Duration, bool) {
+	var next time.Duration
+	has := false
+	consider := func(d time.Duration, ok bool) {
+		if ok && (!has || d < next) {
+			next, has = d, true
+		}
+	}
+	consider(n.recv.NextDeadline())
+	for _, s := range n.list {
+		consider(s.s.NextDeadline())
+	}
+	consider(n.pair.NextDeadline())
+	return next, has
+}
+
+// DatagramKind says where a Datagram goes.
+type DatagramKind uint8
+
+// Where Drain's datagrams go.
+const (
+	// ToCREM: a CREM message for Datagram.To (the peer's CREM address, or the sender of the
+	// message it answers), sent from this gateway's CREM port.
+	ToCREM DatagramKind = iota
+	// ToEndpoint: a RoCEv2 datagram (BTH to ICRC) the CRF released or restored, for this
+	// side's endpoint at Datagram.To (relay mode: relay.target).
+	ToEndpoint
+	// ToTun: a whole IPv4 packet the CRF released or restored under its flow's header
+	// template, to be sent on (tun mode).
+	ToTun
+)
+
+// Datagram is one datagram a Node wants sent. Payload is valid only during the call to Drain's
+// function; copy what is kept.
+type Datagram struct {
+	Kind    DatagramKind
+	To      netip.AddrPort // ToCREM and ToEndpoint
+	Payload []byte
+	// Flow and PSN name a ToEndpoint or ToTun packet: the CRF's Flow ID and the packet's PSN.
+	Flow uint32
+	PSN  uint32
+	// Restored: a ToEndpoint or ToTun packet the CRF rebuilt from repair.
+	Restored bool
+}
+
+// Drain hands out every datagram the engines want sent, in this order: the CSFs' CREM
+// messages, the CRF's CREM messages, then the packets the CRF releases or restores.
+func (n *Node) Drain(out func(Datagram)) {
+	for _, s := range n.list {
+		s.s.Drain(func(d flow.Datagram) {
+			if len(d.Payload) > 0 && wire.Type(d.Payload[0]&0x0f) == wire.TypeHello {
+				if h, err := wire.ParseHello(d.Payload); err == nil {
+					if len(n.byNonce) > 1<<16 {
+						clear(n.byNonce) // bounded: a nonce matters only until its HELLO_ACK
+					}
+					n.byNonce[h.SenderNonce] = s
+					if n.routes != nil {
+						n.routes.helloNonce(h.SenderNonce)
+					}
+				}
+			}
+			out(Datagram{Kind: ToCREM, To: d.To, Payload: d.Payload})
+		})
+	}
+	n.recv.Drain(func(d flow.Datagram) {
+		if n.routes != nil && len(d.Payload) >= wire.HeaderLen && wire.Type(d.Payload[0]&0x0f) == wire.TypeHelloAck {
+			n.routes.receiverFlowID(binary.BigEndian.Uint32(d.Payload[4:8]))
+		}
+		out(Datagram{Kind: ToCREM, To: d.To, Payload: d.Payload})
+	})
+	n.recv.DrainDeliveries(func(d crf.Delivery) {
+		switch d.Kind {
+		case crf.Abandoned:
+			n.stats.Abandoned++
+			return
+		case crf.Restored:
+			n.stats.RestoredDelivered++
+		}
+		n.stats.DeliveredFromCRF++
+		dg := Datagram{Kind: ToEndpoint, To: n.cfg.target, Payload: d.Packet, Flow: d.Flow, PSN: uint32(d.PSN),
+			Restored: d.Kind == crf.Restored}
+		if n.cfg.mode == "tun" {
+			ip, udp, err := n.recv.Template(d.Flow, d.PSN, len(d.Packet))
+			if err != nil {
+				n.stats.TemplateErrors++
+				return
+			}
+			n.scratch = append(append(append(n.scratch[:0], ip...), udp...), d.Packet...)
+			dg.Kind, dg.To, dg.Payload = ToTun, netip.AddrPort{}, n.scratch
+		}
+		out(dg)
+	})
+}
+
+// CloseAll ends every CSF session and every CRF flow with CLOSE reason 0 (normal end); Drain
+// then hands out the CLOSE messages.
+func (n *Node) CloseAll(now time.Duration) {
+	for _, s := range n.list {
+		if st := s.s.State(); st != csf.StateClosed && st != csf.StateIdle {
+			s.s.Close(now, wire.ReasonNormal)
+		}
+	}
+	for _, id := range n.recv.Flows() {
+		n.recv.Close(now, id, wire.ReasonNormal)
+	}
+}
+
+// Counters returns the node's own counters.
+func (n *Node) Counters() NodeStats { return n.stats }
+
+// Pairing returns the reverse-QP learner's counters.
+func (n *Node) Pairing() pairing.Stats { return n.pair.Stats() }
+
+// Sender returns the CSF of an outbound flow, or nil.
+func (n *Node) Sender(k flow.Key) *csf.Sender {
+	if s := n.senders[k]; s != nil {
+		return s.s
+	}
+	return nil
+}
+
+// Receiver returns the node's CRF.
+func (n *Node) Receiver() *crf.Receiver { return n.recv }
+
+// Flows returns the outbound flows that have a CSF, in the order they started.
+func (n *Node) Flows() []flow.Key {
+	out := make([]flow.Key, 0, len(n.list))
+	for _, s := range n.list {
+		out = append(out, s.key)
+	}
+	return out
+}
+
+// ReverseQP returns the reverse QP the node pairs with an outbound flow, if it knows one: the
+// rule's reverse_qp, or one learned (CM, or PSN correlation confirmed).
+func (n *Node) ReverseQP(k flow.Key) (uint32, bool) { return n.pair.ReverseQP(k) }
+
+// Stats returns every counter of the node: its own (Gateway, by the names of the gateway's
+// metrics), its CSFs' summed, its CRF's, and the pairing's.
+func (n *Node) Stats() Stats {
+	st := Stats{Gateway: map[string]uint64{}}
+	var ns NodeStats
+	n.addStats(&st, &ns)
+	ns.addTo(st.Gateway)
+	return st
+}
+
+// addStats adds the node's engines' counters into st and its own into ns.
+func (n *Node) addStats(st *Stats, ns *NodeStats) {
+	for _, s := range n.list {
+		addInto(reflect.ValueOf(&st.Sender).Elem(), reflect.ValueOf(s.s.Stats()))
+	}
+	st.Flows += len(n.list)
+	addInto(reflect.ValueOf(&st.Receiver).Elem(), reflect.ValueOf(n.recv.Stats()))
+	addInto(reflect.ValueOf(&st.Pairing).Elem(), reflect.ValueOf(n.pair.Stats()))
+	addInto(reflect.ValueOf(ns).Elem(), reflect.ValueOf(n.stats))
+}
+
+// addTo adds the counters into m under the gateway's metric names.
+func (ns *NodeStats) addTo(m map[string]uint64) {
+	for k, v := range map[string]uint64{
+		"packets_protected": ns.PacketsProtected, "packets_unprotected": ns.PacketsUnprotected,
+		"forwarded_from_peer": ns.ForwardedFromPeer, "delivered_from_crf": ns.DeliveredFromCRF,
+		"restored_delivered": ns.RestoredDelivered, "abandoned": ns.Abandoned,
+		"hello_refused_no_src_port": ns.HelloRefusedNoPort, "flows_started": ns.FlowsStarted,
+		"path_reports_intercepted": ns.PathReportsTaken, "template_errors": ns.TemplateErrors,
+		"crem_discarded": ns.CREMDiscarded, "crem_malformed": ns.CREMMalformed, "crem_unknown_flow": ns.CREMUnknownFlow,
+		"reverse_to_sender": ns.ReverseToSender, "reverse_to_none": ns.ReverseToNone,
+		"sender_reverse_qp_set": ns.SenderReverseQPSet, "sender_reverse_qp_cleared": ns.SenderReverseQPCleared,
+		"pairing_events": ns.PairingEventsLogged,
+	} {
+		m[k] += v
+	}
+}
+
+// setReverseQP gives a CSF the reverse QP learned for its flow.
+func (n *Node) setReverseQP(s *sender, qp uint32) {
+	if cur, ok := s.s.ReverseQP(); ok && cur == qp {
+		return
+	}
+	s.s.SetReverseQP(qp)
+	n.stats.SenderReverseQPSet++
+}
