@@ -22,8 +22,8 @@ configurations two CREM gateways in relay mode at the ends of the path. Each con
 gbn, tcaeth, crem+gbn and crem+tcaeth, moves the same messages over the same path with the same
 seed, and every byte delivered is checked.
 
-The messages of a run go over --qps queue pairs between the requester's and the responder's
-host (message i over QP i mod N), each with its own initial PSNs drawn over the whole 24-bit
+The messages of a run go over --qps N queue pairs (default 4) between the requester's and
+the responder's host (message i over QP i mod N), each with its own initial PSNs drawn over the whole 24-bit
 space from --seed and its share of the RDMA rate, as NCCL and storage clients open several
 between the same two hosts; in the CREM runs one protect rule per direction covers them all.
 
@@ -34,8 +34,9 @@ restored by CREM, coded retransmission symbols sent, packets retransmitted by RD
 overhead: all UDP payload octets the path carried, both directions, divided by the message
 octets), with a progress bar when standard error is a terminal. With --json, one JSON object and
 nothing else on standard output: crem_port and runs, an array of {name, verified, messages,
-bytes, mean_s, max_s, goodput_bps, lost, restored, coded_retx, rdma_retx, overhead, qps,
-per_qp}; per_qp has one object per queue pair: {qp, requester_qpn, responder_qpn,
+bytes, mean_s, max_s, goodput_bps, lost, restored, coded_retx, rdma_retx, overhead,
+repair_requests, requests_unknown_block, qps, per_qp}; requests_unknown_block counts the
+REPAIR_REQUESTs naming a block the sending gateway no longer held; per_qp has one object per queue pair: {qp, requester_qpn, responder_qpn,
 initial_psn, messages, verified, mean_s, max_s, lost, restored_only, rdma_retx}, where lost
 counts its datagrams the path dropped and restored_only its packets the path lost every time
 they were sent, which arrived only because CREM restored them.
