@@ -96,7 +96,9 @@ func (q *QP) PostSend(wr SendWR) error {
 			return fmt.Errorf("rc: post: %v of %d octets takes %d PSNs at MTU %d, more than the %d a QP may have outstanding (24-bit PSNs)",
 				wr.Op, len(wr.Local), w.n, q.cfg.MTU, MaxOutstandingPSNs)
 		}
-		w.got = make([]bool, w.n)
+		w.got, w.edges = make([]bool, w.n), make([]uint8, w.n)
+		w.edges[0] |= readEdgeBegin
+		w.edges[w.n-1] |= readEdgeEnd
 	case !wr.Op.isAtomic():
 		w.n = max(1, (len(wr.Local)+q.cfg.MTU-1)/q.cfg.MTU)
 	}

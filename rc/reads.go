@@ -63,6 +63,12 @@ func (r *requester) onReadResponse(q *QP, p *roce.Packet) {
 		return
 	}
 	j := int(w.first.Forward(p.BTH.PSN))
+	if !readOpcodeFits(w, j, p.BTH.OpCode) {
+		// IBTA's opcode sequence: a FIRST only where a request for responses began, a LAST
+		// only where one ended (R27). A packet that breaks it is discarded whatever its ICRC.
+		q.stats.ResponseOutOfSequence++
+		return
+	}
 	// A READ response acknowledges every request before the READ, as in IBTA.
 	r.ackTo(q, w.first.Add(-1))
 	if w.done || w.got[j] {
@@ -169,6 +175,31 @@ func (r *requester) earlierLost(q *QP, w *wqe, t time.Duration) {
 	}
 }
 
+// Where the requests for a READ's responses began and ended: the READ itself at its first and
+// last PSN, each re-issue at the first and last it asked for.
+const (
+	readEdgeBegin uint8 = 1 << iota
+	readEdgeEnd
+)
+
+// readOpcodeFits reports whether a READ response with opcode op may stand at position j of w
+// (IBTA's opcode sequence, R27): a response begins (FIRST, ONLY) only where a request for its
+// responses began, ends (LAST, ONLY) only where one ended, and a MIDDLE is neither a READ's
+// first nor its last.
+func readOpcodeFits(w *wqe, j int, op roce.Opcode) bool {
+	e := w.edges[j]
+	switch op {
+	case roce.OpReadResponseFirst:
+		return e&readEdgeBegin != 0 && j < w.n-1
+	case roce.OpReadResponseLast:
+		return e&readEdgeEnd != 0 && j > 0
+	case roce.OpReadResponseOnly:
+		return e&readEdgeBegin != 0 && e&readEdgeEnd != 0
+	default:
+		return j > 0 && j < w.n-1
+	}
+}
+
 // reissueRead asks again for the missing responses of w below limit that were last asked for
 // no later than before: from the first of them to the end in gbn, each missing run in sr and
 // tcaeth.
@@ -180,6 +211,7 @@ func (r *requester) reissueRead(q *QP, w *wqe, limit int, before time.Duration, 
 				for k := j; k < w.n; k++ {
 					w.asked[k] = q.now
 				}
+				w.edges[j] |= readEdgeBegin
 				w.waiting = true
 				r.queue(w.first.Add(j), cause, 0)
 				return
@@ -198,6 +230,8 @@ func (r *requester) reissueRead(q *QP, w *wqe, limit int, before time.Duration, 
 			w.asked[k] = q.now
 			k++
 		}
+		w.edges[j] |= readEdgeBegin
+		w.edges[k-1] |= readEdgeEnd
 		r.queue(w.first.Add(j), cause, k-j)
 		runs++
 		j = k

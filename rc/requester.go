@@ -20,6 +20,7 @@ type wqe struct {
 	done    bool
 	// READ and atomics: responses, and the retry timer.
 	got          []bool
+	edges        []uint8         // READ: where a request for its responses began and ended (readEdge*)
 	asked        []time.Duration // READ: when each response was last asked for
 	askedFirst   time.Duration   // READ: when it was first asked for
 	gotN         int

@@ -19,6 +19,7 @@ type Stats struct {
 	SendBufferStalls       uint64 // times new data waited for room in the send buffer (T8)
 	ReadResponsesReceived  uint64
 	DuplicateResponses     uint64
+	ResponseOutOfSequence  uint64 // READ responses whose opcode cannot stand at their PSN (R27)
 	RTTSamples             uint64
 
 	// Responder.
@@ -70,6 +71,7 @@ func (s Stats) Add(o Stats) Stats {
 	s.SendBufferStalls += o.SendBufferStalls
 	s.ReadResponsesReceived += o.ReadResponsesReceived
 	s.DuplicateResponses += o.DuplicateResponses
+	s.ResponseOutOfSequence += o.ResponseOutOfSequence
 	s.RTTSamples += o.RTTSamples
 	s.AckPackets += o.AckPackets
 	s.NAKPackets += o.NAKPackets
