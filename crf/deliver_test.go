@@ -2,11 +2,10 @@ package crf
 
 import (
 	"encoding/binary"
-
-	"github.com/crem-project/crem/fec"
 	"testing"
 	"time"
 
+	"github.com/crem-project/crem/fec"
 	"github.com/crem-project/crem/flow"
 	"github.com/crem-project/crem/psn"
 	"github.com/crem-project/crem/roce"
@@ -219,7 +218,7 @@ func TestReceiverNoAllocs(t *testing.T) {
 		block()
 	}
 	if a := testing.AllocsPerRun(500, block); a != 0 {
-		t.Fatalf("%v allocations per block", a)
+		t.Fatalf("%s: %v allocations per block", fec.CodecPath(), a)
 	}
 }
 
@@ -273,7 +272,7 @@ func TestReceiverNoAllocsWithLoss(t *testing.T) {
 		t.Fatalf("not restoring: %+v", st)
 	}
 	if a != 0 {
-		t.Fatalf("%v allocations per lossy block", a)
+		t.Fatalf("%s: %v allocations per lossy block", fec.CodecPath(), a)
 	}
 }
 

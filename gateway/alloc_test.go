@@ -7,11 +7,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/crem-project/crem/internal/testenv"
-
 	"github.com/crem-project/crem/cremtest"
+	"github.com/crem-project/crem/fec"
 	"github.com/crem-project/crem/flow"
 	"github.com/crem-project/crem/gateway"
+	"github.com/crem-project/crem/internal/testenv"
 	"github.com/crem-project/crem/wire"
 )
 
@@ -73,13 +73,13 @@ func TestRelayNoAllocs(t *testing.T) {
 	runtime.ReadMemStats(&m1)
 	per := float64(m1.Mallocs-m0.Mallocs) / n
 	st := b.Stats()
-	t.Logf("%.4f allocations per packet; B's CRF: %d sources, A's CSF: %d repair", per, st.Receiver.Flows.Sources, a.Stats().Sender.RepairSent)
+	t.Logf("%s: %.4f allocations per packet; B's CRF: %d sources, A's CSF: %d repair", fec.CodecPath(), per, st.Receiver.Flows.Sources, a.Stats().Sender.RepairSent)
 	t.Logf("packet buffers allocated: A %d, B %d", a.Stats().Gateway["buffers_allocated"], st.Gateway["buffers_allocated"])
 	t.Logf("kernel drops: A local %d, B wan %d, B crem %d", a.Stats().Gateway["socket_drops_local"], st.Gateway["socket_drops_wan"], st.Gateway["socket_drops_crem"])
 	if a.Stats().Sender.RepairSent == 0 || st.Receiver.Flows.Sources == 0 {
 		t.Fatal("the flow was not protected")
 	}
 	if per > 0.05 {
-		t.Fatalf("%.3f allocations per relayed packet, want none in steady state", per)
+		t.Fatalf("%s: %.3f allocations per relayed packet, want none in steady state", fec.CodecPath(), per)
 	}
 }
