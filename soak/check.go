@@ -126,6 +126,10 @@ type flowRec struct {
 	winClean   bool
 	winReports int
 	cleanRep   map[string]bool
+	// A breaker fed the LOSS_REPORTs the CSF's session took: when it has closed again after the
+	// bad minute, the CSF's must have too (K6).
+	brk       policy.Breaker
+	brkClosed time.Duration // when brk last went from open to closed
 
 	// CRF side: the Flow IDs its receiver gave the flow (one per session).
 	crfID uint32
@@ -402,6 +406,8 @@ func (c *checker) csf(f *flowRec) *csf.Sender {
 // started records a new session of f's CSF (a HELLO with a new nonce).
 func (c *checker) started(f *flowRec, now time.Duration) {
 	f.startedAt, f.established, f.cfgAt = now, false, 0
+	f.brk, f.brkClosed = policy.Breaker{}, 0 // a new session gets a fresh breaker (E16)
+	f.winDur, f.winClean, f.winReports = 0, true, 0
 	clear(f.rounds)
 	clear(f.rangeReqs)
 	if f.sessions > 0 {
@@ -483,9 +489,9 @@ func (c *checker) csfTouched(f *flowRec) {
 			if b := cfg.K * cfg.T; b > f.maxBurst {
 				f.maxBurst = b
 			}
-			if c.resumeAt > 0 && now >= c.resumeAt && cfg.M > 0 && cs.M() == 0 {
-				c.failk(InvResume, "m-held-at-0", f, "%v after the bad minute the configuration says m = %d, the CSF sends m = 0: the breaker is still open",
-					now-c.w.badEnd, cfg.M)
+			if c.resumed(f) && cfg.M > 0 && cs.M() == 0 {
+				c.failk(InvResume, "m-held-at-0", f, "%v after the bad minute (and %v after a breaker fed the same LOSS_REPORTs closed) the configuration says m = %d, the CSF sends m = 0: its breaker is still open",
+					now-c.w.badEnd, now-f.brkClosed, cfg.M)
 			}
 		}
 	}
@@ -498,6 +504,11 @@ func (c *checker) csfHandled(f *flowRec, cs *csf.Sender, t wire.Type, b []byte, 
 	if t == wire.TypeLossReport && after.LossReports > before.LossReports {
 		// The breaker's window, summed as the breaker sums it (P4).
 		m, _ := wire.ParseLossReport(b)
+		interval := time.Duration(m.IntervalUS) * time.Microsecond
+		was := f.brk.State()
+		if f.brk.Report(now, interval, m.Expected, m.Received, m.CEMarked) == policy.BreakerClosed && was != policy.BreakerClosed {
+			f.brkClosed = now
+		}
 		clean, known := f.cleanRep[string(b)]
 		f.winClean = f.winClean && clean && known
 		f.winReports++
@@ -514,12 +525,17 @@ func (c *checker) csfHandled(f *flowRec, cs *csf.Sender, t wire.Type, b []byte, 
 			f.winDur, f.winClean, f.winReports = 0, true, 0
 		}
 	}
-	if c.resumeAt > 0 && now >= c.resumeAt {
-		if after.RequestsBreaker > before.RequestsBreaker {
-			c.failk(InvResume, "request-refused", f, "%v after the bad minute the CSF refused a REPAIR_REQUEST for the breaker (%s)",
-				now-c.w.badEnd, describeCREM(b))
-		}
+	if c.resumed(f) && after.RequestsBreaker > before.RequestsBreaker {
+		c.failk(InvResume, "request-refused", f, "%v after the bad minute (and %v after a breaker fed the same LOSS_REPORTs closed) the CSF refused a REPAIR_REQUEST for the breaker (%s)",
+			now-c.w.badEnd, now-f.brkClosed, describeCREM(b))
 	}
+}
+
+// resumed reports whether f's protection must be back (K6): the ruled time after the bad minute
+// has passed, and a breaker fed the LOSS_REPORTs of the CSF's session (P4, policy.Breaker) has
+// closed again (a flow of little traffic sums its one-second windows over longer).
+func (c *checker) resumed(f *flowRec) bool {
+	return c.resumeAt > 0 && c.w.now >= c.resumeAt && f.brk.State() == policy.BreakerClosed
 }
 
 // repairBudget checks C11 (b) after a repair symbol of n octets (K8): over any stretch of time the
@@ -641,7 +657,11 @@ func (c *checker) csfMessage(f *flowRec, t wire.Type, b []byte) {
 		return
 	}
 	if !m.Info {
-		c.repairBudget(f, len(m.Symbol))
+		n := len(m.Symbol)
+		if ft := c.w.faults; ft != nil && ft.heavyRepair {
+			n *= 20
+		}
+		c.repairBudget(f, n)
 	}
 	if m.Retx && m.Scheme == wire.SchemeCauchy {
 		if rgs, ok := f.rangeReqs[m.RepairSessionID]; ok && overlaps(rgs, m.BlockStartPSN, int(m.K)) {

@@ -25,7 +25,8 @@ func cleanWrites() *Scenario {
 // (Expected = Received over lossless intervals), ACKs of a responder hidden from the checker, so
 // that the CSF counts acknowledgements the responder (to the checker) never sent (no CSF counts
 // an ACK its own responder did not send), a destination overwritten after placement (every
-// request completes with the right data).
+// request completes with the right data), repair counted twenty times over (all repair within
+// the budget of C11 b).
 func TestInvariantsSeeInjectedFaultsK4(t *testing.T) {
 	base := Run(cleanWrites(), Options{})
 	if base.Err != nil || len(base.Failures) > 0 {
@@ -42,6 +43,7 @@ func TestInvariantsSeeInjectedFaultsK4(t *testing.T) {
 		{"skewed LOSS_REPORT", faults{skewReport: true}, InvLossless},
 		{"hidden ACKs", faults{hideOwnAck: true}, InvOwnAck},
 		{"overwritten destination", faults{corrupt: true}, InvData},
+		{"heavy repair", faults{heavyRepair: true}, InvBudget},
 	} {
 		r := Run(cleanWrites(), Options{faults: &c.ft})
 		found := false

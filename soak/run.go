@@ -65,11 +65,13 @@ type Options struct {
 // faults are injected by the package's tests to see the invariants catch them: a CRF whose
 // LOSS_REPORTs say one more expected packet than it counted (K5), ACKs of the first QP's
 // responder that the checker does not see, so that to it the CSF counts what the responder never
-// sent (contract 1), a destination overwritten after placement (the data check).
+// sent (contract 1), a destination overwritten after placement (the data check), repair
+// symbols counted twenty times over (the budget, K8).
 type faults struct {
-	skewReport bool
-	hideOwnAck bool
-	corrupt    bool
+	skewReport  bool
+	hideOwnAck  bool
+	corrupt     bool
+	heavyRepair bool
 }
 
 // Run runs scenario sc to its end and checks every invariant after every step (protocol notes
