@@ -25,6 +25,8 @@ peer_data = "127.0.0.1:7000"
 		{"bad mode", `crem_address = "127.0.0.1:50000"` + "\nmode = \"bridge\"\n" + relay, "want relay or tun"},
 		{"k+m", `crem_address = "127.0.0.1:50000"` + relay + "[policy]\nk = 250\nm = 10\nmax_k = 255\nmax_m = 16\n", "k + m <= 255"},
 		{"no peer", `crem_address = "127.0.0.1:50000"`, "peer is required"},
+		// G22: reverse_qp names one flow's reverse QP.
+		{"reverse_qp without qp", `crem_address = "127.0.0.1:50000"` + relay + "[[protect]]\nreverse_qp = 5\n", "reverse_qp 5 needs qp"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -144,7 +144,9 @@ func TestUnreachablePeerAndGarbage(t *testing.T) {
 	}
 	body, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
-	for _, m := range []string{"crem_csf_unprotected_total", "crem_csf_hello_sent_total", "crem_crf_flows_restored_total", "crem_gateway_packets_unprotected_total", "crem_csf_flow_state{"} {
+	for _, m := range []string{"crem_csf_unprotected_total", "crem_csf_hello_sent_total", "crem_crf_flows_restored_total", "crem_gateway_packets_unprotected_total", "crem_csf_flow_state{",
+		"crem_pairing_paired_by_correlation_total", "crem_pairing_paired_by_cm_total", "crem_pairing_contradictions_total",
+		"crem_pairing_probation_evicted_total", "crem_gateway_reverse_to_none_total"} {
 		if !strings.Contains(string(body), m) {
 			t.Errorf("/metrics lacks %s", m)
 		}

@@ -13,7 +13,9 @@ import (
 
 	"github.com/crem-project/crem/crf"
 	"github.com/crem-project/crem/csf"
+	"github.com/crem-project/crem/flow"
 	"github.com/crem-project/crem/pairing"
+	"github.com/crem-project/crem/psn"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
@@ -232,4 +234,45 @@ func (c collector) perFlow(ch chan<- prometheus.Metric) {
 			}
 		}
 	}
+}
+
+// SenderFlow is what the gateway knows of one outbound flow.
+type SenderFlow struct {
+	Stats csf.Stats
+	State csf.State
+	// ReverseQP is the QP whose ACKs and READ responses are offered to the flow's CSF, when
+	// ReverseKnown: configured, or learned (RDMA CM, or PSN correlation confirmed).
+	ReverseQP    uint32
+	ReverseKnown bool
+	// AckedThrough is the highest PSN an acknowledgement accepted by the CSF acknowledged,
+	// when AckedKnown (csf.Sender.AckedThrough).
+	AckedThrough psn.PSN
+	AckedKnown   bool
+}
+
+// SenderFlow returns what the gateway knows of an outbound flow, if it has a CSF.
+func (g *Gateway) SenderFlow(k flow.Key) (SenderFlow, bool) {
+	sh := g.shards[g.pairHash(k.Src, k.Dst)]
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	s := sh.n.Sender(k)
+	if s == nil {
+		return SenderFlow{}, false
+	}
+	f := SenderFlow{Stats: s.Stats(), State: s.State()}
+	f.ReverseQP, f.ReverseKnown = sh.n.ReverseQP(k)
+	f.AckedThrough, f.AckedKnown = s.AckedThrough()
+	return f, true
+}
+
+// ReceiverFlow returns the CRF's counters of an inbound flow, if it has one.
+func (g *Gateway) ReceiverFlow(k flow.Key) (crf.FlowStats, bool) {
+	sh := g.shards[g.pairHash(k.Src, k.Dst)]
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	id, ok := sh.n.recv.Lookup(k)
+	if !ok {
+		return crf.FlowStats{}, false
+	}
+	return sh.n.recv.FlowStats(id)
 }

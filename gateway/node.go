@@ -78,8 +78,10 @@ type NodeStats struct {
 	// ReverseToNone those offered to none (no flow paired with their QP: they release nothing).
 	ReverseToSender, ReverseToNone uint64
 	// SenderReverseQPSet counts reverse QPs set on CSFs (configured, or learned by pairing).
-	SenderReverseQPSet  uint64
-	PairingEventsLogged uint64 // pairings learned and ended, each logged
+	SenderReverseQPSet uint64
+	// SenderReverseQPCleared counts reverse QPs taken from CSFs when their pairing ended.
+	SenderReverseQPCleared uint64
+	PairingEventsLogged    uint64 // pairings learned and ended, each logged
 }
 
 // NodeOptions are what NewNode needs besides the configuration.
@@ -250,6 +252,12 @@ func (n *Node) applyEvent(e pairing.Event) {
 		n.log.Info("reverse QP paired with flow", "src", e.Flow.Src, "dst", e.Flow.Dst, "qp", e.Flow.DestQP,
 			"reverse_qp", e.ReverseQP, "by", e.By.String())
 	case pairing.Unpaired:
+		if s := n.senders[e.Flow]; s != nil {
+			if qp, ok := s.s.ReverseQP(); ok && qp == e.ReverseQP {
+				s.s.ClearReverseQP() // releases nothing until the flow is paired again
+				n.stats.SenderReverseQPCleared++
+			}
+		}
 		n.log.Info("reverse QP no longer paired with flow", "src", e.Flow.Src, "dst", e.Flow.Dst, "qp", e.Flow.DestQP,
 			"reverse_qp", e.ReverseQP, "reason", e.Reason.String())
 	}
@@ -652,7 +660,8 @@ func (ns *NodeStats) addTo(m map[string]uint64) {
 		"path_reports_intercepted": ns.PathReportsTaken, "template_errors": ns.TemplateErrors,
 		"crem_discarded": ns.CREMDiscarded, "crem_malformed": ns.CREMMalformed, "crem_unknown_flow": ns.CREMUnknownFlow,
 		"reverse_to_sender": ns.ReverseToSender, "reverse_to_none": ns.ReverseToNone,
-		"sender_reverse_qp_set": ns.SenderReverseQPSet, "pairing_events": ns.PairingEventsLogged,
+		"sender_reverse_qp_set": ns.SenderReverseQPSet, "sender_reverse_qp_cleared": ns.SenderReverseQPCleared,
+		"pairing_events": ns.PairingEventsLogged,
 	} {
 		m[k] += v
 	}

@@ -1,8 +1,12 @@
 package gateway_test
 
 import (
+	"context"
+	"log/slog"
 	"math/rand/v2"
 	"net/netip"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -10,6 +14,7 @@ import (
 	"github.com/crem-project/crem/flow"
 	"github.com/crem-project/crem/gateway"
 	"github.com/crem-project/crem/psn"
+	"github.com/crem-project/crem/roce"
 	"github.com/crem-project/crem/wire"
 )
 
@@ -172,5 +177,137 @@ func TestNodesInVirtualTimeIssue10(t *testing.T) {
 		sa.Gateway["reverse_to_none"], sa.Sender.BlocksAcked)
 	if st.Receiver.Flows.Restored == 0 || sa.Pairing.PairedByCorrelation != 6 || sa.Sender.BlocksAcked == 0 {
 		t.Fatalf("restored %d, paired %d, blocks acked %d", st.Receiver.Flows.Restored, sa.Pairing.PairedByCorrelation, sa.Sender.BlocksAcked)
+	}
+}
+
+// logRecords keeps the messages and attributes of every log record.
+type logRecords struct {
+	mu   sync.Mutex
+	recs []string
+}
+
+func (h *logRecords) Enabled(context.Context, slog.Level) bool { return true }
+func (h *logRecords) WithAttrs([]slog.Attr) slog.Handler       { return h }
+func (h *logRecords) WithGroup(string) slog.Handler            { return h }
+func (h *logRecords) Handle(_ context.Context, r slog.Record) error {
+	s := r.Message
+	r.Attrs(func(a slog.Attr) bool { s += " " + a.String(); return true })
+	h.mu.Lock()
+	h.recs = append(h.recs, s)
+	h.mu.Unlock()
+	return nil
+}
+
+// TestNodeCMPairsIssue10 (C9): a ConnectRequest from this side's endpoint and its ConnectReply
+// from the peer's, relayed through the node like any datagram, pair the flow to the
+// responder's QP with the requester's QP before its first source: its CSF gets the reverse QP
+// as it starts, the first ACK of that QP reaches it, an ACK of another QP does not, and the
+// pairing is logged and counted (pairing.Stats.PairedByCM).
+func TestNodeCMPairsIssue10(t *testing.T) {
+	logs := &logRecords{}
+	epA, epB := netip.MustParseAddr("10.0.0.1"), netip.MustParseAddr("10.0.0.2")
+	n, err := gateway.NewNode(gateway.Config{CREMAddress: "127.0.0.1:7001", Peer: "127.0.0.2:7001",
+		Protect: []gateway.ProtectRule{{SrcPort: 5000}},
+		Relay: gateway.RelayConfig{Listen: "127.0.0.1:0", WANListen: "127.0.0.1:0",
+			Target: netip.AddrPortFrom(epA, 4791).String(), PeerData: netip.AddrPortFrom(epB, 4791).String()}},
+		gateway.NodeOptions{Seed: 1, Logger: slog.New(logs)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const reqQP, repQP = 0x0a0b0c, 0x0d0e0f
+	gsi := func(mad []byte, err error) []byte {
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := roce.AppendGSIPacket(nil, 0xffff, 0, mad)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	n.Local(0, 5001, gsi(roce.CMReq{LocalCommID: 0x1234, LocalQPN: reqQP, StartingPSN: 0x7ffffe}.AppendMAD(nil, 9)))
+	if !n.WAN(time.Millisecond, gsi(roce.CMRep{LocalCommID: 0x99, RemoteCommID: 0x1234, LocalQPN: repQP, StartingPSN: 3}.AppendMAD(nil, 9)), false) {
+		t.Fatal("a REP was not relayed")
+	}
+	k := flow.Key{Src: epA, Dst: epB, DestQP: repQP}
+	if rq, ok := n.ReverseQP(k); !ok || rq != reqQP {
+		t.Fatalf("after REQ and REP: %#x %v", rq, ok)
+	}
+	syn := cremtest.Synth{Desc: flow.Descriptor{Kind: wire.FlowKindRoCEv2, Src: epA, Dst: epB, DestQP: repQP, SrcPort: 5000}, PSN: 0x7ffffe}
+	n.Local(2*time.Millisecond, 5000, syn.Next(64))
+	s := n.Sender(k)
+	if s == nil {
+		t.Fatal("no CSF")
+	}
+	if rq, ok := s.ReverseQP(); !ok || rq != reqQP {
+		t.Fatalf("the CSF's reverse QP: %#x %v", rq, ok)
+	}
+	n.WAN(3*time.Millisecond, cremtest.Ack(reqQP, 0x7ffffe), false)
+	n.WAN(3*time.Millisecond, cremtest.Ack(reqQP+1, 0x7ffffe), false)
+	if got := s.Stats().ReverseObserved; got != 1 {
+		t.Fatalf("the CSF was offered %d packets passing back, want its own QP's one", got)
+	}
+	st := n.Stats()
+	if st.Pairing.PairedByCM != 2 || st.Gateway["reverse_to_sender"] != 1 || st.Gateway["reverse_to_none"] != 2 || st.Gateway["sender_reverse_qp_set"] != 1 {
+		t.Fatalf("pairing %+v, gateway %v", st.Pairing, st.Gateway)
+	}
+	logs.mu.Lock()
+	defer logs.mu.Unlock()
+	found := 0
+	for _, r := range logs.recs {
+		if strings.HasPrefix(r, "reverse QP paired with flow") && strings.Contains(r, "by=cm") {
+			found++
+		}
+	}
+	if found != 2 {
+		t.Fatalf("want a log line for each of the two pairings: %q", logs.recs)
+	}
+}
+
+// TestNodeRestartClearsReverseQPIssue10 (C9, E32): a flow paired by correlation whose QP is
+// created again (a new PSN space, a new requester QP) loses its CSF's reverse QP at the first
+// request of the new space, so the old QP's late ACKs release nothing, and gets the new one once
+// the new QP's ACKs confirm it.
+func TestNodeRestartClearsReverseQPIssue10(t *testing.T) {
+	epA, epB := netip.MustParseAddr("10.0.0.1"), netip.MustParseAddr("10.0.0.2")
+	n, err := gateway.NewNode(gateway.Config{CREMAddress: "127.0.0.1:7001", Peer: "127.0.0.2:7001",
+		Protect: []gateway.ProtectRule{{SrcPort: 5000}},
+		Relay: gateway.RelayConfig{Listen: "127.0.0.1:0", WANListen: "127.0.0.1:0",
+			Target: netip.AddrPortFrom(epA, 4791).String(), PeerData: netip.AddrPortFrom(epB, 4791).String()}},
+		gateway.NodeOptions{Seed: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	desc := flow.Descriptor{Kind: wire.FlowKindRoCEv2, Src: epA, Dst: epB, DestQP: 0x200, SrcPort: 5000}
+	syn := cremtest.Synth{Desc: desc, PSN: 0x123456}
+	now := time.Duration(0)
+	run := func(rev uint32) {
+		for range 12 {
+			n.Local(now, 5000, syn.Next(64))
+			n.WAN(now, cremtest.Ack(rev, syn.PSN.Add(-1)), false)
+			now += time.Millisecond
+		}
+	}
+	run(0x100)
+	s := n.Sender(desc.Key())
+	if qp, ok := s.ReverseQP(); !ok || qp != 0x100 {
+		t.Fatalf("before the restart: %#x %v", qp, ok)
+	}
+	syn.PSN = 0xabcdef // the QP created again: a new random initial PSN
+	n.Local(now, 5000, syn.Next(64))
+	if qp, ok := s.ReverseQP(); ok {
+		t.Fatalf("after the first request of the new space the CSF still has reverse QP %#x", qp)
+	}
+	before := s.Stats().ReverseObserved
+	n.WAN(now, cremtest.Ack(0x100, 0x123456+11), false)
+	if s.Stats().ReverseObserved != before {
+		t.Fatal("a late ACK of the old connection reached the CSF")
+	}
+	run(0x101)
+	if qp, ok := s.ReverseQP(); !ok || qp != 0x101 {
+		t.Fatalf("after the new QP's ACKs: %#x %v", qp, ok)
+	}
+	if st := n.Stats(); st.Gateway["sender_reverse_qp_cleared"] != 1 || st.Pairing.UnpairedRestart != 1 || st.Pairing.PairedByCorrelation != 2 {
+		t.Fatalf("gateway %v, pairing %+v", st.Gateway, st.Pairing)
 	}
 }
