@@ -941,6 +941,19 @@ func (c *checker) sweep() {
 				c.crfState(q.p.flows[sideA]), c.crfState(q.p.flows[sideB]))
 		}
 	}
+	if w.steps%(1<<16) == 0 {
+		// The engines' tables: one CRF flow per inbound flow at most (a new session's HELLO
+		// replaces the old), one CSF per outbound flow.
+		for s := range 2 {
+			n := w.gw[s].node
+			if got, want := len(n.Receiver().Flows()), len(w.flist)/2; got > want {
+				c.failk(InvMemory, "crf-flows", nil, "the CRF of gateway %c serves %d flows; %d flows arrive there", 'A'+s, got, want)
+			}
+			if got, want := len(n.Flows()), len(w.flist)/2; got > want {
+				c.failk(InvMemory, "csfs", nil, "gateway %c has %d CSFs; %d flows leave there", 'A'+s, got, want)
+			}
+		}
+	}
 	for _, f := range w.flist {
 		cs := f.cs
 		if cs == nil {

@@ -75,6 +75,26 @@ var Reproductions = map[string]func() *Scenario{
 			{At: 101 * time.Millisecond, QP: 0, Op: rc.OpRead, Size: 1024}}
 		return s
 	},
+	// One sr QP starting at m = 0, a WRITE of 256 KiB every 5 ms, 3 percent loss each way: the
+	// policy raises m (a change away from m = 0), and the CRF drops the coded retransmissions
+	// of the blocks of the first configuration, which it released (issue 10, item 5).
+	"change-from-m0": func() *Scenario {
+		s := Minimal(1, 0, rc.ModeSR)
+		s.M = 0
+		s.Phases = []Phase{{Name: "warm-up", Dur: 50 * time.Millisecond},
+			{Name: "bernoulli", Dur: time.Second, Loss: 0.03}, {Name: "drain", Drain: true}}
+		s.Script = every(0, rc.OpWrite, 256<<10, 20*time.Millisecond, 5*time.Millisecond, time.Second)
+		return s
+	},
+	// The same at m = 2: a block gets a block-form REPAIR_REQUEST and two PSN-range requests
+	// answered with coded retransmissions of it, three coded rounds (issue 10, item 7).
+	"three-rounds": func() *Scenario {
+		s := Minimal(1, 0, rc.ModeSR)
+		s.Phases = []Phase{{Name: "warm-up", Dur: 50 * time.Millisecond},
+			{Name: "bernoulli", Dur: time.Second, Loss: 0.03}, {Name: "drain", Drain: true}}
+		s.Script = every(0, rc.OpWrite, 256<<10, 20*time.Millisecond, 5*time.Millisecond, time.Second)
+		return s
+	},
 	// One selective-repeat QP, a WRITE of 64 KiB every 10 ms, 66 s of 15 percent loss: the
 	// breaker never trips. The LOSS_REPORTs say some 3 percent: a lost packet that the RDMA
 	// transport resends, or whose original arrives after the CRF restored it, counts as
