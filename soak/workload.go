@@ -24,7 +24,8 @@ type workload struct {
 	octets  int64
 	largest int64
 	byOp    [rc.OpFetchAdd + 1]uint64
-	script  []ScriptOp // what is left of a scripted scenario's requests
+	script  []ScriptOp    // what is left of a scripted scenario's requests
+	regions []*sim.Region // released, unmapped at the end of the run
 }
 
 // qpWork is one QP's requests.
@@ -309,15 +310,19 @@ func (wl *workload) memory(q *qpWork, o *op) error {
 }
 
 // release frees o's memory.
+//
+// A synthetic region is unmapped only at the end of the run: a responder may still be sending
+// READ responses from it after the READ completed (a re-issued READ it runs again, R17), as a
+// NIC would read from memory the application has freed; with ordinary memory that is harmless,
+// with an unmapped region it would be a fault. The regions cost their period each (K2).
 func (wl *workload) release(q *qpWork, o *op) {
 	if o.mr != nil {
 		q.p.b.DeregisterMR(o.mr)
 	}
-	if o.srcR != nil {
-		o.srcR.Free()
-	}
-	if o.dstR != nil {
-		o.dstR.Free()
+	for _, r := range []*sim.Region{o.srcR, o.dstR} {
+		if r != nil {
+			wl.regions = append(wl.regions, r)
+		}
 	}
 	o.src, o.dst, o.srcR, o.dstR = nil, nil, nil, nil
 }
@@ -504,4 +509,8 @@ func (wl *workload) freeAll() {
 		}
 		q.out = nil
 	}
+	for _, r := range wl.regions {
+		r.Free()
+	}
+	wl.regions = nil
 }
