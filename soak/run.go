@@ -90,7 +90,8 @@ func Run(sc *Scenario, opt Options) *Result {
 	for w.step() {
 		if w.phase != lastPhase {
 			lastPhase = w.phase
-			res.PhaseLog = append(res.PhaseLog, fmt.Sprintf("%v %s", w.now.Round(time.Millisecond), sc.Phases[w.phase].String()))
+			res.PhaseLog = append(res.PhaseLog, fmt.Sprintf("%v %s (from event %d)", w.now.Round(time.Millisecond),
+				sc.Phases[w.phase].String(), w.events))
 			runtime.ReadMemStats(&ms)
 			res.PeakHeap = max(res.PeakHeap, ms.HeapInuse)
 		}
