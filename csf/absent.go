@@ -21,8 +21,12 @@ type absentRuns struct {
 // maxAbsentRuns bounds the runs a flow remembers.
 const maxAbsentRuns = 1024
 
-// absentHorizon is how far behind the newest PSN a run is still answered for.
-const absentHorizon = psn.Modulus / 4
+// absentHorizon is how far behind the newest PSN a run is still answered for; maxRun bounds one
+// run (a READ of 2^31 octets at an MTU of 256 consumes 2^23 PSNs).
+const (
+	absentHorizon = psn.Modulus / 4
+	maxRun        = psn.Modulus/2 - 1
+)
 
 func (a *absentRuns) at(i int) *psn.Range { return &a.r[(a.head+i)%len(a.r)] }
 
@@ -35,7 +39,7 @@ func (a *absentRuns) add(start psn.PSN, count uint32) {
 		a.r = make([]psn.Range, maxAbsentRuns)
 	}
 	if a.n > 0 {
-		if last := a.at(a.n - 1); last.End() == start && last.Count+count < absentHorizon {
+		if last := a.at(a.n - 1); last.End() == start && last.Count+count <= maxRun {
 			last.Count += count
 			a.expire(start.Add(int(count) - 1))
 			return
@@ -45,7 +49,7 @@ func (a *absentRuns) add(start psn.PSN, count uint32) {
 		a.head = (a.head + 1) % len(a.r)
 		a.n--
 	}
-	*a.at(a.n) = psn.Range{Start: start, Count: min(count, absentHorizon)}
+	*a.at(a.n) = psn.Range{Start: start, Count: min(count, maxRun)}
 	a.n++
 	a.expire(start.Add(int(count) - 1))
 }
@@ -85,6 +89,29 @@ func (a *absentRuns) find(p psn.PSN) (psn.Range, bool) {
 		return r, true
 	}
 	return psn.Range{}, false
+}
+
+// within returns how many PSNs of [from, to) the runs hold (to at most half the space after
+// from).
+func (a *absentRuns) within(from, to psn.PSN) uint32 {
+	span := from.Forward(to)
+	var n uint32
+	for i := 0; i < a.n; i++ {
+		r := a.at(i)
+		lo := from.Forward(r.Start) // the run's start, counted from from
+		if lo >= psn.Modulus/2 {
+			// The run starts before from: it counts from from on, if it reaches that far.
+			if back := r.Start.Forward(from); back < r.Count {
+				n += min(r.Count-back, span)
+			}
+			continue
+		}
+		if lo >= span {
+			continue
+		}
+		n += min(r.Count, span-lo)
+	}
+	return n
 }
 
 // reset forgets every run (a new session), keeping the storage.

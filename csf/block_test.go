@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/crem-project/crem/fec"
 	"github.com/crem-project/crem/psn"
 	"github.com/crem-project/crem/roce"
 	"github.com/crem-project/crem/wire"
@@ -165,7 +166,7 @@ func TestSteadyStateNoAllocs(t *testing.T) {
 		step()
 	}
 	if a := testing.AllocsPerRun(200, step); a != 0 {
-		t.Fatalf("%v allocations per block", a)
+		t.Fatalf("%s: %v allocations per block", fec.CodecPath(), a)
 	}
 }
 

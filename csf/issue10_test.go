@@ -504,3 +504,23 @@ func TestLearnsRDMAMTUE33(t *testing.T) {
 		t.Fatalf("MTU %d after mixed sizes", s.RDMAMTU())
 	}
 }
+
+// TestResendBeforeBigReadIsNoNewSpaceE32 (E32, C13): a go-back-N resend of the packets just before
+// a READ of 2 GiB lies more than 2^20 PSNs behind the next PSN, all of them consumed by the READ:
+// counted in the PSNs the flow carried it is a few packets back, a retransmission, not a new PSN
+// space.
+func TestResendBeforeBigReadIsNoNewSpaceE32(t *testing.T) {
+	s := newSender(t, WithConfig(wire.SchemeCauchy, 16, 2, 0), WithAdaptation(false))
+	establish(t, s, 0, 3)
+	now := time.Millisecond
+	for j := range 40 {
+		s.Observe(now, packet(psn.PSN(0x100+j), 100))
+	}
+	s.Observe(now, readRequest(0x128, 1<<31)) // 2^21 PSNs at an MTU of 1024
+	for j := range 40 {
+		s.Observe(now, packet(psn.PSN(0x100+j), 100))
+	}
+	if st := s.Stats(); st.PSNSpaceRestarts != 0 || st.Retransmissions != 40 || s.State() != StateEstablished {
+		t.Fatalf("restarts %d, retransmissions %d, state %v", st.PSNSpaceRestarts, st.Retransmissions, s.State())
+	}
+}

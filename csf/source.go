@@ -59,10 +59,14 @@ func (s *Sender) Observe(now time.Duration, pkt []byte) {
 			return
 		}
 		dma := binary.BigEndian.Uint32(pkt[roce.BTHLen+12:])
-		n = int(min(op.PSNs(dma, uint32(s.mtu)), 1<<22))
+		n = int(min(op.PSNs(dma, uint32(s.mtu)), maxReadPSNs))
 	}
 	s.ObserveSource(now, p, n, pkt)
 }
+
+// maxReadPSNs bounds the PSNs one READ request consumes: 2^31 octets (the largest DMA Length) at
+// the smallest RDMA MTU, 256.
+const maxReadPSNs = 1 << 23
 
 // fullHeaders gives, for the RC opcodes whose packets always carry exactly one RDMA MTU of
 // payload (the FIRST and MIDDLE packets of a message), the octets of their headers.
@@ -215,7 +219,9 @@ const (
 // shows as a run of consecutive PSNs there. On the run's restartRun-th packet the session starts
 // anew, so both functions forget the old space, and p is its first source.
 func (s *Sender) newPSNSpace(now time.Duration, p psn.PSN, n int) bool {
-	if p.Forward(s.next) <= restartDistance {
+	// The distance counts the PSNs the flow carried: not those a READ consumed or the flow
+	// skipped (a go-back-N resend just before a READ of 2 GiB lies 2^21 PSNs behind).
+	if d := p.Forward(s.next); d <= restartDistance || d-s.absent.within(p, s.next) <= restartDistance {
 		s.farRun = 0
 		return false
 	}

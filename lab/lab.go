@@ -52,7 +52,19 @@ type Options struct {
 	CREMPort int
 	// Timeout bounds each run (default 2 minutes).
 	Timeout time.Duration
+	// QPs is the number of queue pairs between the requester and the responder host that
+	// carry a run's messages, message i over QP i mod QPs (default DefaultQPs; at most
+	// Messages and MaxQPs). Each has its own initial PSNs, drawn over the 24-bit space from the
+	// seed, and paces at its share of the RDMA rate.
+	QPs int
 }
+
+// DefaultQPs is the lab's number of queue pairs: several between the same two hosts, as NCCL
+// and storage clients open them (protocol notes G30).
+const DefaultQPs = 4
+
+// MaxQPs bounds Options.QPs.
+const MaxQPs = 64
 
 // Run is one configuration's outcome; the JSON names are `crem lab --json`'s.
 type Run struct {
@@ -69,6 +81,33 @@ type Run struct {
 	RDMARetx   uint64  `json:"rdma_retx"`
 	Overhead   float64 `json:"overhead"`
 	Error      string  `json:"error,omitempty"`
+	// RepairRequests are the REPAIR_REQUESTs the CSFs received, and RequestsUnknownBlock those
+	// naming a block a CSF no longer held (released by an ACK, or evicted) and so could not
+	// answer.
+	RepairRequests       uint64 `json:"repair_requests"`
+	RequestsUnknownBlock uint64 `json:"requests_unknown_block"`
+	// QPs and PerQP describe the queue pairs; the figures above are the run's, over all of them.
+	QPs   int     `json:"qps"`
+	PerQP []QPRun `json:"per_qp"`
+}
+
+// QPRun is one queue pair's part of a run.
+type QPRun struct {
+	QP           int     `json:"qp"`
+	RequesterQPN uint32  `json:"requester_qpn"`
+	ResponderQPN uint32  `json:"responder_qpn"`
+	InitialPSN   uint32  `json:"initial_psn"` // the requester's first PSN
+	Messages     int     `json:"messages"`
+	Verified     bool    `json:"verified"` // every message of this QP completed and checked
+	MeanS        float64 `json:"mean_s"`
+	MaxS         float64 `json:"max_s"`
+	// Lost counts the RoCEv2 datagrams of this QP the path dropped, both directions.
+	Lost uint64 `json:"lost"`
+	// RestoredOnly counts the packets of this QP (SEND and WRITE packets, READ responses) that
+	// the path lost every time they were sent, so that they arrived only because a CRF restored
+	// them: a lower bound of CREM's restorations on this QP, measured on the path.
+	RestoredOnly uint64 `json:"restored_only"`
+	RDMARetx     uint64 `json:"rdma_retx"`
 }
 
 // Result is the whole lab.
@@ -139,6 +178,12 @@ func (o *Options) defaults() error {
 	}
 	if o.Timeout == 0 {
 		o.Timeout = 2 * time.Minute
+	}
+	if o.QPs == 0 {
+		o.QPs = min(DefaultQPs, o.Messages)
+	}
+	if o.QPs < 1 || o.QPs > MaxQPs || o.QPs > o.Messages {
+		return fmt.Errorf("lab: %d queue pairs for %d messages: want 1 to %d, and no more than the messages", o.QPs, o.Messages, MaxQPs)
 	}
 	return nil
 }
@@ -243,14 +288,17 @@ func pathConfigs(o *Options) (ab, ba netem.Config) {
 // ACKs and CREM's repair (every configuration uses the same rate).
 func rcRate(o *Options) int64 { return o.Rate * 8 / 10 }
 
-type side struct {
-	host *udp.Host
-	qp   *rc.QP
-	conn *udp.Conn
+// qpNumbers are the QPNs of pair q: the requester's and the responder's.
+func qpNumbers(q int) (a, b uint32) { return 0x111 + uint32(q)<<12, 0x222 + uint32(q)<<12 }
+
+// initialPSNs are the first PSNs of pair q, the requester's and the responder's, drawn over the
+// whole 24-bit space from the seed, as real deployments draw them.
+func initialPSNs(seed uint64, q int) (a, b psn.PSN) {
+	return psn.Of(uint32(mix(seed, 0x4c50_0000+uint64(q)) >> 40)), psn.Of(uint32(mix(seed, 0x4c50_8000+uint64(q)) >> 40))
 }
 
 func runOne(ctx context.Context, o *Options, name string, port int, pc *pathPcap) (Run, error) {
-	run := Run{Name: name, Messages: o.Messages, Bytes: int64(o.Messages) * int64(o.Size)}
+	run := Run{Name: name, Messages: o.Messages, Bytes: int64(o.Messages) * int64(o.Size), QPs: o.QPs}
 	crem, mode, _ := parseRun(name)
 	ab, ba := pathConfigs(o)
 	// The path's two ends listen on the CREM port: every CREM message of the lab is addressed
@@ -271,26 +319,32 @@ func runOne(ctx context.Context, o *Options, name string, port int, pc *pathPcap
 	}
 	defer hostB.Close()
 
-	const qpA, qpB = 0x111, 0x222
-	rate := rcRate(o)
-	cfgA := rc.Config{QPN: qpA, RemoteQPN: qpB, SendPSN: psn.Of(uint32(o.Seed) & 0xffffff), RecvPSN: psn.Of(uint32(o.Seed>>24) & 0xffffff),
-		MTU: o.MTU, Mode: mode, Rate: rate, RTT: o.RTT + time.Millisecond, Burst: time.Millisecond,
-		LocalAddr: addrA, RemoteAddr: addrB, LocalPort: hostA.LocalAddr().Port(), RemotePort: hostB.LocalAddr().Port()}
-	cfgB := cfgA
-	cfgB.QPN, cfgB.RemoteQPN, cfgB.SendPSN, cfgB.RecvPSN = qpB, qpA, cfgA.RecvPSN, cfgA.SendPSN
-	cfgB.LocalAddr, cfgB.RemoteAddr, cfgB.LocalPort, cfgB.RemotePort = addrB, addrA, cfgA.RemotePort, cfgA.LocalPort
-	cfgB.NotifyWrites = true
-	if crem && mode != rc.ModeGBN {
-		// T5: where CREM protects the flow, the reorder window covers CREM's restoration
-		// delay, a block's span plus the repair's flight, so the RDMA sender does not race it:
-		// the tcaeth loss decision of WRITE and SEND, and READ responses (protocol notes R22).
-		// gbn keeps IBTA's behaviour and has no window.
-		span := time.Duration(float64(o.K*(o.MTU+64)*8) / float64(rate) * 1e9)
-		w := span + 2*max(time.Millisecond, o.RTT/8)
-		cfgA.ReorderWindow, cfgB.ReorderWindow = w, w
+	// Every QP paces at its share of the RDMA rate: they share the path (G30).
+	rate := rcRate(o) / int64(o.QPs)
+	var cfgs [][2]rc.Config
+	for q := range o.QPs {
+		qpA, qpB := qpNumbers(q)
+		psnA, psnB := initialPSNs(o.Seed, q)
+		cfgA := rc.Config{QPN: qpA, RemoteQPN: qpB, SendPSN: psnA, RecvPSN: psnB,
+			MTU: o.MTU, Mode: mode, Rate: rate, RTT: o.RTT + time.Millisecond, Burst: time.Millisecond,
+			LocalAddr: addrA, RemoteAddr: addrB, LocalPort: hostA.LocalAddr().Port(), RemotePort: hostB.LocalAddr().Port()}
+		cfgB := cfgA
+		cfgB.QPN, cfgB.RemoteQPN, cfgB.SendPSN, cfgB.RecvPSN = qpB, qpA, cfgA.RecvPSN, cfgA.SendPSN
+		cfgB.LocalAddr, cfgB.RemoteAddr, cfgB.LocalPort, cfgB.RemotePort = addrB, addrA, cfgA.RemotePort, cfgA.LocalPort
+		cfgB.NotifyWrites = true
+		if crem && mode != rc.ModeGBN {
+			// T5: where CREM protects the flow, the reorder window covers CREM's restoration
+			// delay, a block's span plus the repair's flight, so the RDMA sender does not race it:
+			// the tcaeth loss decision of WRITE and SEND, and READ responses (protocol notes R22).
+			// gbn keeps IBTA's behaviour and has no window. A block is one QP's packets, at its
+			// share of the rate.
+			w := blockSpan(o, rate) + 2*max(time.Millisecond, o.RTT/8)
+			cfgA.ReorderWindow, cfgB.ReorderWindow = w, w
+		}
+		cfgs = append(cfgs, [2]rc.Config{cfgA, cfgB})
 	}
 
-	// Where each side's QP sends: into the path directly, or to its gateway.
+	// Where each side's QPs send: into the path directly, or to their gateway.
 	toA, toB := p.addr[0], p.addr[1]
 	var gws []*gateway.Gateway
 	var gwWG sync.WaitGroup
@@ -301,9 +355,12 @@ func runOne(ctx context.Context, o *Options, name string, port int, pc *pathPcap
 	}()
 	if crem {
 		ordered := mode == rc.ModeGBN
+		// One rule per direction covers every QP between the two hosts, as a deployment
+		// configures it: the gateways tell the flows apart by destination QP, and which reverse
+		// QP belongs to which flow is theirs to learn (G30).
 		rules := []gateway.ProtectRule{
-			{Src: addrA.String(), Dst: addrB.String(), SrcPort: int(cfgA.LocalPort), QP: qpB, ReverseQP: qpA, Ordered: &ordered},
-			{Src: addrB.String(), Dst: addrA.String(), SrcPort: int(cfgB.LocalPort), QP: qpA, ReverseQP: qpB, Ordered: &ordered},
+			{Src: addrA.String(), Dst: addrB.String(), SrcPort: int(hostA.LocalAddr().Port()), Ordered: &ordered},
+			{Src: addrB.String(), Dst: addrA.String(), SrcPort: int(hostB.LocalAddr().Port()), Ordered: &ordered},
 		}
 		// The RDMA senders' pacer sends in bursts of up to 1 ms on real sockets: a block
 		// closes on a longer gap only (C5), so that blocks fill up to k.
@@ -341,49 +398,63 @@ func runOne(ctx context.Context, o *Options, name string, port int, pc *pathPcap
 			p.route(i, gws[i].CREMAddr(), gws[1-i].CREMAddr())
 			p.route(i, gws[i].WANAddr(), gws[1-i].WANAddr())
 			p.def[i] = gws[1-i].WANAddr()
+			p.roce[i] = gws[i].WANAddr()
 		}
 		toA, toB = gws[0].RelayAddr(), gws[1].RelayAddr()
 	} else {
 		p.def = [2]netip.AddrPort{hostB.LocalAddr(), hostA.LocalAddr()}
+		p.roce = [2]netip.AddrPort{hostA.LocalAddr(), hostB.LocalAddr()}
 	}
 	p.run()
 
-	qa, err := rc.NewQP(cfgA)
-	if err != nil {
-		return run, fmt.Errorf("lab: requester: %w", err)
+	var pairs [][2]*rc.QP
+	for q, c := range cfgs {
+		qa, err := rc.NewQP(c[0])
+		if err != nil {
+			return run, fmt.Errorf("lab: QP %d: requester: %w", q, err)
+		}
+		qb, err := rc.NewQP(c[1])
+		if err != nil {
+			return run, fmt.Errorf("lab: QP %d: responder: %w", q, err)
+		}
+		pairs = append(pairs, [2]*rc.QP{qa, qb})
 	}
-	qb, err := rc.NewQP(cfgB)
-	if err != nil {
-		return run, fmt.Errorf("lab: responder: %w", err)
-	}
-	w := newWorkload(o, name, qa, qb)
-	if err := w.prepareResponder(); err != nil {
+	w := newWorkload(o, name, pairs)
+	if err := w.prepareResponders(); err != nil {
 		return run, err
 	}
-	ca, err := hostA.Add(qa, toA, nil, w.requesterDone)
-	if err != nil {
-		return run, fmt.Errorf("lab: requester: %w", err)
+	conns := make([][2]*udp.Conn, len(pairs))
+	for q, k := range w.qps {
+		ca, err := hostA.Add(k.qa, toA, nil, k.requesterDone)
+		if err != nil {
+			return run, fmt.Errorf("lab: QP %d: requester: %w", q, err)
+		}
+		defer hostA.Remove(ca)
+		cb, err := hostB.Add(k.qb, toB, nil, k.responderDone)
+		if err != nil {
+			return run, fmt.Errorf("lab: QP %d: responder: %w", q, err)
+		}
+		defer hostB.Remove(cb)
+		conns[q] = [2]*udp.Conn{ca, cb}
 	}
-	defer hostA.Remove(ca)
-	cb, err := hostB.Add(qb, toB, nil, w.responderDone)
-	if err != nil {
-		return run, fmt.Errorf("lab: responder: %w", err)
-	}
-	defer hostB.Remove(cb)
 
 	rctx, cancel := context.WithTimeout(ctx, o.Timeout)
 	defer cancel()
 	start := time.Now()
 	w.start = start
-	ca.Do(func(*rc.QP) { w.postAll() })
+	for q, k := range w.qps {
+		conns[q][0].Do(func(*rc.QP) { k.postAll() })
+	}
 	select {
 	case <-w.done:
 	case <-rctx.Done():
 	}
 	elapsed := time.Since(start)
-	var sa, sb rc.Stats
-	ca.Do(func(q *rc.QP) { sa = q.Stats() })
-	cb.Do(func(q *rc.QP) { sb = q.Stats() })
+	stats := make([][2]rc.Stats, len(pairs))
+	for q, c := range conns {
+		c[0].Do(func(x *rc.QP) { stats[q][0] = x.Stats() })
+		c[1].Do(func(x *rc.QP) { stats[q][1] = x.Stats() })
+	}
 	w.mu.Lock()
 	run.Verified = w.err == nil && w.completed == o.Messages && w.checked == o.Messages && w.bad == 0
 	if w.err != nil {
@@ -391,25 +462,34 @@ func runOne(ctx context.Context, o *Options, name string, port int, pc *pathPcap
 	} else if !run.Verified {
 		run.Error = fmt.Sprintf("%d of %d messages completed, %d checked, %d bad", w.completed, o.Messages, w.checked, w.bad)
 	}
-	var sum time.Duration
-	for _, d := range w.durations {
-		sum += d
-		run.MaxS = max(run.MaxS, d.Seconds())
-	}
-	if len(w.durations) > 0 {
-		run.MeanS = sum.Seconds() / float64(len(w.durations))
+	run.MeanS, run.MaxS = meanMax(w.durations)
+	for q, k := range w.qps {
+		r := QPRun{QP: q, RequesterQPN: cfgs[q][0].QPN, ResponderQPN: cfgs[q][1].QPN, InitialPSN: uint32(cfgs[q][0].SendPSN),
+			Messages: k.n, Verified: w.err == nil && k.completed == k.n && k.checked == k.n && k.bad == 0,
+			RDMARetx: stats[q][0].RetransmittedPackets + stats[q][1].RetransmittedPackets}
+		r.MeanS, r.MaxS = meanMax(k.durations)
+		run.PerQP = append(run.PerQP, r)
+		run.RDMARetx += r.RDMARetx
 	}
 	w.mu.Unlock()
 	run.GoodputBps = float64(run.Bytes) * 8 / elapsed.Seconds()
-	run.RDMARetx = sa.RetransmittedPackets + sb.RetransmittedPackets
 	gcancel()
 	gwWG.Wait()
 	for _, g := range gws {
 		st := g.Stats()
 		run.Restored += st.Receiver.Flows.Restored
 		run.CodedRetx += st.Sender.RetxSent
+		run.RepairRequests += st.Sender.RequestsReceived
+		run.RequestsUnknownBlock += st.Sender.RequestsUnknownBlock
 	}
-	ps := p.end()
+	ps, figs := p.end()
+	for q := range run.PerQP {
+		r := &run.PerQP[q]
+		for _, qpn := range []uint32{r.RequesterQPN, r.ResponderQPN} {
+			r.Lost += figs[qpn].lost
+			r.RestoredOnly += figs[qpn].restoredOnly
+		}
+	}
 	var carried uint64
 	for _, s := range ps {
 		run.Lost += s.DroppedLoss + s.DroppedOverflow
@@ -417,6 +497,24 @@ func runOne(ctx context.Context, o *Options, name string, port int, pc *pathPcap
 	}
 	run.Overhead = float64(carried) / float64(run.Bytes)
 	return run, nil
+}
+
+// meanMax returns the mean and the largest of ds in seconds.
+func meanMax(ds []time.Duration) (mean, maxS float64) {
+	var sum time.Duration
+	for _, d := range ds {
+		sum += d
+		maxS = max(maxS, d.Seconds())
+	}
+	if len(ds) > 0 {
+		mean = sum.Seconds() / float64(len(ds))
+	}
+	return mean, maxS
+}
+
+// blockSpan is the time one QP's block of K packets takes at its rate.
+func blockSpan(o *Options, rate int64) time.Duration {
+	return time.Duration(float64(o.K*(o.MTU+64)*8) / float64(rate) * 1e9)
 }
 
 // maxOpen sizes the CRF's Max Open Blocks for the path (E14): the blocks one round trip and

@@ -12,6 +12,7 @@ import (
 
 	"github.com/crem-project/crem/capture"
 	"github.com/crem-project/crem/netem"
+	"github.com/crem-project/crem/roce"
 )
 
 // path is the impaired path between the two sides: one netem link per direction, carrying
@@ -30,6 +31,19 @@ type path struct {
 	dirs   [2]*direction
 	pcap   *pathPcap
 	wg     sync.WaitGroup
+	// roce[i] is the sender on side i whose datagrams are RoCEv2 (the endpoint, or its
+	// gateway's relay socket), counted per destination QP and PSN (qpTally).
+	roce [2]netip.AddrPort
+}
+
+// qpTally is what the path did to the RoCEv2 datagrams of one destination QP.
+type qpTally struct {
+	dropped uint64 // datagrams lost, every opcode
+	// psns counts the transmissions and losses of each PSN whose packet must arrive for its
+	// message to complete (SEND and WRITE packets and READ responses; not READ requests, which a
+	// later re-issue may replace): one lost every time it was sent still arrived only if CREM
+	// restored it.
+	psns map[uint32]*[2]uint32
 }
 
 type item struct {
@@ -48,6 +62,8 @@ type direction struct {
 	// ended: the run's figures were taken (path.end); what crosses after is neither counted
 	// nor captured, so that the capture matches the figures.
 	ended bool
+	// qps tallies the RoCEv2 datagrams by destination QP.
+	qps map[uint32]*qpTally
 }
 
 type pathPcap struct {
@@ -63,7 +79,8 @@ func newPath(ab, ba netem.Config, pc *pathPcap, a, b netip.AddrPort) (*path, err
 		if err != nil {
 			return nil, fmt.Errorf("lab: path: %w", err)
 		}
-		p.dirs[i] = &direction{idx: i, link: l, in: make(chan item, 65536), p: p, stop: make(chan struct{})}
+		p.dirs[i] = &direction{idx: i, link: l, in: make(chan item, 65536), p: p, stop: make(chan struct{}),
+			qps: map[uint32]*qpTally{}}
 	}
 	for i, ap := range []netip.AddrPort{a, b} {
 		s, err := net.ListenUDP("udp", net.UDPAddrFromAddrPort(ap))
@@ -161,8 +178,12 @@ func (d *direction) loop() {
 			d.mu.Lock()
 			now := p.now()
 			to := p.dest(d.idx, it.from)
-			if d.link.Send(now, netem.Packet{Data: it.data, ID: packAddr(to)}) != netem.Queued && !d.ended {
+			lost := d.link.Send(now, netem.Packet{Data: it.data, ID: packAddr(to)}) != netem.Queued
+			if lost && !d.ended {
 				p.record(it.from, to, it.data, true)
+			}
+			if it.from == p.roce[d.idx] && !d.ended {
+				d.tally(it.data, lost)
 			}
 			d.link.Deliver(now, out)
 			d.mu.Unlock()
@@ -190,6 +211,35 @@ func (d *direction) loop() {
 	}
 }
 
+// tally counts a RoCEv2 datagram sent into the link under its destination QP and PSN.
+func (d *direction) tally(b []byte, lost bool) {
+	h, _, err := roce.ParseBTH(b)
+	if err != nil {
+		return
+	}
+	t := d.qps[h.DestQP]
+	if t == nil {
+		t = &qpTally{psns: map[uint32]*[2]uint32{}}
+		d.qps[h.DestQP] = t
+	}
+	if lost {
+		t.dropped++
+	}
+	info := h.OpCode.Info()
+	if !info.Source || h.OpCode == roce.OpReadRequest || h.OpCode == roce.OpCompareSwap || h.OpCode == roce.OpFetchAdd {
+		return
+	}
+	c := t.psns[uint32(h.PSN)]
+	if c == nil {
+		c = new([2]uint32)
+		t.psns[uint32(h.PSN)] = c
+	}
+	c[0]++
+	if lost {
+		c[1]++
+	}
+}
+
 // record writes one frame of the path's capture; dropped datagrams have TTL 1.
 func (p *path) record(from, to netip.AddrPort, b []byte, dropped bool) {
 	if p.pcap == nil {
@@ -208,15 +258,32 @@ func (p *path) record(from, to netip.AddrPort, b []byte, dropped bool) {
 // end returns each direction's link counters and stops the capture with them: the QPs and
 // their timers still run until the run is torn down, and a datagram dropped after the figures
 // were taken must not appear in the capture as a loss of the run.
-func (p *path) end() [2]netem.Stats {
+func (p *path) end() ([2]netem.Stats, map[uint32]qpFigures) {
 	var s [2]netem.Stats
+	figs := map[uint32]qpFigures{}
 	for i, d := range p.dirs {
 		d.mu.Lock()
 		s[i] = d.link.Stats()
 		d.ended = true
+		for qp, t := range d.qps {
+			f := figs[qp]
+			f.lost += t.dropped
+			for _, c := range t.psns {
+				if c[1] == c[0] {
+					f.restoredOnly++
+				}
+			}
+			figs[qp] = f
+		}
 		d.mu.Unlock()
 	}
-	return s
+	return s, figs
+}
+
+// qpFigures is what the path saw of the datagrams to one QP: those it lost, and the packets it
+// lost every time they were sent (that still arrived: restored by CREM).
+type qpFigures struct {
+	lost, restoredOnly uint64
 }
 
 func (p *path) close() error {

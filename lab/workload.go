@@ -9,25 +9,19 @@ import (
 	"github.com/crem-project/crem/rc"
 )
 
-// workload posts the messages at the requester, checks every one where it lands and times
-// each from its post to its completion at the requester.
+// workload posts the messages of a run over its queue pairs, checks every one where it lands
+// and times each from its post to its completion at the requester. Message g goes over QP
+// g mod QPs.
 type workload struct {
-	o      *Options
-	name   string
-	qa, qb *rc.QP
-	slots  int
-	bufs   [][]byte // requester's messages (WRITE, SEND) or READ targets, one per slot
-	mem    []byte   // responder's memory
-	mr     *rc.MR
-	start  time.Time
+	o     *Options
+	name  string
+	qps   []*qpWork
+	start time.Time
 
 	mu        sync.Mutex
-	posted    int
 	completed int
 	checked   int
 	bad       int
-	writes    int
-	recvs     int
 	postedAt  []time.Time
 	durations []time.Duration
 	err       error
@@ -35,15 +29,53 @@ type workload struct {
 	closed    bool
 }
 
-func newWorkload(o *Options, name string, qa, qb *rc.QP) *workload {
-	slots := max(1, min(o.Messages, (64<<20)/o.Size, 64))
-	w := &workload{o: o, name: name, qa: qa, qb: qb, slots: slots, done: make(chan struct{}),
-		postedAt: make([]time.Time, o.Messages)}
-	w.bufs = make([][]byte, slots)
-	for j := range w.bufs {
-		w.bufs[j] = make([]byte, o.Size)
+// qpWork is one queue pair's part of a run: a requester QP and its responder.
+type qpWork struct {
+	w      *workload
+	q      int
+	qa, qb *rc.QP
+	seed   uint64   // of its messages (qpSeed)
+	n      int      // messages over this QP
+	slots  int      // of them in flight at once, each with its memory
+	bufs   [][]byte // requester's messages (WRITE, SEND) or READ targets, one per slot
+	mem    []byte   // responder's memory
+	mr     *rc.MR
+
+	posted, completed, checked, bad, writes, recvs int
+	durations                                      []time.Duration
+}
+
+func newWorkload(o *Options, name string, pairs [][2]*rc.QP) *workload {
+	n := len(pairs)
+	w := &workload{o: o, name: name, done: make(chan struct{}), postedAt: make([]time.Time, o.Messages)}
+	for q, p := range pairs {
+		k := &qpWork{w: w, q: q, qa: p[0], qb: p[1], seed: qpSeed(o.Seed, q), n: (o.Messages - q + n - 1) / n}
+		k.slots = max(1, min(k.n, (64<<20)/n/o.Size, 64))
+		k.bufs = make([][]byte, k.slots)
+		for j := range k.bufs {
+			k.bufs[j] = make([]byte, o.Size)
+		}
+		w.qps = append(w.qps, k)
 	}
 	return w
+}
+
+// qpSeed is the seed of QP q's messages: the run's own for the first, so that a run of one QP
+// moves the same data as before there were several; the others' differ, so that a message
+// landing on another QP's memory fails its check.
+func qpSeed(seed uint64, q int) uint64 {
+	if q == 0 {
+		return seed
+	}
+	return mix(seed, uint64(q))
+}
+
+// mix derives a stream's value from a seed.
+func mix(seed, stream uint64) uint64 {
+	x := seed ^ stream*0x9e3779b97f4a7c15
+	x = (x ^ x>>30) * 0xbf58476d1ce4e5b9
+	x = (x ^ x>>27) * 0x94d049bb133111eb
+	return x ^ x>>31
 }
 
 // pattern fills b with message i of the run: random octets from the seed.
@@ -70,66 +102,69 @@ func matches(b []byte, seed uint64, i int) bool {
 	return true
 }
 
-// prepareResponder registers the responder's memory (READ: filled with the messages) and
+// prepareResponders registers each responder's memory (READ: filled with the messages) and
 // posts its receive buffers (SEND).
-func (w *workload) prepareResponder() error {
+func (w *workload) prepareResponders() error {
 	size := w.o.Size
-	w.mem = make([]byte, size*w.slots)
-	mr, err := w.qb.RegisterMR(w.mem, rc.AccessRemoteWrite|rc.AccessRemoteRead|rc.AccessLocalWrite)
-	if err != nil {
-		return fmt.Errorf("lab: responder memory: %w", err)
-	}
-	w.mr = mr
-	switch w.o.Op {
-	case "read":
-		for i := range w.o.Messages {
-			if i < w.slots {
-				pattern(w.mem[i*size:(i+1)*size], w.o.Seed, i)
-			}
+	for _, k := range w.qps {
+		k.mem = make([]byte, size*k.slots)
+		mr, err := k.qb.RegisterMR(k.mem, rc.AccessRemoteWrite|rc.AccessRemoteRead|rc.AccessLocalWrite)
+		if err != nil {
+			return fmt.Errorf("lab: QP %d: responder memory: %w", k.q, err)
 		}
-	case "send":
-		for j := range w.slots {
-			if err := w.qb.PostRecv(rc.RecvWR{ID: uint64(j), Buf: w.mem[j*size : (j+1)*size]}); err != nil {
-				return fmt.Errorf("lab: responder receive: %w", err)
+		k.mr = mr
+		switch w.o.Op {
+		case "read":
+			for j := range k.slots {
+				pattern(k.mem[j*size:(j+1)*size], k.seed, j)
+			}
+		case "send":
+			for j := range k.slots {
+				if err := k.qb.PostRecv(rc.RecvWR{ID: uint64(j), Buf: k.mem[j*size : (j+1)*size]}); err != nil {
+					return fmt.Errorf("lab: QP %d: responder receive: %w", k.q, err)
+				}
 			}
 		}
 	}
 	return nil
 }
 
-// postAll posts the first slots' worth of messages (under the requester host's lock).
-func (w *workload) postAll() {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	for range w.slots {
-		w.post()
+// postAll posts QP k's first slots' worth of messages (under the requester host's lock).
+func (k *qpWork) postAll() {
+	k.w.mu.Lock()
+	defer k.w.mu.Unlock()
+	for range k.slots {
+		k.post()
 	}
 }
 
-func (w *workload) post() {
-	if w.posted >= w.o.Messages || w.err != nil {
+// post posts k's next message; its ID is the message's number in the run.
+func (k *qpWork) post() {
+	w := k.w
+	if k.posted >= k.n || w.err != nil {
 		return
 	}
-	i := w.posted
-	j := i % w.slots
-	wr := rc.SendWR{ID: uint64(i), Local: w.bufs[j], RKey: w.mr.RKey, RemoteAddr: w.mr.Addr + uint64(j*w.o.Size)}
+	i := k.posted
+	g := k.q + i*len(w.qps)
+	j := i % k.slots
+	wr := rc.SendWR{ID: uint64(g), Local: k.bufs[j], RKey: k.mr.RKey, RemoteAddr: k.mr.Addr + uint64(j*w.o.Size)}
 	switch w.o.Op {
 	case "write":
 		wr.Op = rc.OpWrite
-		pattern(w.bufs[j], w.o.Seed, i)
+		pattern(k.bufs[j], k.seed, i)
 	case "send":
 		wr.Op = rc.OpSend
-		pattern(w.bufs[j], w.o.Seed, i)
+		pattern(k.bufs[j], k.seed, i)
 	case "read":
 		wr.Op = rc.OpRead
-		clear(w.bufs[j])
+		clear(k.bufs[j])
 	}
-	w.postedAt[i] = time.Now()
-	if err := w.qa.PostSend(wr); err != nil {
-		w.fail(fmt.Errorf("lab: post message %d: %w", i, err))
+	w.postedAt[g] = time.Now()
+	if err := k.qa.PostSend(wr); err != nil {
+		w.fail(fmt.Errorf("lab: QP %d: post message %d: %w", k.q, g, err))
 		return
 	}
-	w.posted++
+	k.posted++
 }
 
 func (w *workload) fail(err error) {
@@ -146,67 +181,77 @@ func (w *workload) finish() {
 	}
 }
 
-// requesterDone runs under the requester host's lock for each completion.
-func (w *workload) requesterDone(c rc.Completion) {
+// maybeDone ends the run once every message completed and was checked.
+func (w *workload) maybeDone() {
+	if w.completed == w.o.Messages && w.checked+w.bad >= w.o.Messages {
+		w.finish()
+	}
+}
+
+// requesterDone runs under the requester host's lock for each completion of QP k.
+func (k *qpWork) requesterDone(c rc.Completion) {
+	w := k.w
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if c.Kind != rc.KindSend {
 		return
 	}
 	if c.Status != rc.StatusSuccess {
-		w.fail(fmt.Errorf("lab: message %d: %v (%v)", c.ID, c.Status, w.qa.Err()))
+		w.fail(fmt.Errorf("lab: QP %d: message %d: %v (%v)", k.q, c.ID, c.Status, k.qa.Err()))
 		return
 	}
-	i := int(c.ID)
-	w.durations = append(w.durations, time.Since(w.postedAt[i]))
+	g := int(c.ID)
+	d := time.Since(w.postedAt[g])
+	w.durations = append(w.durations, d)
+	k.durations = append(k.durations, d)
 	if w.o.Op == "read" {
-		j := i % w.slots
-		if matches(w.bufs[j], w.o.Seed, j) {
+		j := (g - k.q) / len(w.qps) % k.slots
+		if matches(k.bufs[j], k.seed, j) {
+			k.checked++
 			w.checked++
 		} else {
+			k.bad++
 			w.bad++
 		}
 	}
+	k.completed++
 	w.completed++
 	if w.o.Progress != nil {
 		w.o.Progress(w.name, w.completed, w.o.Messages)
 	}
-	w.post()
-	if w.completed == w.o.Messages && w.checked+w.bad >= w.o.Messages {
-		w.finish()
-	}
+	k.post()
+	w.maybeDone()
 }
 
-// responderDone runs under the responder host's lock: it checks each WRITE as it is placed
-// and each SEND as it fills a receive buffer.
-func (w *workload) responderDone(c rc.Completion) {
+// responderDone runs under the responder host's lock: it checks each WRITE of QP k as it is
+// placed and each SEND as it fills a receive buffer.
+func (k *qpWork) responderDone(c rc.Completion) {
+	w := k.w
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	size := w.o.Size
+	good := false
 	switch c.Kind {
 	case rc.KindWritePlaced:
-		i := w.writes
-		w.writes++
-		j := i % w.slots
-		if c.Len == size && matches(w.mem[j*size:(j+1)*size], w.o.Seed, i) {
-			w.checked++
-		} else {
-			w.bad++
-		}
+		i := k.writes
+		k.writes++
+		j := i % k.slots
+		good = c.Len == size && matches(k.mem[j*size:(j+1)*size], k.seed, i)
 	case rc.KindRecv:
-		i := w.recvs
-		w.recvs++
+		i := k.recvs
+		k.recvs++
 		j := int(c.ID)
-		if c.Status == rc.StatusSuccess && c.Len == size && matches(w.mem[j*size:(j+1)*size], w.o.Seed, i) {
-			w.checked++
-		} else {
-			w.bad++
-		}
-		w.qb.PostRecv(rc.RecvWR{ID: c.ID, Buf: w.mem[j*size : (j+1)*size]})
+		good = c.Status == rc.StatusSuccess && c.Len == size && matches(k.mem[j*size:(j+1)*size], k.seed, i)
+		k.qb.PostRecv(rc.RecvWR{ID: c.ID, Buf: k.mem[j*size : (j+1)*size]})
 	default:
 		return
 	}
-	if w.completed == w.o.Messages && w.checked+w.bad >= w.o.Messages {
-		w.finish()
+	if good {
+		k.checked++
+		w.checked++
+	} else {
+		k.bad++
+		w.bad++
 	}
+	w.maybeDone()
 }

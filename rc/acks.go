@@ -23,12 +23,16 @@ func (r *responder) afterData(q *QP, ackReq, opened bool) {
 			q.stats.AckTriggerGap++
 		case q.now-r.batchStart >= r.cfg.TThresh:
 			q.stats.AckTriggerTime++ // Condition A
+			r.sendAck(q, false)
+			return
 		case r.batchCount >= q.cthresh:
 			q.stats.AckTriggerCount++ // Condition B
+			r.sendAck(q, false)
+			return
 		default:
 			return
 		}
-		r.sendAck(q)
+		r.sendAck(q, true)
 		return
 	}
 	if r.pending == 0 {
@@ -36,18 +40,22 @@ func (r *responder) afterData(q *QP, ackReq, opened bool) {
 	}
 	r.pending++
 	if ackReq || r.pending >= r.cfg.AckEvery {
-		r.sendAck(q)
+		r.sendAck(q, false)
 	}
 }
 
-// sendAck sends an ACK (an extended one in tcaeth, T2) and starts a new batch.
-func (r *responder) sendAck(q *QP) {
+// sendAck sends an ACK (an extended one in tcaeth, T2) and starts a new batch. A tcaeth ACK
+// that may be the last before the requester falls silent is repeated should nothing new
+// arrive (protocol notes R20): one that completes a message (AckReq, R21), reports a new gap,
+// flushes a tail batch on the T6 timer or answers a duplicate. One that Condition A or B sent
+// on a packet's arrival is not: the flow is sending, and its next packet's ACK carries the
+// state (R26).
+func (r *responder) sendAck(q *QP, repeat bool) {
 	r.emitAck(q)
 	r.pending, r.batchCount = 0, 0
 	r.reportRuns(q) // sr: the selective acknowledgement rides with each ACK (protocol notes R15)
 	if r.cfg.Mode == ModeTCAETH {
-		// Should nothing new arrive, this ACK is repeated (protocol notes R20).
-		r.ackAt, r.repeats, r.repeatArmed = q.now, 0, true
+		r.ackAt, r.repeats, r.repeatArmed = q.now, 0, repeat
 	}
 }
 
@@ -162,7 +170,7 @@ func (r *responder) timers(q *QP) {
 		if r.cfg.Mode == ModeTCAETH {
 			q.stats.AckTriggerTime++
 		}
-		r.sendAck(q)
+		r.sendAck(q, true)
 	}
 	if t, ok := r.repeatDue(); ok && q.now >= t {
 		r.repeats++

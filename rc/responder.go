@@ -254,7 +254,7 @@ func (r *responder) handle(q *QP, p *roce.Packet) {
 	} else if passed {
 		// The READ or atomic filled the gap below a WRITE or SEND that waits for its ACK.
 		q.stats.AckTriggerImmediate++
-		r.sendAck(q)
+		r.sendAck(q, true)
 	}
 }
 
@@ -737,7 +737,7 @@ func (r *responder) duplicate(q *QP, rq *request, behind int) {
 		}
 		r.lastImm, r.hasImm = q.now, true
 		q.stats.AckTriggerImmediate++
-		r.sendAck(q)
+		r.sendAck(q, true)
 	}
 }
 

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -21,6 +22,11 @@ configurations two CREM gateways in relay mode at the ends of the path. Each con
 gbn, tcaeth, crem+gbn and crem+tcaeth, moves the same messages over the same path with the same
 seed, and every byte delivered is checked.
 
+The messages of a run go over --qps N queue pairs (default 4) between the requester's and
+the responder's host (message i over QP i mod N), each with its own initial PSNs drawn over the whole 24-bit
+space from --seed and its share of the RDMA rate, as NCCL and storage clients open several
+between the same two hosts; in the CREM runs one protect rule per direction covers them all.
+
 The lab picks a free CREM port in the Dynamic Ports range on 127.0.0.1-127.0.0.4 and prints it.
 
 Output: a table (completion time mean and max per message, goodput, packets lost on the path,
@@ -28,7 +34,12 @@ restored by CREM, coded retransmission symbols sent, packets retransmitted by RD
 overhead: all UDP payload octets the path carried, both directions, divided by the message
 octets), with a progress bar when standard error is a terminal. With --json, one JSON object and
 nothing else on standard output: crem_port and runs, an array of {name, verified, messages,
-bytes, mean_s, max_s, goodput_bps, lost, restored, coded_retx, rdma_retx, overhead}.
+bytes, mean_s, max_s, goodput_bps, lost, restored, coded_retx, rdma_retx, overhead,
+repair_requests, requests_unknown_block, qps, per_qp}; requests_unknown_block counts the
+REPAIR_REQUESTs naming a block the sending gateway no longer held; per_qp has one object per queue pair: {qp, requester_qpn, responder_qpn,
+initial_psn, messages, verified, mean_s, max_s, lost, restored_only, rdma_retx}, where lost
+counts its datagrams the path dropped and restored_only its packets the path lost every time
+they were sent, which arrived only because CREM restored them.
 Exit status: 0 when every configuration verified, 1 when one did not, 2 for usage errors.
 
 Example:
@@ -51,6 +62,7 @@ func runLab(args []string, s stdio) int {
 	pcapFile := fs.String("pcap", "", "capture the impaired path of every run to this classic pcap `FILE` (Ethernet)")
 	asJSON := fs.Bool("json", false, "print one JSON object instead of the table")
 	timeout := fs.Duration("timeout", 2*time.Minute, "give up a configuration after this long")
+	qps := fs.Int("qps", lab.DefaultQPs, fmt.Sprintf("queue pairs carrying each run's messages (1 to %d; by default no more than --messages)", lab.MaxQPs))
 	if code, done := parseFlags(fs, args); done {
 		return code
 	}
@@ -64,7 +76,20 @@ func runLab(args []string, s stdio) int {
 		return 2
 	}
 	o := lab.Options{RTT: *rtt, Loss: ls, Rate: int64(rate), Seed: *seed, Messages: *messages, Size: int(size),
-		Op: *op, MTU: *mtu, Timeout: *timeout}
+		Op: *op, MTU: *mtu, Timeout: *timeout, QPs: *qps}
+	qpsSet := false
+	fs.Visit(func(f *flag.Flag) { qpsSet = qpsSet || f.Name == "qps" })
+	msgs := *messages
+	if msgs == 0 {
+		msgs = 16 // the lab's default
+	}
+	if !qpsSet {
+		o.QPs = min(*qps, max(msgs, 1))
+	}
+	if o.QPs < 1 || o.QPs > lab.MaxQPs || o.QPs > msgs {
+		fmt.Fprintf(s.err, "crem lab: --qps %d: want 1 to %d, and no more than --messages (%d)\n", o.QPs, lab.MaxQPs, msgs)
+		return 2
+	}
 	if *runs != "" {
 		o.Runs = splitList(*runs)
 	}
@@ -89,8 +114,8 @@ func runLab(args []string, s stdio) int {
 	}
 	o.CREMPort = port
 	if !*asJSON {
-		fmt.Fprintf(s.out, "CREM port %d (127.0.0.1-127.0.0.4); path: RTT %v, loss %v, rate %v; %d x %v %s, MTU %d\n",
-			port, *rtt, ls, rate, *messages, size, *op, *mtu)
+		fmt.Fprintf(s.out, "CREM port %d (127.0.0.1-127.0.0.4); path: RTT %v, loss %v, rate %v; %d x %v %s over %d QPs, MTU %d\n",
+			port, *rtt, ls, rate, *messages, size, *op, o.QPs, *mtu)
 	}
 	res, err := lab.Lab(ctx, o)
 	if o.Progress != nil {

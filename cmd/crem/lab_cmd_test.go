@@ -26,13 +26,43 @@ func TestLabJSON(t *testing.T) {
 		t.Fatalf("%+v", res)
 	}
 	for _, r := range res.Runs {
-		for _, k := range []string{"name", "verified", "messages", "bytes", "mean_s", "max_s", "goodput_bps", "lost", "restored", "coded_retx", "rdma_retx", "overhead"} {
+		for _, k := range []string{"name", "verified", "messages", "bytes", "mean_s", "max_s", "goodput_bps", "lost", "restored", "coded_retx", "rdma_retx", "overhead", "qps", "per_qp"} {
 			if _, ok := r[k]; !ok {
 				t.Errorf("run lacks %s: %v", k, r)
 			}
 		}
-		if r["verified"] != true {
+		if r["verified"] != true || r["qps"] != 2.0 {
 			t.Errorf("%v", r)
+		}
+		// The default runs several QPs (here as many as the two messages allow).
+		per, _ := r["per_qp"].([]any)
+		if len(per) != 2 {
+			t.Fatalf("per_qp %v", r["per_qp"])
+		}
+		for i, x := range per {
+			q := x.(map[string]any)
+			for _, k := range []string{"qp", "requester_qpn", "responder_qpn", "initial_psn", "messages", "verified", "mean_s", "max_s", "lost", "restored_only", "rdma_retx"} {
+				if _, ok := q[k]; !ok {
+					t.Errorf("QP %d lacks %s: %v", i, k, q)
+				}
+			}
+			if q["qp"] != float64(i) || q["verified"] != true || q["messages"] != 1.0 {
+				t.Errorf("QP %d: %v", i, q)
+			}
+		}
+	}
+}
+
+// crem lab --qps: the table says over how many QPs; more QPs than messages, or none, is a
+// usage error.
+func TestLabQPsFlag(t *testing.T) {
+	code, out, errs := runCmd("lab", "--rtt", "2ms", "--loss", "0", "--messages", "3", "--size", "64KiB", "--qps", "3", "--runs", "tcaeth")
+	if code != 0 || !strings.Contains(out, "3 x 64KiB write over 3 QPs") {
+		t.Fatalf("exit %d: %s %s", code, out, errs)
+	}
+	for _, args := range [][]string{{"--qps", "0"}, {"--qps", "65"}, {"--messages", "2", "--qps", "3"}} {
+		if code, _, _ := runCmd(append([]string{"lab"}, args...)...); code != 2 {
+			t.Errorf("%q: exit %d, want 2", args, code)
 		}
 	}
 }

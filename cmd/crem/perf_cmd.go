@@ -33,7 +33,8 @@ sends, including those the impairment drops.
 
 --qps N (perftest's -q) connects N queue pairs between the client and the server, each
 running --iters messages with its own initial PSN, drawn over the whole 24-bit space from
---seed, its own data and its own impairment, each verified on its own.
+--seed, its own data and its own impairment, each verified on its own. They share the path:
+--rate is the total, each QP pacing at rate/N.
 
 Output: a table, or with --json one JSON object and nothing else on standard output:
 bytes, iterations, seconds, verified, data_packets, retransmitted_packets,
@@ -45,7 +46,7 @@ message completed and was verified, 1 when not, 2 for usage errors.
 
 Examples:
   crem perf write --loopback --size 4MiB --iters 4 --mtu 1024 --rate 1Gbit --loss 0.02 --delay 10ms --mode tcaeth
-  crem perf read --loopback --qps 8 --size 1MiB --iters 16 --loss 0.01 --delay 5ms`
+  crem perf write --loopback --qps 8 --size 1MiB --iters 16 --rate 400Mbit --loss 0.01 --delay 5ms`
 
 func runPerf(args []string, s stdio) int {
 	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" {

@@ -21,6 +21,7 @@ type setup struct {
 	reorder float64
 	seed    uint64
 	lossAB  netem.LossModel // overrides loss for A to B
+	lossBA  netem.LossModel // overrides loss for B to A
 	tweak   func(c *rc.Config)
 }
 
@@ -70,7 +71,7 @@ func newPair(t testing.TB, s setup) *Pair {
 		}
 		return c
 	}
-	p, err := New(a, b, mk(s.seed*2+1, s.lossAB), mk(s.seed*2+2, nil))
+	p, err := New(a, b, mk(s.seed*2+1, s.lossAB), mk(s.seed*2+2, s.lossBA))
 	if err != nil {
 		t.Fatal(err)
 	}
