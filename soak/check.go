@@ -125,6 +125,8 @@ type flowRec struct {
 	winDur     time.Duration
 	winClean   bool
 	winReports int
+	winE, winR uint64 // Expected and Received the window sums
+	winCE      uint64
 	cleanRep   map[string]bool
 	// A breaker fed the LOSS_REPORTs the CSF's session took: when it has closed again after the
 	// bad minute, the CSF's must have too (K6).
@@ -407,7 +409,7 @@ func (c *checker) csf(f *flowRec) *csf.Sender {
 func (c *checker) started(f *flowRec, now time.Duration) {
 	f.startedAt, f.established, f.cfgAt = now, false, 0
 	f.brk, f.brkClosed = policy.Breaker{}, 0 // a new session gets a fresh breaker (E16)
-	f.winDur, f.winClean, f.winReports = 0, true, 0
+	f.winDur, f.winClean, f.winReports, f.winE, f.winR, f.winCE = 0, true, 0, 0, 0, 0
 	clear(f.rounds)
 	clear(f.rangeReqs)
 	if f.sessions > 0 {
@@ -512,17 +514,21 @@ func (c *checker) csfHandled(f *flowRec, cs *csf.Sender, t wire.Type, b []byte, 
 		clean, known := f.cleanRep[string(b)]
 		f.winClean = f.winClean && clean && known
 		f.winReports++
-		f.winDur += time.Duration(m.IntervalUS) * time.Microsecond
-		judged := f.winDur >= policy.BreakerWindow
+		f.winDur += interval
+		f.winE, f.winR, f.winCE = f.winE+uint64(m.Expected), f.winR+uint64(m.Received), f.winCE+uint64(m.CEMarked)
 		if after.BreakerTrips > before.BreakerTrips {
 			c.trips++
-			if judged && f.winClean {
-				c.failk(InvBreaker, "clean-path", f, "the breaker tripped on a window of %d LOSS_REPORTs over %v, every one of them from a lossless interval (K5; the last: %s)",
-					f.winReports, f.winDur, describeCREM(b))
-			}
 		}
-		if judged {
-			f.winDur, f.winClean, f.winReports = 0, true, 0
+		if f.winDur >= policy.BreakerWindow {
+			// The window is judged (P4): bad on a path that lost nothing of the flow in it only if
+			// its reports were wrong.
+			bad := f.winE > 0 && f.winR < f.winE && float64(f.winE-f.winR)/float64(f.winE) > policy.BreakerLoss ||
+				f.winR > 0 && float64(f.winCE)/float64(f.winR) > policy.BreakerCE
+			if bad && f.winClean {
+				c.failk(InvBreaker, "clean-path", f, "a breaker window of %d LOSS_REPORTs over %v, every one of them from a lossless interval (K5), is bad: Expected %d, Received %d (the last: %s)",
+					f.winReports, f.winDur, f.winE, f.winR, describeCREM(b))
+			}
+			f.winDur, f.winClean, f.winReports, f.winE, f.winR, f.winCE = 0, true, 0, 0, 0, 0
 		}
 	}
 	if c.resumed(f) && after.RequestsBreaker > before.RequestsBreaker {
@@ -560,20 +566,14 @@ func (c *checker) checkClose(f *flowRec, who string, r wire.Reason) {
 	switch r {
 	case wire.ReasonCircuitBreaker:
 		c.closes4++
-		if who == "CSF" && now-f.startedAt < policy.BreakerCloseAge-time.Second {
-			c.failk(InvClose, "reason4-young-session", f, "the CSF sent CLOSE reason 4 (circuit breaker) %v after its session started: a condition of more than a minute cannot have held in it (a restarted session begins with a fresh breaker)",
-				now-f.startedAt)
+		// A breaker fed the LOSS_REPORTs of the session (fresh for it, E16) must ask for it too;
+		// whether those reports said what the path did is K5's and the breaker invariant's.
+		if who == "CSF" && f.brk.State() != policy.BreakerCloseFlow {
+			c.failk(InvClose, "reason4-breaker-disagrees", f, "the CSF sent CLOSE reason 4 (circuit breaker) %v after its session started, a breaker fed the session's LOSS_REPORTs is %v",
+				now-f.startedAt, f.brk.State())
 		}
-		if !w.haveBad || now < w.badStart+policy.BreakerCloseAge-2*time.Second ||
-			w.badEnd > 0 && now > w.badEnd+3*time.Second {
-			when := "before any bad minute"
-			if w.haveBad && w.badEnd == 0 {
-				when = fmt.Sprintf("%v into the bad minute", now-w.badStart)
-			} else if w.haveBad {
-				when = fmt.Sprintf("%v after the bad minute ended", now-w.badEnd)
-			}
-			c.failk(InvClose, "reason4-outside-bad-minute", f, "the %s sent CLOSE reason 4 (circuit breaker) %s; the session started %v ago",
-				who, when, now-f.startedAt)
+		if who == "CRF" {
+			c.failk(InvClose, "reason4-CRF", f, "the CRF sent CLOSE reason 4 (the circuit breaker is the CSF's)")
 		}
 	case wire.ReasonIdle:
 		last := f.lastSourceAt
