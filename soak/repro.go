@@ -75,6 +75,18 @@ var Reproductions = map[string]func() *Scenario{
 			{At: 101 * time.Millisecond, QP: 0, Op: rc.OpRead, Size: 1024}}
 		return s
 	},
+	// One sr QP, MTU 1024, k 16, m 2, a 5 ms path losing 4 percent in bursts of 3, a READ of
+	// 41947 octets every 3 ms: a re-sent READ response (FIRST where the original was MIDDLE)
+	// joins a block's decoding, and the packet restored from it carries a valid ICRC and wrong
+	// data, which the requester places (S7, S11; RULINGS C12).
+	"read-wrong-data": func() *Scenario {
+		s := Minimal(2, 0, rc.ModeSR)
+		s.MTU, s.RTT = 1024, 5*time.Millisecond
+		s.Phases = []Phase{{Name: "warm-up", Dur: 50 * time.Millisecond},
+			{Name: "bursty", Dur: time.Second, Loss: 0.04, Burst: 3}, {Name: "drain", Drain: true}}
+		s.Script = every(0, rc.OpRead, 41947, 20*time.Millisecond, 3*time.Millisecond, 950*time.Millisecond)
+		return s
+	},
 	// One sr QP starting at m = 0, a WRITE of 256 KiB every 5 ms, 3 percent loss each way: the
 	// policy raises m (a change away from m = 0), and the CRF drops the coded retransmissions
 	// of the blocks of the first configuration, which it released (issue 10, item 5).
