@@ -893,8 +893,8 @@ const (
 func (c *checker) tripped() {
 	for _, f := range c.w.flist {
 		cs := c.csf(f)
-		if cs == nil || f.firstTx-f.bad0Tx < tripPackets {
-			continue
+		if cs == nil || f.firstTx-f.bad0Tx < tripPackets || c.w.now-f.startedAt < tripWithin/2 {
+			continue // little traffic, or a session too young to have judged its windows
 		}
 		st := cs.Stats()
 		if st.BreakerTrips > f.bad0Trips || f.bad0Trips > 0 && st.BreakerTrips == f.bad0Trips && cs.M() == 0 {
