@@ -1,0 +1,133 @@
+package soak
+
+import (
+	"sort"
+	"time"
+
+	"github.com/crem-project/crem/rc"
+)
+
+// Minimal returns a scenario of one QP per mode given, a 2 ms path, a short clean warm-up, one
+// clean phase of d and the drain, and no work: a reproduction adds its Script and changes what
+// it needs (K9). Its QPs start their PSNs at 0x123456 and pace at 1 Gbit/s.
+func Minimal(seed uint64, d time.Duration, modes ...rc.Mode) *Scenario {
+	s := &Scenario{Seed: seed, RTT: 2 * time.Millisecond, MTU: 4096, K: 16, M: 2, MaxK: 64, MaxM: 16,
+		MaxOpenBlocks: 64, Routing: RouteConfigured, MaxOp: 1 << 30, Budget: 1 << 40}
+	for i, m := range modes {
+		s.QPs = append(s.QPs, QPSpec{Mode: m, QPNA: uint32(0x100 + 2*i), QPNB: uint32(0x101 + 2*i),
+			PortA: uint16(49152 + 2*i), PortB: uint16(49153 + 2*i), SendPSN: 0x123456, BackPSN: 0x654321,
+			Rate: 1e9, Depth: 4})
+	}
+	s.Phases = []Phase{{Name: "warm-up", Dur: 50 * time.Millisecond}, {Name: "lossless", Dur: d}, {Name: "drain", Drain: true}}
+	return s
+}
+
+// every returns requests of op and size on qp every gap from first to last.
+func every(qp int, op rc.Op, size int, first, gap, last time.Duration) []ScriptOp {
+	var out []ScriptOp
+	for t := first; t <= last; t += gap {
+		out = append(out, ScriptOp{At: t, QP: qp, Op: op, Size: size})
+	}
+	return out
+}
+
+func script(ops ...[]ScriptOp) []ScriptOp {
+	var out []ScriptOp
+	for _, o := range ops {
+		out = append(out, o...)
+	}
+	sort.SliceStable(out, func(i, j int) bool { return out[i].At < out[j].At })
+	return out
+}
+
+// Reproductions are the shortest scenarios found for the findings (notes: soak-findings.md),
+// by name. `go test ./soak -run TestWorkload -repro NAME -v` runs one.
+var Reproductions = map[string]func() *Scenario{
+	// One QP: WRITE, READ, WRITE, READ on a clean path. The CRF beside A counts the WRITE PSNs
+	// between the READs' responses as expected (issue 10, items 4 and 11).
+	"read-gaps": func() *Scenario {
+		s := Minimal(1, 500*time.Millisecond, rc.ModeSR)
+		s.Script = script(every(0, rc.OpWrite, 3*4096, 20*time.Millisecond, 100*time.Millisecond, 420*time.Millisecond),
+			every(0, rc.OpRead, 2*4096, 21*time.Millisecond, 100*time.Millisecond, 421*time.Millisecond))
+		return s
+	},
+	// One QP, MTU 1024, Max Open Blocks 16 (a CRF window of 1024 PSNs): a READ of 2 MiB (2048
+	// PSNs) between two WRITEs on a clean path. The CRF beside B counts the READ's PSNs beyond
+	// its window as expected and lost (issue 10, item 3).
+	"read-beyond-window": func() *Scenario {
+		s := Minimal(1, 500*time.Millisecond, rc.ModeSR)
+		s.MTU, s.MaxOpenBlocks = 1024, 16
+		s.Script = []ScriptOp{{At: 20 * time.Millisecond, QP: 0, Op: rc.OpWrite, Size: 1024},
+			{At: 100 * time.Millisecond, QP: 0, Op: rc.OpRead, Size: 2 << 20},
+			{At: 300 * time.Millisecond, QP: 0, Op: rc.OpWrite, Size: 1024},
+			{At: 310 * time.Millisecond, QP: 0, Op: rc.OpWrite, Size: 4096}}
+		return s
+	},
+	// A go-back-N QP, whose CRF delivers in order (C7 a), MTU 1024, Max Open Blocks 16: a READ
+	// of 5 MiB (5120 PSNs, five windows) and at once a READ of 1 KiB behind it. The CRF beside B
+	// holds the second READ and never releases it, and holds every retransmission of it too, so
+	// the QP stalls until the CSF closes the flow as idle 30 s later.
+	"gbn-stall": func() *Scenario {
+		s := Minimal(1, 35*time.Second, rc.ModeGBN)
+		s.MTU, s.MaxOpenBlocks = 1024, 16
+		s.Script = []ScriptOp{{At: 20 * time.Millisecond, QP: 0, Op: rc.OpWrite, Size: 1024},
+			{At: 100 * time.Millisecond, QP: 0, Op: rc.OpRead, Size: 5 << 20},
+			{At: 101 * time.Millisecond, QP: 0, Op: rc.OpRead, Size: 1024}}
+		return s
+	},
+	// One sr QP, MTU 1024, k 16, m 2, a 5 ms path losing 4 percent in bursts of 3, a READ of
+	// 41947 octets every 3 ms: a re-sent READ response (FIRST where the original was MIDDLE)
+	// joins a block's decoding, and the packet restored from it carries a valid ICRC and wrong
+	// data, which the requester places (S7, S11; RULINGS C12).
+	"read-wrong-data": func() *Scenario {
+		s := Minimal(2, 0, rc.ModeSR)
+		s.MTU, s.RTT = 1024, 5*time.Millisecond
+		s.Phases = []Phase{{Name: "warm-up", Dur: 50 * time.Millisecond},
+			{Name: "bursty", Dur: time.Second, Loss: 0.04, Burst: 3}, {Name: "drain", Drain: true}}
+		s.Script = every(0, rc.OpRead, 41947, 20*time.Millisecond, 3*time.Millisecond, 950*time.Millisecond)
+		return s
+	},
+	// One sr QP starting at m = 0, a WRITE of 256 KiB every 5 ms, 3 percent loss each way: the
+	// policy raises m (a change away from m = 0), and the CRF drops the coded retransmissions
+	// of the blocks of the first configuration, which it released (issue 10, item 5).
+	"change-from-m0": func() *Scenario {
+		s := Minimal(1, 0, rc.ModeSR)
+		s.M = 0
+		s.Phases = []Phase{{Name: "warm-up", Dur: 50 * time.Millisecond},
+			{Name: "bernoulli", Dur: time.Second, Loss: 0.03}, {Name: "drain", Drain: true}}
+		s.Script = every(0, rc.OpWrite, 256<<10, 20*time.Millisecond, 5*time.Millisecond, time.Second)
+		return s
+	},
+	// The same at m = 2: a block gets a block-form REPAIR_REQUEST and two PSN-range requests
+	// answered with coded retransmissions of it, three coded rounds (issue 10, item 7).
+	"three-rounds": func() *Scenario {
+		s := Minimal(1, 0, rc.ModeSR)
+		s.Phases = []Phase{{Name: "warm-up", Dur: 50 * time.Millisecond},
+			{Name: "bernoulli", Dur: time.Second, Loss: 0.03}, {Name: "drain", Drain: true}}
+		s.Script = every(0, rc.OpWrite, 256<<10, 20*time.Millisecond, 5*time.Millisecond, time.Second)
+		return s
+	},
+	// One selective-repeat QP, a WRITE of 64 KiB every 10 ms, 66 s of 15 percent loss: the
+	// breaker never trips. The LOSS_REPORTs say some 3 percent: a lost packet that the RDMA
+	// transport resends, or whose original arrives after the CRF restored it, counts as
+	// received (issue 10, item 10, and beyond it).
+	"breaker-blind": func() *Scenario {
+		s := Minimal(1, 0, rc.ModeSR)
+		s.Phases = []Phase{{Name: "warm-up", Dur: 50 * time.Millisecond},
+			{Name: "bad-minute", Dur: 66 * time.Second, Loss: 0.15, Bad: true, Light: true},
+			{Name: "after", Dur: 15 * time.Second}, {Name: "drain", Drain: true}}
+		s.Script = every(0, rc.OpWrite, 64<<10, 20*time.Millisecond, 10*time.Millisecond, 80*time.Second)
+		return s
+	},
+	// One QP, MTU 1024, READs of 64 KiB on a path losing 3 percent each way: a READ response
+	// re-sent after a re-issued READ differs from the original (its AETH MSN, First instead of
+	// Middle), the CRF beside A decodes with it, and the packets it restores fail their ICRC.
+	"read-resent-differs": func() *Scenario {
+		s := Minimal(1, 0, rc.ModeSR)
+		s.MTU = 1024
+		s.Phases = []Phase{{Name: "warm-up", Dur: 50 * time.Millisecond},
+			{Name: "bernoulli", Dur: 3 * time.Second, Loss: 0.03}, {Name: "drain", Drain: true}}
+		s.Script = every(0, rc.OpRead, 64<<10, 20*time.Millisecond, 5*time.Millisecond, 2900*time.Millisecond)
+		return s
+	},
+}
