@@ -524,3 +524,28 @@ func TestResendBeforeBigReadIsNoNewSpaceE32(t *testing.T) {
 		t.Fatalf("restarts %d, retransmissions %d, state %v", st.PSNSpaceRestarts, st.Retransmissions, s.State())
 	}
 }
+
+// TestAbsentInOpenBlockInfoE29 (E29): a block stays open while its flow is slow (the burst gap
+// follows the packet gap, C5), so a PSN it skipped (a requester's WRITE between two READs' responses)
+// is asked for while it is open: it gets an INFO with no present position at once, and the block's
+// own REPAIR, when it closes, still describes it as absent.
+func TestAbsentInOpenBlockInfoE29(t *testing.T) {
+	s := newSender(t, WithConfig(wire.SchemeCauchy, 16, 1, 0), WithAdaptation(false), WithRepairFraction(16))
+	establish(t, s, 0, 3)
+	now := time.Millisecond
+	for _, p := range []psn.PSN{0x10, 0x11, 0x15, 0x16} { // 0x12..0x14 skipped
+		s.Observe(now, packet(p, 300))
+		now += 50 * time.Millisecond
+	}
+	drain(s)
+	rs := sendRequest(t, s, now, wire.RepairRequest{RangeForm: true, RequestID: 9, Ranges: []psn.Range{{Start: 0x12, Count: 3}}})
+	if len(rs) != 1 || !rs[0].Info || !rs[0].Present.Empty() || rs[0].BlockStartPSN != 0x12 || rs[0].K != 3 {
+		t.Fatalf("answer for the open block's skipped PSNs: %+v", rs)
+	}
+	s.Tick(now + time.Second) // the burst gap closes the block
+	for _, r := range repairs(drain(s)) {
+		if r.BlockStartPSN == 0x10 && (r.Present.Has(2) || r.Present.Has(3) || r.Present.Has(4) || !r.Present.Has(5)) {
+			t.Fatalf("the block's REPAIR describes the skipped PSNs as present: %+v", r)
+		}
+	}
+}

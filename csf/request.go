@@ -157,7 +157,9 @@ func (s *Sender) onRanges(now time.Duration, m *wire.RepairRequest, infoOnly boo
 			p := rg.Start.Add(int(c))
 			i := s.find(p)
 			if i < 0 || !s.blocks[i].closed {
-				if _, ok := s.absent.find(p); ok && i < 0 {
+				// A PSN of no block, or one the block still open has passed without a source:
+				// absent either way. (An INFO of the open block would name a k not yet final.)
+				if _, ok := s.absent.find(p); ok {
 					if nr > 0 && runs[nr-1].End() == p {
 						runs[nr-1].Count++
 					} else if nr < len(runs) {
