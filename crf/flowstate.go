@@ -71,7 +71,8 @@ type rblock struct {
 	decoding    bool // the decoder holds this block's sources
 	due         time.Duration
 	haveDue     bool
-	rounds      int // coded requests sent (C9 counts them)
+	rounds      int       // coded requests sent (C9 counts them)
+	sessions    [4]uint16 // Repair Session IDs of coded answers counted as rounds, newest last
 	fellBack    bool
 	reqID       uint16
 	reqAt       time.Duration
@@ -83,6 +84,12 @@ type rblock struct {
 
 // rflow is the CRF's state of one flow.
 type rflow struct {
+	// again holds the PSN ranges the RDMA requester asked for again (a READ re-issued), as the
+	// driver saw them leave (E48): a READ response with an AETH in one of them may be one sent
+	// again, not the original.
+	again [maxAgain]againRange
+	nextA int
+
 	id    uint32
 	desc  flow.Descriptor
 	key   flow.Key
@@ -124,9 +131,15 @@ type rflow struct {
 	live      int      // blocks not yet ended
 	gen       uint32
 
-	rtt     flow.RTT
-	est     *policy.Estimator
-	nextReq uint16
+	rtt flow.RTT
+	// helloAcks counts HELLO_ACKs sent (1: the first PARAM_UPDATE samples the RTT, E49);
+	// ranges holds the latest PSN-range requests and when they went (their answers sample it).
+	helloAcks  int
+	helloAckAt time.Duration
+	ranges     [8]rangeAsk
+	nextRange  int
+	est        *policy.Estimator
+	nextReq    uint16
 
 	iv         wire.LossReport
 	ivStart    time.Duration
@@ -405,4 +418,59 @@ func (f *rflow) idle() time.Duration {
 		return f.set.Idle
 	}
 	return 30 * time.Second
+}
+
+// maxAgain bounds the re-requested ranges a flow remembers.
+const maxAgain = 32
+
+// againRange is a PSN range asked for again, and when.
+type againRange struct {
+	r  psn.Range
+	at time.Duration
+}
+
+// askedAgain reports whether PSN p lies in a range the requester asked for again within the
+// last max(2 s, 32 SRTT): the responses to it arrive about one round trip after the request.
+func (f *rflow) askedAgain(p psn.PSN, now time.Duration) bool {
+	keep := max(2*time.Second, 32*f.rtt.SRTT())
+	for i := range f.again {
+		if a := &f.again[i]; a.r.Count > 0 && now-a.at <= keep && a.r.Contains(p) {
+			return true
+		}
+	}
+	return false
+}
+
+// newSession reports whether id is a Repair Session ID the block has not counted yet, and
+// records it.
+func (b *rblock) newSession(id uint16) bool {
+	for _, x := range b.sessions {
+		if x == id {
+			return false
+		}
+	}
+	copy(b.sessions[:], b.sessions[1:])
+	b.sessions[len(b.sessions)-1] = id
+	return true
+}
+
+// rangeAsk is a PSN-range request sent, for the RTT sample its first answer gives (E49).
+type rangeAsk struct {
+	id      uint16
+	at      time.Duration
+	sampled bool
+}
+
+// rangeAnswered takes a coded retransmission answering request id: the first answer to one of
+// the latest range requests is an RTT sample (every request has its own ID, so Karn's rule
+// needs nothing more).
+func (f *rflow) rangeAnswered(id uint16, now time.Duration) bool {
+	for i := range f.ranges {
+		if a := &f.ranges[i]; a.id == id && a.at > 0 && now > a.at && !a.sampled {
+			a.sampled = true
+			f.rtt.Sample(now - a.at)
+			return true
+		}
+	}
+	return false
 }

@@ -104,6 +104,16 @@ func (r *Receiver) onRepair(now time.Duration, f *rflow, msg []byte, ce bool) {
 		over := b.present
 		if m.Retx {
 			over = m.Lost
+			if f.rangeAnswered(m.RepairSessionID, now) {
+				f.st.RTTSamples++ // the answer to a request of the PSN-range form (E49)
+			}
+			if m.RepairSessionID != b.reqID && b.newSession(m.RepairSessionID) && b.rounds < 2 {
+				// The answer to another request than the block's own: one in the PSN-range
+				// form for another of its PSNs, sent before the block was known. It was a round
+				// too (C9: two coded rounds, whichever form asked; E45).
+				b.rounds++
+				f.st.RangeRoundsCounted++
+			}
 			if m.RepairSessionID == b.reqID && !b.sampled && b.rounds == 1 && !b.fellBack {
 				// C4: REPAIR_REQUEST to the first RETX REPAIR of its session (Karn: first round only).
 				b.sampled = true
@@ -310,6 +320,7 @@ func (r *Receiver) blockFor(now time.Duration, f *rflow, m *wire.Repair, c *cfgS
 		b.fellBack = asked > 2
 		b.sampled = true // no RTT sample: the request's time is not the block's
 		b.reqID = m.RepairSessionID
+		b.newSession(m.RepairSessionID)
 	}
 	if held == b.present.Count() {
 		// Every source arrived: nothing to decode, no decoder needed.
@@ -512,10 +523,18 @@ func (r *Receiver) restored(now time.Duration, f *rflow, b *rblock, j int, pkt [
 		return true
 	}
 	f.keepWhole(s, pkt) // it waits for in-order delivery, where the slot keeps a prefix
+	// It is held like a source that came after a gap: counted in the hold (C15's bounds) and
+	// under its timer, so that it goes out however the gap before it ends (E50).
+	f.heldPkts++
+	f.heldBytes += len(pkt)
 	if f.haveCursor && p.Before(f.cursor) {
 		r.release1(f, s) // the hold already gave up on it; late beats never
 	} else {
 		r.drainCursor(f)
+		if !s.delivered && !f.holding {
+			f.holding = true
+			f.holdDue = now + f.allowance()
+		}
 	}
 	return true
 }
@@ -657,6 +676,7 @@ func (r *Receiver) request(now time.Duration, f *rflow, b *rblock, fallback bool
 		b.rounds++
 	}
 	b.reqID, b.reqAt = id, now
+	b.newSession(id)
 	b.due, b.haveDue = now+f.retry(), true
 	f.schedule(b)
 	if r.sendRequest(f.from, &m) {
@@ -733,6 +753,8 @@ func (r *Receiver) requestRanges(now time.Duration, f *rflow) {
 	}
 	m := wire.RepairRequest{FlowID: f.id, RangeForm: true, Fallback: fallback, RequestID: r.nextRequestID(f), Ranges: ranges}
 	if r.sendRequest(f.from, &m) {
+		f.ranges[f.nextRange%len(f.ranges)] = rangeAsk{id: m.RequestID, at: now}
+		f.nextRange++
 		f.st.RangeRequests++
 		if fallback {
 			f.st.FallbackRequests++

@@ -28,6 +28,7 @@ func (r *Receiver) onHello(now time.Duration, from netip.AddrPort, msg []byte) {
 			if r.send(from, &f.ack) {
 				r.st.HelloAckSent++
 			}
+			f.helloAcks++ // the first PARAM_UPDATE no longer tells the round trip (Karn)
 			return
 		}
 		// A new session for the flow: the old one is gone.
@@ -62,6 +63,7 @@ func (r *Receiver) onHello(now time.Duration, from netip.AddrPort, msg []byte) {
 	if r.send(from, &f.ack) {
 		r.st.HelloAckSent++
 	}
+	f.helloAcks, f.helloAckAt = 1, now
 }
 
 // newFlowID draws Flow IDs at random until one is unused (draft: MUST choose at random among
@@ -85,6 +87,13 @@ func (r *Receiver) onParamUpdate(now time.Duration, f *rflow, msg []byte) {
 		return
 	}
 	r.st.ParamUpdates++
+	if f.helloAcks == 1 && now > f.helloAckAt { // (both at one instant: a driver's artifact, no round trip)
+		// The CSF proposes its first configuration as soon as HELLO_ACK arrives: HELLO_ACK to
+		// that PARAM_UPDATE is a round trip (E49), the CRF's first, long before any request.
+		f.rtt.Sample(now - f.helloAckAt)
+		f.st.RTTSamples++
+	}
+	f.helloAcks = 2 // one sample per session
 	cfg := flow.Config{ID: m.ConfigID, Scheme: m.Scheme, K: int(m.K), M: int(m.M), T: int(m.T)}
 	if f.started {
 		// The CSF proposes a configuration only once the one before is applied (or refused):

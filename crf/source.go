@@ -89,10 +89,15 @@ func (r *Receiver) ObserveSource(now time.Duration, id uint32, p psn.PSN, n int,
 }
 
 func (r *Receiver) observe(now time.Duration, f *rflow, p psn.PSN, n int, payload []byte, ce bool) Verdict {
+	// After a quiet spell of half an SRTT, a READ response with an AETH may be one sent again
+	// for a re-issued READ whose originals, the newest PSNs of the flow, were all lost: no gap
+	// showed them missing, so arriving "ahead" says nothing of its being the original (E46).
+	quiet := now-f.lastSource >= f.rtt.SRTT()/2
 	f.lastSource = now
 	var s *slot
 	resent := false
 	if f.started && p == f.high.Add(1) && f.top == f.high {
+		resent = quiet && resentDiffers(payload)
 		// In order, nothing given a position ahead of its packet: the common case.
 		v := f.vhigh + 1
 		f.high, f.top, f.vhigh, f.vtop = p, p, v, v
@@ -133,6 +138,7 @@ func (r *Receiver) observe(now time.Duration, f *rflow, p psn.PSN, n int, payloa
 			s = r.take(f, p)
 			f.expect(s)
 			f.receive(ce)
+			resent = quiet && resentDiffers(payload)
 		case l == locTracked:
 			s = r.take(f, p)
 			f.st.Late++
@@ -173,17 +179,39 @@ func (r *Receiver) observe(now time.Duration, f *rflow, p psn.PSN, n int, payloa
 			return Forward
 		}
 	}
+	if !resent && f.nextA > 0 && resentDiffers(payload) && f.askedAgain(p, now) {
+		resent = true // the requester asked for it again: this may be the copy sent again (E48)
+		f.st.ResentAskedAgain++
+	}
 	s.st, s.ce, s.rx, s.resent = slotHeld, ce, true, resent
 	f.store(s, payload)
 	if n > 1 {
 		r.consume(now, f, p, n)
 	}
+	// Delivery first: decoding may restore the packets after it and release them in order, and
+	// this one must be in the hold's count by then (E50).
+	v := r.deliverReceived(f, s, p, payload)
 	if s.gen != 0 {
 		if b := f.blockOf(s); b != nil && !b.ended {
 			r.sourceIntoBlock(now, f, b, p, payload)
 		}
 	}
-	return r.deliverReceived(f, s, p, payload)
+	return v
+}
+
+// ReadAskedAgain tells the Receiver that the RDMA requester of flow id's READ responses asked
+// for the responses of PSNs [p, p+n) again (a READ re-issued, or a READ request sent again), as
+// the driver saw the request leave: the responses that answer it are sent anew and may differ
+// from the originals (E46, E48). One with an AETH that comes in that range is delivered but never
+// decoded with, wherever it falls (also ahead of every PSN seen, where no gap told it late).
+func (r *Receiver) ReadAskedAgain(now time.Duration, id uint32, p psn.PSN, n int) {
+	f := r.flow(id)
+	if f == nil || n < 1 {
+		return
+	}
+	f.again[f.nextA%maxAgain] = againRange{r: psn.Range{Start: p, Count: uint32(min(n, maxReadPSNs))}, at: now}
+	f.nextA++
+	f.st.ReadsAskedAgain++
 }
 
 // resentDiffers reports whether a packet sent again may differ from the original: a READ
@@ -264,7 +292,7 @@ func (r *Receiver) reset(f *rflow, s *slot, p psn.PSN, v uint32) {
 			f.st.Forgotten++ // never settled: neither expected nor lost (E42)
 		}
 	}
-	if s.st == slotHeld && !s.delivered && f.set.Ordered {
+	if (s.st == slotHeld || s.st == slotRestored) && !s.delivered && f.set.Ordered {
 		r.flushHold(f) // never drop a held packet: release in order first
 	}
 	if b := f.blockOf(s); b != nil && !b.ended {
@@ -389,20 +417,16 @@ func (r *Receiver) deliverReceived(f *rflow, s *slot, p psn.PSN, payload []byte)
 		return Forward
 	}
 	holdP, holdB := f.holdLimits()
-	if f.heldPkts+1 > holdP || f.heldBytes+len(payload) > holdB {
-		f.st.HoldOverflows++
-		r.flushHold(f)
-		if s.delivered {
-			return Held // released in order through DrainDeliveries by the flush
-		}
-		s.delivered = true
-		f.st.Forwarded++
-		return Forward
-	}
+	over := f.heldPkts+1 > holdP || f.heldBytes+len(payload) > holdB
 	f.keepWhole(s, payload) // where only a prefix is kept for the codec: the hold needs it all
-	f.heldPkts++
+	f.heldPkts++            // counted before any flush, which releases it with the others (E50)
 	f.heldBytes += len(payload)
 	f.st.HeldPackets++
+	if over {
+		f.st.HoldOverflows++
+		r.flushHold(f)
+		return Held // released in order through DrainDeliveries by the flush
+	}
 	if !f.holding {
 		f.holding = true
 		f.holdDue = f.lastSource + f.allowance()
@@ -457,12 +481,12 @@ func (r *Receiver) drainCursor(f *rflow) {
 // release1 hands a held or restored packet to the RDMA receiver through the delivery queue.
 func (r *Receiver) release1(f *rflow, s *slot) {
 	s.delivered = true
+	f.heldPkts--
+	f.heldBytes -= int(s.n)
 	k := Received
 	if s.st == slotRestored {
 		k = Restored
 	} else {
-		f.heldPkts--
-		f.heldBytes -= int(s.n)
 		f.st.Released++
 	}
 	if !r.dq.push(Delivery{Flow: f.id, PSN: s.p, Kind: k, CE: s.ce && k == Received, Packet: f.packet(s)}) {
@@ -475,7 +499,7 @@ func (r *Receiver) release1(f *rflow, s *slot) {
 // left to the RDMA transport (C7 a).
 func (r *Receiver) flushHold(f *rflow) {
 	f.holding = false
-	for n := 0; f.heldPkts > 0 && n < 3*len(f.win) && f.cursor != f.high.Add(1); n++ {
+	for n := 0; f.heldPkts > 0 && n < 3*len(f.win) && f.cursor != f.top.Add(1); n++ { // up to top: restored packets may stand ahead of high
 		v, l, hi := f.locate(f.cursor)
 		switch l {
 		case locHole:
@@ -503,14 +527,16 @@ func (r *Receiver) flushHold(f *rflow) {
 		f.cursor = f.cursor.Add(1)
 	}
 	if f.heldPkts > 0 {
-		// Cannot happen (the walk above reaches high in fewer steps); were it to, a held packet
+		// Cannot happen (the walk above reaches top in fewer steps); were it to, a held packet
 		// would never be released and every retransmission of it held too.
 		for i := range f.win {
-			if s := &f.win[i]; s.st == slotHeld && !s.delivered {
+			if s := &f.win[i]; (s.st == slotHeld || s.st == slotRestored) && !s.delivered {
 				r.release1(f, s)
 			}
 		}
+		f.heldPkts, f.heldBytes = 0, 0
 	}
-	f.heldPkts, f.heldBytes = 0, 0
+	// Every packet counted in the hold has gone out; the count stays exact, so that a packet
+	// restored after this still counts and is still released (E50).
 	r.drainCursor(f)
 }

@@ -14,6 +14,8 @@ type FlowStats struct {
 	// half an SRTT or more after its gap was seen (neither is received: the loss stands). ReadReissued
 	// counts sources at a PSN a READ consumed (C13: left to the RDMA transport).
 	Received, Forgotten, GivenUp, LateAfterRestore, LateFilled, ReadReissued uint64
+	ReadsAskedAgain, ResentAskedAgain                                        uint64 // READ ranges the requester asked for again; responses with an AETH in them kept out of decoding (E48)
+	RangeRoundsCounted                                                       uint64 // coded answers to other requests than a block\'s own, counted among its two rounds (E45)
 
 	Repairs, RepairsCE, RepairDuplicate, RepairUnknownConfig, RepairBadScheme uint64
 	RepairBadK, RepairBadT, RepairInconsistent, RepairLate, RepairOverlap     uint64
@@ -46,6 +48,7 @@ func (s *FlowStats) add(o *FlowStats) {
 		&s.ICRCMismatch, &s.Abandoned, &s.DecodeErrors, &s.Requests, &s.RangeRequests, &s.FallbackRequests,
 		&s.RequestRetries, &s.LossReports, &s.RTTSamples, &s.TemplateErrors,
 		&s.Received, &s.Forgotten, &s.GivenUp, &s.LateAfterRestore, &s.LateFilled, &s.ReadReissued,
+		&s.ReadsAskedAgain, &s.ResentAskedAgain, &s.RangeRoundsCounted,
 		&s.RepairUntracked, &s.RepairBeforeEffective, &s.InfoNoBlock, &s.InfoConflict}
 	b := []uint64{o.Sources, o.SourcesCE, o.Duplicates, o.DuplicateMismatch, o.Late, o.Expected,
 		o.ReadAbsent, o.SourceAtAbsent, o.SourceTooLong, o.WindowJumps, o.Forwarded, o.HeldPackets,
@@ -57,6 +60,7 @@ func (s *FlowStats) add(o *FlowStats) {
 		o.ICRCMismatch, o.Abandoned, o.DecodeErrors, o.Requests, o.RangeRequests, o.FallbackRequests,
 		o.RequestRetries, o.LossReports, o.RTTSamples, o.TemplateErrors,
 		o.Received, o.Forgotten, o.GivenUp, o.LateAfterRestore, o.LateFilled, o.ReadReissued,
+		o.ReadsAskedAgain, o.ResentAskedAgain, o.RangeRoundsCounted,
 		o.RepairUntracked, o.RepairBeforeEffective, o.InfoNoBlock, o.InfoConflict}
 	for i := range a {
 		*a[i] += b[i]

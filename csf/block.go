@@ -35,6 +35,7 @@ type block struct {
 	// Requests (C8).
 	answeredAt  time.Duration
 	answered    bool
+	coded       int       // coded retransmission rounds answered (C9 a: two, then Source Copy)
 	ids         [8]uint16 // Request IDs answered, newest last
 	nids        int
 	deferred    request

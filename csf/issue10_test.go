@@ -238,7 +238,7 @@ func TestRefusedParamUpdateOfferedAgainIssue10(t *testing.T) {
 		t.Fatalf("%d refusals counted", st.ParamRejected)
 	}
 	paramAck(s, now, 3, again.ConfigID, wire.StatusAccepted)
-	for range 64 {
+	for n := 0; n < 1<<16 && p.Before(again.EffectivePSN.Add(64)); n++ { // past the Effective PSN
 		s.Observe(now, packet(p, 200))
 		p = p.Add(1)
 	}
@@ -547,5 +547,62 @@ func TestAbsentInOpenBlockInfoE29(t *testing.T) {
 		if r.BlockStartPSN == 0x10 && (r.Present.Has(2) || r.Present.Has(3) || r.Present.Has(4) || !r.Present.Has(5)) {
 			t.Fatalf("the block's REPAIR describes the skipped PSNs as present: %+v", r)
 		}
+	}
+}
+
+// TestTwoCodedRoundsThenSourceCopyC9 (C9 a; issue 10 item 7; E34): a block gets at most two coded
+// retransmission rounds, whichever form asked for them (requests in the PSN-range form for
+// different PSNs of one block can be in flight before the CRF knows the block); a third request
+// is answered with Source Copy symbols, as a FALLBACK request is.
+func TestTwoCodedRoundsThenSourceCopyC9(t *testing.T) {
+	s, now := fullBlock(t, wire.SchemeCauchy, 8, 2)
+	ask := func(id uint16, m wire.RepairRequest) []*wire.Repair {
+		now += time.Second // past C8's one answer per SRTT
+		m.RequestID = id
+		return sendRequest(t, s, now, m)
+	}
+	range1 := wire.RepairRequest{RangeForm: true, Ranges: []psn.Range{{Start: 0x101, Count: 1}}}
+	range2 := wire.RepairRequest{RangeForm: true, Ranges: []psn.Range{{Start: 0x104, Count: 1}}}
+	block := wire.RepairRequest{ConfigID: 1, Scheme: wire.SchemeCauchy, K: 8, BlockStartPSN: 0x100, SuggestedM: 2, Lost: lost(1, 4)}
+	for i, m := range []wire.RepairRequest{range1, range2} {
+		if rs := ask(uint16(10+i), m); len(rs) != 1 || !rs[0].Retx {
+			t.Fatalf("round %d: %+v", i+1, rs)
+		}
+	}
+	rs := ask(12, block)
+	if len(rs) != 2 || rs[0].Scheme != wire.SchemeSourceCopy || rs[0].RepairIndex != 1 || rs[1].RepairIndex != 4 {
+		t.Fatalf("third request: %+v, want Source Copy of positions 1 and 4", rs)
+	}
+	if st := s.Stats(); st.RequestsPastRounds != 1 || st.RetxSent != 2 || st.SourceCopySent != 2 {
+		t.Fatalf("past rounds %d, retx %d, source copy %d", st.RequestsPastRounds, st.RetxSent, st.SourceCopySent)
+	}
+}
+
+// TestBurstGapIgnoresIdleC5 (C5; E35): messages of packets 10 us apart with 20 ms of idle between
+// them: the burst gap follows the packets of a burst, so the last block of every message closes,
+// and its repair goes out, within a few packet gaps of its last packet, not after milliseconds
+// the idle spells would add to a plain mean.
+func TestBurstGapIgnoresIdleC5(t *testing.T) {
+	s := newSender(t, WithConfig(wire.SchemeCauchy, 32, 2, 0), WithAdaptation(false), WithRepairFraction(16))
+	establish(t, s, 0, 3)
+	now := time.Millisecond
+	p := psn.PSN(0x100)
+	for msg := range 10 {
+		for range 20 { // 20 packets: a block of 32 stays open after them
+			s.Observe(now, packet(p, 300))
+			p = p.Add(1)
+			now += 10 * time.Microsecond
+		}
+		drain(s)
+		last := now - 10*time.Microsecond
+		d, ok := s.NextDeadline()
+		if !ok || d-last > 100*time.Microsecond {
+			t.Fatalf("message %d: the open block closes %v after its last packet", msg, d-last)
+		}
+		s.Tick(d)
+		if n := len(repairs(drain(s))); n != 2 {
+			t.Fatalf("message %d: %d REPAIRs at the burst gap", msg, n)
+		}
+		now += 20 * time.Millisecond
 	}
 }

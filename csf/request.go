@@ -78,6 +78,13 @@ func (s *Sender) answer(now time.Duration, b *block, r request) {
 	s.stats.RequestsAnswered++
 	x := r.lost.Count()
 	left := 255 - b.k - b.nextIndex
+	if !r.fallback && b.coded >= maxCodedRounds {
+		// C9 (a): two coded rounds per block, then per-packet retransmission. The CRF counts
+		// its rounds too, but requests in the PSN-range form for different PSNs of one block can
+		// be in flight before it knows the block; the CSF holds the line (E34).
+		r.fallback = true
+		s.stats.RequestsPastRounds++
+	}
 	if r.fallback || b.cfg.Scheme != wire.SchemeCauchy || left < 1 {
 		if !r.fallback && left < 1 {
 			s.stats.RequestsNoIndex++
@@ -99,6 +106,7 @@ func (s *Sender) answer(now time.Duration, b *block, r request) {
 	}
 	first := b.nextIndex
 	b.nextIndex += m
+	b.coded++
 	for n := range m {
 		// No LAST on a coded retransmission: the Appendix's REPAIR (flags 0x80) has none;
 		// the CRF judges the round by its 1.5 SRTT retry timer (E5).
@@ -239,6 +247,9 @@ func (s *Sender) absentInfo(r psn.Range) {
 		r.Start, r.Count = r.Start.Add(int(k)), r.Count-k
 	}
 }
+
+// maxCodedRounds is C9 (a)'s two coded retransmission rounds per block.
+const maxCodedRounds = 2
 
 // maxRangeBlocks bounds the blocks one PSN-range request can name.
 const maxRangeBlocks = 64

@@ -79,7 +79,8 @@ type Sender struct {
 	// lastHeard is when the bound CRF last answered (HELLO_ACK, PARAM_ACK, LOSS_REPORT,
 	// REPAIR_REQUEST): a CRF that restarted has forgotten the flow and says nothing (E31).
 	lastHeard time.Duration
-	meanGap   time.Duration
+	meanGap   time.Duration // between sources, idle spells included
+	burstMean time.Duration // between the packets of a burst (E35)
 	scratch   [][]byte
 	idx       []int
 	symbuf    []byte
@@ -175,6 +176,10 @@ func (s *Sender) FlowID() uint32 { return s.flowID }
 
 // Config returns the configuration in force and whether there is one.
 func (s *Sender) Config() (flow.Config, bool) { return s.cur, s.haveCfg }
+
+// NextPSN returns the PSN after the newest source of the session, if a source has been seen: a
+// packet with an earlier PSN is one sent again.
+func (s *Sender) NextPSN() (psn.PSN, bool) { return s.next, s.haveNext }
 
 // RDMAMTU returns the RDMA MTU in use: the configured one until a full-sized packet shows the
 // flow's own (E33).
@@ -281,4 +286,4 @@ func (s *Sender) Tick(now time.Duration) {
 func (s *Sender) silence() time.Duration { return max(s.o.silence, 32*s.srtt()) }
 
 // burstGap is RULINGS C5's gap: max(floor, 4 x the mean packet gap).
-func (s *Sender) burstGap() time.Duration { return max(s.o.burstGapMin, 4*s.meanGap) }
+func (s *Sender) burstGap() time.Duration { return max(s.o.burstGapMin, 4*s.burstMean) }

@@ -124,8 +124,17 @@ func (s *Sender) ObserveSource(now time.Duration, p psn.PSN, n int, payload []by
 			s.stats.SkippedPSNs += uint64(gap)
 			s.absent.add(s.next, gap) // no packet in this direction (E29)
 		}
+		// The gap between the packets of a burst (C5): an idle spell between messages is not
+		// one, so a gap counts at most twice the mean. Otherwise one idle spell of an RTT would
+		// stretch the burst gap to many milliseconds, and the last block of every message (the
+		// one its completion waits on) would wait that long for its repair (E35).
 		g := now - s.lastSrc
-		s.meanGap += (g - s.meanGap) / 8
+		if s.burstMean == 0 {
+			s.burstMean = g
+		} else {
+			s.burstMean += (min(g, 2*s.burstMean) - s.burstMean) / 8
+		}
+		s.meanGap += (g - s.meanGap) / 8 // idle included: the packet rate an Effective PSN needs
 	}
 	if n > 1 {
 		s.absent.add(p.Add(1), uint32(n-1)) // consumed by a READ request (C13)

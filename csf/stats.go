@@ -40,6 +40,7 @@ type Stats struct {
 	RequestsUnknownBlock, RequestsAbsent, RequestsBreaker, RequestsNoIndex  uint64
 	RangeRequests, FallbackRequests                                         uint64
 	RequestsTruncated                                                       uint64 // PSN-range requests naming more PSNs than are looked up
+	RequestsPastRounds                                                      uint64 // requests past a block's two coded rounds, answered with Source Copy (E34)
 	InfoAbsentSent                                                          uint64 // INFO messages naming PSNs of no block (E29)
 
 	// Reports and messages.

@@ -13,6 +13,7 @@ import (
 	"github.com/crem-project/crem/csf"
 	"github.com/crem-project/crem/flow"
 	"github.com/crem-project/crem/pairing"
+	"github.com/crem-project/crem/psn"
 	"github.com/crem-project/crem/roce"
 	"github.com/crem-project/crem/wire"
 )
@@ -82,6 +83,9 @@ type NodeStats struct {
 	// SenderReverseQPCleared counts reverse QPs taken from CSFs when their pairing ended.
 	SenderReverseQPCleared uint64
 	PairingEventsLogged    uint64 // pairings learned and ended, each logged
+	// ReadsAskedAgain counts READ requests behind their flow's next PSN told to the CRF of the
+	// responses (G25); ReadsAgainUnpaired those it could not tell, the flow not yet paired.
+	ReadsAskedAgain, ReadsAgainUnpaired uint64
 }
 
 // NodeOptions are what NewNode needs besides the configuration.
@@ -185,6 +189,9 @@ func (n *Node) Outbound(now time.Duration, src, dst netip.Addr, srcPort uint16, 
 		return
 	}
 	if s := n.senderFor(now, flow.Key{Src: src, Dst: dst, DestQP: destQP(pkt)}, srcPort); s != nil {
+		if roce.Opcode(pkt[0]) == roce.OpReadRequest {
+			n.readAskedAgain(now, s, pkt)
+		}
 		s.s.Observe(now, pkt)
 		if _, ok := s.s.Config(); ok {
 			n.stats.PacketsProtected++
@@ -194,6 +201,31 @@ func (n *Node) Outbound(now time.Duration, src, dst netip.Addr, srcPort uint16, 
 	} else {
 		n.stats.PacketsUnprotected++
 	}
+}
+
+// readAskedAgain tells the CRF of a flow's READ responses when its requester asks for some of
+// them again (a READ request behind the flow's next PSN: a re-issue, or the READ sent again):
+// the responses that answer it are sent anew and may differ from the originals, so the CRF must
+// not decode with them (crf E48). The responses come back on the flow's reverse QP, so this
+// needs the pairing.
+func (n *Node) readAskedAgain(now time.Duration, s *sender, pkt []byte) {
+	next, ok := s.s.NextPSN()
+	p := psn.PSN(uint32(pkt[9])<<16 | uint32(pkt[10])<<8 | uint32(pkt[11]))
+	if !ok || !p.Before(next) || len(pkt) < roce.BTHLen+roce.RETHLen+roce.ICRCLen {
+		return
+	}
+	rq, ok := n.ReverseQP(s.key)
+	if !ok {
+		n.stats.ReadsAgainUnpaired++
+		return
+	}
+	id, ok := n.recv.Lookup(flow.Key{Src: s.key.Dst, Dst: s.key.Src, DestQP: rq})
+	if !ok {
+		return
+	}
+	dma := binary.BigEndian.Uint32(pkt[roce.BTHLen+12:])
+	n.recv.ReadAskedAgain(now, id, p, int(roce.OpReadRequest.PSNs(dma, uint32(s.s.RDMAMTU()))))
+	n.stats.ReadsAskedAgain++
 }
 
 // WAN takes a RoCEv2 datagram from the peer gateway in relay mode. True: the caller relays it

@@ -211,7 +211,6 @@ func (r *requester) reissueRead(q *QP, w *wqe, limit int, before time.Duration, 
 				for k := j; k < w.n; k++ {
 					w.asked[k] = q.now
 				}
-				w.edges[j] |= readEdgeBegin
 				w.waiting = true
 				r.queue(w.first.Add(j), cause, 0)
 				return
@@ -230,8 +229,6 @@ func (r *requester) reissueRead(q *QP, w *wqe, limit int, before time.Duration, 
 			w.asked[k] = q.now
 			k++
 		}
-		w.edges[j] |= readEdgeBegin
-		w.edges[k-1] |= readEdgeEnd
 		r.queue(w.first.Add(j), cause, k-j)
 		runs++
 		j = k

@@ -467,6 +467,9 @@ func (r *requester) sendRetx(q *QP) int {
 			for k := seg; k < end; k++ {
 				w.asked[k] = q.now
 			}
+			// Where this request's responses begin and end (R27).
+			w.edges[seg] |= readEdgeBegin
+			w.edges[end-1] |= readEdgeEnd
 		}
 		pkt := r.build(w, seg, p, run)
 		r.xmits++

@@ -17,7 +17,7 @@ var (
 	flagRepro = flag.String("repro", "", "run this reproduction (soak.Reproductions) instead of seeds")
 )
 
-// seeds returns the seeds to run and whether they were asked for (strict: every failure fails).
+// seeds returns the seeds to run and whether they were asked for (rather than the CI seeds).
 func seeds() ([]uint64, bool) {
 	if *flagSeed != 0 {
 		return []uint64{*flagSeed}, true
@@ -41,26 +41,6 @@ func seeds() ([]uint64, bool) {
 // ciSeeds run in every `go test ./...`.
 var ciSeeds = []uint64{1, 2, 3}
 
-// openFindings are the faults of the engines this workload has found that main does not fix
-// yet, by the failure key they show as (invariant/kind), each with its entry in the findings
-// (S1..., /work/notes/soak-findings.md; their reproductions in Reproductions). On the CI seeds
-// alone a failure of one of these keys is reported (t.Log) and does not fail the test; every
-// other failure does, and -seed, -seeds, CREM_SOAK_SEEDS and -repro fail on every failure.
-// Remove an entry when its fix is on main: the CI seeds then check it like everything else.
-var openFindings = map[string]string{
-	"expected-received/B->A":            "S1: the requester's PSNs between READ responses counted expected",
-	"breaker/clean-path":                "S1, S2: a breaker window of lossless intervals is bad: their reports are",
-	"expected-received/A->B":            "S2: a READ beyond the CRF's window counted expected",
-	"progress/":                         "S3: ordered delivery stalls a go-back-N QP after S2",
-	"close/idle-CSF":                    "S3: the stalled QP's flow closes as idle",
-	"repair-live-config/unknown-config": "S4: REPAIR of a released configuration dropped",
-	"coded-rounds/":                     "S5: three coded rounds for a block",
-	"engine-counters/crf-icrc-mismatch": "S7: decoding with a re-sent READ response",
-	"engine-counters/":                  "S7: restored packets whose ICRC failed, at the end of the run",
-	"breaker/not-tripped":               "S9: LOSS_REPORT does not see loss the transport repairs",
-	"repair-live-config/refused":        "S10: the CRF refuses INFO of contract 2 (k up to 255)",
-}
-
 // TestWorkload runs the randomized workload (protocol notes K1-K9) over the CI seeds, or over the
 // seeds -seeds, -first and -seed (or CREM_SOAK_SEEDS) ask for, two at a time on two cores, and
 // fails with the seed, the phase and the command that replays it.
@@ -71,14 +51,11 @@ func TestWorkload(t *testing.T) {
 			t.Fatalf("no reproduction %q", *flagRepro)
 		}
 		r := Run(mk(), Options{CheckHeap: true})
-		report(t, r, true, fmt.Sprintf("go test ./soak -run TestWorkload -repro %s -v", *flagRepro))
+		report(t, r, fmt.Sprintf("go test ./soak -run TestWorkload -repro %s -v", *flagRepro))
 		return
 	}
-	list, strict := seeds()
-	if !strict {
-		t.Logf("CI seeds %v: failures of the open findings are reported, not failed (openFindings)", list)
-	}
-	if testing.Short() && !strict {
+	list, asked := seeds()
+	if testing.Short() && !asked {
 		list = list[:1]
 	}
 	start := time.Now()
@@ -88,15 +65,15 @@ func TestWorkload(t *testing.T) {
 		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) {
 			t.Parallel()
 			r := Run(NewScenario(seed), Options{CheckHeap: alone})
-			report(t, r, strict, fmt.Sprintf("go test ./soak -run TestWorkload -seed %d -v", seed))
+			report(t, r, fmt.Sprintf("go test ./soak -run TestWorkload -seed %d -v", seed))
 		})
 	}
 	t.Cleanup(func() { t.Logf("%d seeds in %v", len(list), time.Since(start).Round(time.Millisecond)) })
 }
 
-// report logs what a run did and fails the test on what it found (see openFindings); replay is
-// the command that runs it again.
-func report(t *testing.T, r *Result, strict bool, replay string) {
+// report logs what a run did and fails the test on what it found; replay is the command that
+// runs it again.
+func report(t *testing.T, r *Result, replay string) {
 	t.Helper()
 	t.Log(r.Summary())
 	for _, l := range r.PhaseLog {
@@ -109,10 +86,6 @@ func report(t *testing.T, r *Result, strict bool, replay string) {
 	}
 	var fails []string
 	for _, f := range r.Failures {
-		if why, ok := openFindings[f.Invariant+"/"+f.Kind]; ok && !strict {
-			t.Logf("    open finding %s: %s", why, f.String())
-			continue
-		}
 		fails = append(fails, f.String())
 	}
 	if len(fails) > 0 {
