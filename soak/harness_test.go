@@ -8,8 +8,8 @@ import (
 	"github.com/crem-project/crem/rc"
 )
 
-// cleanWrites is a scenario the engines handle without fault: two QPs, WRITEs and SENDs only
-// (no READ: see findings S1 and S2), a clean path, the second QP's PSNs 4 Mi ahead of the first's.
+// cleanWrites is a small scenario of no particular difficulty: two QPs, WRITEs and SENDs only, a
+// clean path, the second QP's PSNs 4 Mi ahead of the first's.
 func cleanWrites() *Scenario {
 	s := Minimal(3, 600*time.Millisecond, rc.ModeSR, rc.ModeTCAETH)
 	s.QPs[1].SendPSN = 0x523456

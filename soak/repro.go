@@ -40,11 +40,14 @@ func script(ops ...[]ScriptOp) []ScriptOp {
 	return out
 }
 
-// Reproductions are the shortest scenarios found for the findings (notes: soak-findings.md),
-// by name. `go test ./soak -run TestWorkload -repro NAME -v` runs one.
+// Reproductions are the shortest scenarios found for faults the workload found in the engines,
+// by name, each with what went wrong before it was fixed; they pass now, and
+// TestReproductions keeps them passing. `go test ./soak -run TestWorkload -repro NAME -v` runs
+// one with its log.
 var Reproductions = map[string]func() *Scenario{
 	// One QP: WRITE, READ, WRITE, READ on a clean path. The CRF beside A counts the WRITE PSNs
-	// between the READs' responses as expected (issue 10, items 4 and 11).
+	// between the READs' responses as expected (issue 10, items 4 and 11; fixed by crf E42, E43 and
+	// csf E29).
 	"read-gaps": func() *Scenario {
 		s := Minimal(1, 500*time.Millisecond, rc.ModeSR)
 		s.Script = script(every(0, rc.OpWrite, 3*4096, 20*time.Millisecond, 100*time.Millisecond, 420*time.Millisecond),
@@ -52,8 +55,8 @@ var Reproductions = map[string]func() *Scenario{
 		return s
 	},
 	// One QP, MTU 1024, Max Open Blocks 16 (a CRF window of 1024 PSNs): a READ of 2 MiB (2048
-	// PSNs) between two WRITEs on a clean path. The CRF beside B counts the READ's PSNs beyond
-	// its window as expected and lost (issue 10, item 3).
+	// PSNs) between two WRITEs on a clean path. The CRF beside B counted the READ's PSNs beyond
+	// its window as expected and lost (issue 10, item 3; crf E40).
 	"read-beyond-window": func() *Scenario {
 		s := Minimal(1, 500*time.Millisecond, rc.ModeSR)
 		s.MTU, s.MaxOpenBlocks = 1024, 16
@@ -65,8 +68,8 @@ var Reproductions = map[string]func() *Scenario{
 	},
 	// A go-back-N QP, whose CRF delivers in order (C7 a), MTU 1024, Max Open Blocks 16: a READ
 	// of 5 MiB (5120 PSNs, five windows) and at once a READ of 1 KiB behind it. The CRF beside B
-	// holds the second READ and never releases it, and holds every retransmission of it too, so
-	// the QP stalls until the CSF closes the flow as idle 30 s later.
+	// held the second READ and never released it, and held every retransmission of it too, so
+	// the QP stalled until the CSF closed the flow as idle 30 s later (crf E40, E50).
 	"gbn-stall": func() *Scenario {
 		s := Minimal(1, 35*time.Second, rc.ModeGBN)
 		s.MTU, s.MaxOpenBlocks = 1024, 16
@@ -77,8 +80,8 @@ var Reproductions = map[string]func() *Scenario{
 	},
 	// One sr QP, MTU 1024, k 16, m 2, a 5 ms path losing 4 percent in bursts of 3, a READ of
 	// 41947 octets every 3 ms: a re-sent READ response (FIRST where the original was MIDDLE)
-	// joins a block's decoding, and the packet restored from it carries a valid ICRC and wrong
-	// data, which the requester places (S7, S11; RULINGS C12).
+	// joined a block's decoding, and the packet restored from it carried a valid ICRC and wrong
+	// data, which the requester placed (RULINGS C12; crf E46, E48; rc R27).
 	"read-wrong-data": func() *Scenario {
 		s := Minimal(2, 0, rc.ModeSR)
 		s.MTU, s.RTT = 1024, 5*time.Millisecond
@@ -88,8 +91,9 @@ var Reproductions = map[string]func() *Scenario{
 		return s
 	},
 	// One sr QP starting at m = 0, a WRITE of 256 KiB every 5 ms, 3 percent loss each way: the
-	// policy raises m (a change away from m = 0), and the CRF drops the coded retransmissions
-	// of the blocks of the first configuration, which it released (issue 10, item 5).
+	// policy raises m (a change away from m = 0), and the CRF dropped the coded retransmissions
+	// of the blocks of the first configuration, which it had released (issue 10, item 5; crf
+	// E44).
 	"change-from-m0": func() *Scenario {
 		s := Minimal(1, 0, rc.ModeSR)
 		s.M = 0
@@ -98,8 +102,9 @@ var Reproductions = map[string]func() *Scenario{
 		s.Script = every(0, rc.OpWrite, 256<<10, 20*time.Millisecond, 5*time.Millisecond, time.Second)
 		return s
 	},
-	// The same at m = 2: a block gets a block-form REPAIR_REQUEST and two PSN-range requests
-	// answered with coded retransmissions of it, three coded rounds (issue 10, item 7).
+	// The same at m = 2: a block got a block-form REPAIR_REQUEST and two PSN-range requests
+	// answered with coded retransmissions of it, three coded rounds (issue 10, item 7; crf E45,
+	// csf E34).
 	"three-rounds": func() *Scenario {
 		s := Minimal(1, 0, rc.ModeSR)
 		s.Phases = []Phase{{Name: "warm-up", Dur: 50 * time.Millisecond},
@@ -108,9 +113,9 @@ var Reproductions = map[string]func() *Scenario{
 		return s
 	},
 	// One selective-repeat QP, a WRITE of 64 KiB every 10 ms, 66 s of 15 percent loss: the
-	// breaker never trips. The LOSS_REPORTs say some 3 percent: a lost packet that the RDMA
-	// transport resends, or whose original arrives after the CRF restored it, counts as
-	// received (issue 10, item 10, and beyond it).
+	// breaker never tripped. The LOSS_REPORTs said some 3 percent: a lost packet that the RDMA
+	// transport resent, or whose original arrived after the CRF restored it, counted as
+	// received (issue 10, item 10, and beyond it; crf E42, E49).
 	"breaker-blind": func() *Scenario {
 		s := Minimal(1, 0, rc.ModeSR)
 		s.Phases = []Phase{{Name: "warm-up", Dur: 50 * time.Millisecond},
@@ -121,7 +126,8 @@ var Reproductions = map[string]func() *Scenario{
 	},
 	// One QP, MTU 1024, READs of 64 KiB on a path losing 3 percent each way: a READ response
 	// re-sent after a re-issued READ differs from the original (its AETH MSN, First instead of
-	// Middle), the CRF beside A decodes with it, and the packets it restores fail their ICRC.
+	// Middle); the CRF beside A decoded with it, and the packets it restored failed their ICRC
+	// (crf E46, E48).
 	"read-resent-differs": func() *Scenario {
 		s := Minimal(1, 0, rc.ModeSR)
 		s.MTU = 1024

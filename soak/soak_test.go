@@ -92,3 +92,14 @@ func report(t *testing.T, r *Result, replay string) {
 		t.Errorf("seed %d:\n  %s\nreplay: %s", r.Seed, strings.Join(fails, "\n  "), replay)
 	}
 }
+
+// TestReproductions runs every scripted reproduction of a fault the workload found (issue 10):
+// each must pass every invariant.
+func TestReproductions(t *testing.T) {
+	for name, mk := range Reproductions {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			report(t, Run(mk(), Options{}), fmt.Sprintf("go test ./soak -run TestWorkload -repro %s -v", name))
+		})
+	}
+}
