@@ -100,7 +100,14 @@ type rflow struct {
 	set   Settings
 	ack   wire.HelloAck
 
-	cfgs    [maxConfigs]cfgSlot
+	cfgs [maxConfigs]cfgSlot
+	// refused remembers the latest Config IDs refused, and how, so that their copies get the
+	// same answer (E51).
+	refused [8]refusal
+	// preHigh is the newest PSN that went by before the first configuration (E52).
+	preHigh psn.PSN
+	havePre bool
+	nextRef int
 	configs int // configurations acknowledged so far (the first applies wherever PSNs start)
 
 	win   []slot
@@ -473,4 +480,30 @@ func (f *rflow) rangeAnswered(id uint16, now time.Duration) bool {
 		}
 	}
 	return false
+}
+
+// refusal is a Config ID refused, and its status.
+type refusal struct {
+	id     uint8
+	status wire.Status
+	valid  bool
+}
+
+// refusedAs returns the status a Config ID was refused with, if it was among the latest refused.
+func (f *rflow) refusedAs(id uint8) (wire.Status, bool) {
+	for _, x := range f.refused {
+		if x.valid && x.id == id {
+			return x.status, true
+		}
+	}
+	return 0, false
+}
+
+// refuse records a refusal.
+func (f *rflow) refuse(id uint8, st wire.Status) {
+	if _, ok := f.refusedAs(id); ok {
+		return
+	}
+	f.refused[f.nextRef%len(f.refused)] = refusal{id: id, status: st, valid: true}
+	f.nextRef++
 }

@@ -94,3 +94,45 @@ func TestRTTFromFirstParamUpdateE49(t *testing.T) {
 		})
 	}
 }
+
+// TestPassedBeforeConfigNotMissingE52 (E8, E42; E52): packets that go by before the flow's first
+// configuration are not tracked; when the first source after it is one sent again, behind them,
+// the window starts after the newest of them, and none of them is asked for or counted lost.
+func TestPassedBeforeConfigNotMissingE52(t *testing.T) {
+	r := newReceiver(t, Settings{Ordered: true})
+	h := hello(42)
+	r.Handle(0, testCSF, msg(t, &h), false)
+	var id uint32
+	for _, m := range drainMsgs(r) {
+		if a, ok := m.(*wire.HelloAck); ok {
+			id = a.FlowID
+		}
+	}
+	pk := writes(0x10, 20)
+	for _, p := range pk[:16] { // before the first PARAM_UPDATE
+		if v := r.Observe(time.Millisecond, id, p, false); v != Forward {
+			t.Fatal("a packet before the configuration held")
+		}
+	}
+	pu := wire.ParamUpdate{FlowID: id, ConfigID: 1, Scheme: wire.SchemeCauchy, K: 8, M: 0, T: testT}
+	r.Handle(2*time.Millisecond, testCSF, msg(t, &pu), false)
+	drainMsgs(r)
+	var log trafficLog
+	now := 3 * time.Millisecond
+	if v := r.Observe(now, id, pk[2], false); v != Forward { // 0x12 sent again
+		t.Fatalf("the copy sent again: %v", v)
+	}
+	for _, p := range pk[16:] {
+		if v := r.Observe(now, id, p, false); v != Forward {
+			t.Fatalf("a packet after the configuration held: %v", v)
+		}
+	}
+	log.take(now, r)
+	log.runUntil(r, now+time.Second)
+	if reqs := log.rangeReqs(); len(reqs) != 0 {
+		t.Fatalf("asked for PSNs that went by before the configuration: %+v", reqs)
+	}
+	if e, rcv := log.sums(); e != rcv {
+		t.Fatalf("LOSS_REPORTs: %d expected, %d received", e, rcv)
+	}
+}

@@ -584,9 +584,10 @@ func TestConfigEffectivePSNContract3(t *testing.T) {
 }
 
 // TestConfigSlotsBoundIssue10: at most four configurations are held (maxConfigs); while every
-// one may still have a repairable block a fifth gets PARAM_ACK status 3 (counted; the CSF offers
-// it again later, contract 4), and once the older ones' PSNs are behind the window it is
-// accepted, the older ones released.
+// one may still have a repairable block a fifth gets PARAM_ACK status 3 (counted; a copy of it
+// gets the same answer, E51; the CSF offers the choice again later under a new Config ID,
+// contract 4), and once the older ones' PSNs are behind the window that is accepted, the older
+// ones released.
 func TestConfigSlotsBoundIssue10(t *testing.T) {
 	r := newReceiver(t, Settings{}, WithLimits(smallLimits()))
 	id := open(t, r, 0, cfg8m1)
@@ -609,13 +610,21 @@ func TestConfigSlotsBoundIssue10(t *testing.T) {
 		t.Fatalf("a fifth configuration while four may be repaired: status %v", st)
 	}
 	feed(40) // the window (32 positions) moves past every block of configurations 1 to 3
-	if st := paramUpdate(t, r, 0, id, c5, p); st != wire.StatusAccepted || r.Stats().ConfigsReleased != 3 {
+	// A copy of the refused update gets the same answer (E51); the CSF offers the choice again
+	// under a new Config ID (contract 4), which is accepted.
+	if st := paramUpdate(t, r, 0, id, c5, p); st != wire.StatusResourcesExhausted {
+		t.Fatalf("a copy of the refused update: status %v", st)
+	}
+	c6 := c5
+	c6.ID = 6
+	if st := paramUpdate(t, r, 0, id, c6, p); st != wire.StatusAccepted || r.Stats().ConfigsReleased != 3 {
 		t.Fatalf("offered again: status %v, %d released", st, r.Stats().ConfigsReleased)
 	}
 	old := mkBlock(0x100, 1, writes(0x100, 8)...)
+	late := func() uint64 { st, _ := r.FlowStats(id); return st.RepairLate }()
 	r.Handle(0, testCSF, old.ordinary(t, id, 0, true), false)
-	if st, _ := r.FlowStats(id); st.RepairUnknownConfig != 1 {
-		t.Fatalf("REPAIR of a released configuration: %+v", st)
+	if st, _ := r.FlowStats(id); st.RepairUnknownConfig != 0 || st.RepairLate != late+1 {
+		t.Fatalf("REPAIR of a released configuration (its block behind the window): %+v", st)
 	}
 }
 

@@ -45,6 +45,12 @@ func (r *Receiver) onRepair(now time.Duration, f *rflow, msg []byte, ce bool) {
 	c := f.config(m.ConfigID)
 	noBlock := m.Info && m.Present.Empty()
 	switch {
+	case c == nil && f.win != nil && f.gone(m.BlockStartPSN.Add(int(m.K)-1)):
+		// A configuration released because its blocks had all left the window (E44): this
+		// REPAIR's block is behind the window too, too late for decoding whatever its
+		// configuration, which the CRF may no longer remember.
+		f.st.RepairLate++
+		return
 	case c == nil || f.win == nil:
 		f.st.RepairUnknownConfig++
 		return

@@ -131,6 +131,13 @@ func (r *Receiver) onParamUpdate(now time.Duration, f *rflow, msg []byte) {
 	case f.eff.MaxOpenBlocks*cfg.K*cfg.T > r.o.memory:
 		status = wire.StatusResourcesExhausted
 	}
+	// One Config ID, one answer: a PARAM_UPDATE sent again after a refusal (its copy crossed
+	// the PARAM_ACK) is refused again, even if room has come meanwhile. Accepting it would leave
+	// the CRF holding a configuration the CSF has given up, and taking it for one applied (E44)
+	// would release the one the CSF goes on using (E51).
+	if st, ok := f.refusedAs(cfg.ID); ok && status == wire.StatusAccepted && free == nil {
+		status = st
+	}
 	if status == wire.StatusAccepted && free == nil {
 		for i := range f.cfgs {
 			if c := &f.cfgs[i]; !c.valid || c.released {
@@ -152,6 +159,7 @@ func (r *Receiver) onParamUpdate(now time.Duration, f *rflow, msg []byte) {
 		f.allocate(r.prefix)
 		r.st.ParamAccepted++
 	} else {
+		f.refuse(cfg.ID, status)
 		r.st.ParamRejected++
 	}
 	r.send(f.from, &wire.ParamAck{FlowID: f.id, ConfigID: cfg.ID, Status: status})

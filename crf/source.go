@@ -32,15 +32,24 @@ const firstPosition = 1 << 31
 // flows, and packets that take no new PSN (ACKs, CNPs), are simply forwarded.
 func (r *Receiver) Observe(now time.Duration, id uint32, pkt []byte, ce bool) Verdict {
 	f := r.flow(id)
-	if f == nil || f.win == nil || len(pkt) < roce.BTHLen+roce.ICRCLen {
-		return Forward // unknown, or not yet configured: nothing to protect it with
-	}
-	op := roce.Opcode(pkt[0])
-	if !r.ops[op] {
-		return Forward
+	if f == nil || len(pkt) < roce.BTHLen+roce.ICRCLen || !r.ops[roce.Opcode(pkt[0])] {
+		return Forward // unknown, or no source
 	}
 	p := psn.PSN(uint32(pkt[9])<<16 | uint32(pkt[10])<<8 | uint32(pkt[11]))
+	if f.win == nil {
+		f.passed(p, f.consumes(pkt)) // not yet configured: nothing to protect it with
+		return Forward
+	}
 	return r.observe(now, f, p, f.consumes(pkt), pkt, ce)
+}
+
+// passed notes a source that went by before the flow's first configuration (E52): its PSNs
+// are not missing when the window starts.
+func (f *rflow) passed(p psn.PSN, n int) {
+	last := p.Add(max(n, 1) - 1)
+	if !f.havePre || last.After(f.preHigh) {
+		f.preHigh, f.havePre = last, true
+	}
 }
 
 // consumes returns the PSNs a source packet takes: one, or a READ request's max(1,
@@ -82,7 +91,11 @@ func (r *Receiver) ObserveIP(now time.Duration, id uint32, ip, udp, pkt []byte, 
 // consumes n PSNs (C13); payload is its whole UDP payload. Observe calls it after parsing.
 func (r *Receiver) ObserveSource(now time.Duration, id uint32, p psn.PSN, n int, payload []byte, ce bool) Verdict {
 	f := r.flow(id)
-	if f == nil || f.win == nil {
+	if f == nil {
+		return Forward
+	}
+	if f.win == nil {
+		f.passed(p, n)
 		return Forward
 	}
 	return r.observe(now, f, p, min(max(n, 1), maxReadPSNs), payload, ce)
@@ -128,6 +141,20 @@ func (r *Receiver) observe(now time.Duration, f *rflow, p psn.PSN, n int, payloa
 			f.st.SourcesCE++
 		}
 		switch {
+		case !f.started && f.havePre && p.Before(f.preHigh):
+			// The first source since the configuration is one sent again, behind what went by
+			// before it: the window starts after that, and nothing before is missing (E52).
+			r.begin(f, f.preHigh)
+			if f.set.Ordered && !f.haveCursor {
+				f.haveCursor, f.cursor = true, f.preHigh.Add(1)
+			}
+			if s = r.take(f, p); s == nil {
+				f.st.Late++
+				f.st.Forwarded++
+				return Forward
+			}
+			f.expect(s)
+			f.receive(ce)
 		case !f.started:
 			r.begin(f, p)
 			s = r.take(f, p)

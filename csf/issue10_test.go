@@ -492,13 +492,13 @@ func TestLearnsRDMAMTUE33(t *testing.T) {
 	if c, _ := s.Config(); c.T != 1024+38 {
 		t.Fatalf("T = %d for an MTU of 1024", c.T)
 	}
-	s.Observe(now, readRequest(0x50, 8*1024))
-	s.Observe(now, packet(0x58, 100)) // the next request: right after the READ's 8 PSNs
+	s.Observe(now, readRequest(0x46, 8*1024)) // right after the WRITEs
+	s.Observe(now, packet(0x4e, 100))         // the next request: right after the READ's 8 PSNs
 	if st := s.Stats(); st.Retransmissions != 0 || st.SkippedPSNs != 0 {
 		t.Fatalf("READ counted with the wrong MTU: %d retransmissions, %d skipped", st.Retransmissions, st.SkippedPSNs)
 	}
 	for j := range 8 { // short packets and other sizes never change it
-		s.Observe(now, packet(psn.PSN(0x59+j), 512*(j%2+1)))
+		s.Observe(now, packet(psn.PSN(0x4f+j), 512*(j%2+1)))
 	}
 	if s.RDMAMTU() != 1024 {
 		t.Fatalf("MTU %d after mixed sizes", s.RDMAMTU())
@@ -604,5 +604,53 @@ func TestBurstGapIgnoresIdleC5(t *testing.T) {
 			t.Fatalf("message %d: %d REPAIRs at the burst gap", msg, n)
 		}
 		now += 20 * time.Millisecond
+	}
+}
+
+// TestGapAcrossSessionsInfoE29 (E29): a new session goes on in the flow's PSN space, so PSNs
+// skipped between the last source of one session and the first of the next are absent all the
+// same, and a PSN-range request for them gets INFO naming no block.
+func TestGapAcrossSessionsInfoE29(t *testing.T) {
+	s := newSender(t, WithConfig(wire.SchemeCauchy, 4, 1, 0), WithAdaptation(false))
+	establish(t, s, 0, 3)
+	now := time.Millisecond
+	for j := range 4 {
+		s.Observe(now, packet(psn.PSN(0x10+j), 100))
+	}
+	s.Close(now, wire.ReasonNormal)
+	establish(t, s, now, 4) // a new session (the gateway's, on the next packet)
+	s.Observe(now, packet(0x20, 100))
+	drain(s)
+	b, _ := (&wire.RepairRequest{FlowID: 4, RangeForm: true, RequestID: 5, Ranges: []psn.Range{{Start: 0x15, Count: 2}}}).Append(nil)
+	s.Handle(now, testCRF, b)
+	rs := repairs(drain(s))
+	if len(rs) != 1 || !rs[0].Info || !rs[0].Present.Empty() || rs[0].BlockStartPSN != 0x15 || rs[0].K != 2 {
+		t.Fatalf("PSNs skipped across sessions: %+v", rs)
+	}
+}
+
+// TestRetransmissionsKeepFlowC15 (C15): a flow whose RDMA transport still retransmits is not
+// idle: CLOSE reason 1 comes 30 s after the last packet of the flow, new or sent again.
+func TestRetransmissionsKeepFlowC15(t *testing.T) {
+	s := newSender(t, WithPeerSilence(time.Hour))
+	establish(t, s, 0, 3)
+	s.Observe(time.Millisecond, packet(0, 100))
+	for i := 1; i <= 25; i++ { // 25 s of retransmissions of PSN 0, one a second
+		now := time.Duration(i) * time.Second
+		if d, ok := s.NextDeadline(); ok && d <= now {
+			s.Tick(now)
+		}
+		s.Observe(now, packet(0, 100))
+	}
+	if s.State() != StateEstablished {
+		t.Fatalf("closed while retransmissions went on: %v", s.State())
+	}
+	d, ok := s.NextDeadline()
+	for ok && d < 60*time.Second {
+		s.Tick(d)
+		d, ok = s.NextDeadline()
+	}
+	if s.State() != StateClosed || s.Stats().CloseSentByReason[wire.ReasonIdle] != 1 {
+		t.Fatalf("state %v after 30 s without any packet", s.State())
 	}
 }

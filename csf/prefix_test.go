@@ -101,7 +101,7 @@ func deadlineScan(s *Sender) (time.Duration, bool) {
 		at(s.pend.due)
 	}
 	if s.haveNext {
-		at(s.lastSrc + s.o.idle)
+		at(max(s.lastSrc, s.lastAgain) + s.o.idle)
 	}
 	if s.haveCfg && s.lastSrc > s.lastHeard {
 		at(s.lastHeard + s.silence())

@@ -76,6 +76,9 @@ type Sender struct {
 	next     psn.PSN // the PSN after the newest source
 	haveNext bool
 	lastSrc  time.Duration
+	// lastAgain is when a packet sent again last went by: the flow is not idle while its RDMA
+	// transport still retransmits (C15: idle means no source packets at all).
+	lastAgain time.Duration
 	// lastHeard is when the bound CRF last answered (HELLO_ACK, PARAM_ACK, LOSS_REPORT,
 	// REPAIR_REQUEST): a CRF that restarted has forgotten the flow and says nothing (E31).
 	lastHeard time.Duration
@@ -223,7 +226,7 @@ func (s *Sender) NextDeadline() (time.Duration, bool) {
 			at(s.retryAt)
 		}
 		if s.haveNext {
-			at(s.lastSrc + s.o.idle)
+			at(max(s.lastSrc, s.lastAgain) + s.o.idle)
 		}
 		if s.haveCfg && s.lastSrc > s.lastHeard {
 			at(s.lastHeard + s.silence())
@@ -250,7 +253,7 @@ func (s *Sender) Tick(now time.Duration) {
 			s.Start(now)
 		}
 	case StateEstablished:
-		if s.haveNext && now >= s.lastSrc+s.o.idle {
+		if s.haveNext && now >= max(s.lastSrc, s.lastAgain)+s.o.idle {
 			s.Close(now, wire.ReasonIdle)
 			return
 		}

@@ -371,13 +371,14 @@ func (s *Sender) Close(now time.Duration, reason wire.Reason) {
 	s.state = StateClosed
 }
 
-// release drops every block and the session's bindings.
+// release drops every block and the session's bindings. The flow's PSN space stays known (the
+// next PSN, the absent runs): a new session goes on in it, and a gap across the two is a gap all
+// the same (E29); only a new PSN space forgets it (E32).
 func (s *Sender) release() {
 	s.blocks, s.open, s.seq, s.ackSeq = nil, -1, 0, 0
 	s.timers.Reset()
 	s.haveCfg, s.pend = false, pendingParam{}
 	s.flowID, s.bound = 0, netip.AddrPort{}
-	s.haveNext = false
 	s.mOverride = false
 	s.haveAcked = false
 }

@@ -115,7 +115,7 @@ func (s *Sender) ObserveSource(now time.Duration, p psn.PSN, n int, payload []by
 		n = 1
 	}
 	if s.haveNext && p.Before(s.next) && !s.newPSNSpace(now, p, n) {
-		s.retransmission(p, payload)
+		s.retransmission(now, p, payload)
 		return
 	}
 	s.stats.Sources++
@@ -190,8 +190,9 @@ func (s *Sender) ObserveSource(now time.Duration, p psn.PSN, n int, payload []by
 
 // retransmission handles a PSN the Sender has seen: it keeps its old position and is not a new
 // source; a copy that differs from the original is counted (the original stays coded).
-func (s *Sender) retransmission(p psn.PSN, payload []byte) {
+func (s *Sender) retransmission(now time.Duration, p psn.PSN, payload []byte) {
 	s.stats.Retransmissions++
+	s.lastAgain = now
 	i := s.find(p)
 	if i < 0 {
 		s.stats.RetransmissionUnheld++
@@ -250,9 +251,8 @@ func (s *Sender) newPSNSpace(now time.Duration, p psn.PSN, n int) bool {
 			"flow", s.flowID, "qp", s.o.desc.DestQP, "psn", p, "expected", s.next)
 	}
 	s.absent.reset()
-	if s.state == StateIdle || s.state == StateClosed {
-		s.haveNext = false
-	} else {
+	s.haveNext = false
+	if s.state != StateIdle && s.state != StateClosed {
 		s.Start(now)
 	}
 	return true
