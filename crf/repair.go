@@ -14,6 +14,7 @@ import (
 
 // onRepair takes a REPAIR message (C7 c-e).
 func (r *Receiver) onRepair(now time.Duration, f *rflow, msg []byte, ce bool) {
+	f.active = true
 	if f.win != nil && len(msg) >= 16 {
 		// A block that has ended takes nothing more: skip the full parse (the common case
 		// without loss, where the first REPAIR finds every source held).

@@ -71,11 +71,28 @@ func (s *FlowStats) add(o *FlowStats) {
 type Stats struct {
 	Flows FlowStats
 
-	HelloReceived, HelloDuplicate, HelloRefused, HelloAckSent, FlowsOpened uint64
-	ParamUpdates, ParamAccepted, ParamRejected, ConfigsReleased            uint64
-	ConfigsFull                                                            uint64 // PARAM_UPDATEs refused (status 3): every configuration slot still repairable (E44)
-	CloseSent, CloseReceived                                               uint64
-	CloseSentByReason, CloseReceivedByReason                               [6]uint64
-	MessagesIgnored, MessagesMalformed, MessagesWrongSource, UnknownFlow   uint64
-	QueueFull, DeliveriesDropped, EncodeErrors                             uint64
+	// Messages counts every datagram Handle took; each is counted once more among HelloReceived,
+	// ParamUpdates, CloseReceived, Flows.Repairs, MessagesIgnored, MessagesMalformed,
+	// MessagesWrongSource, UnknownFlow and HandshakesRefused.
+	Messages uint64
+	// A HELLO is a duplicate (C3), refused (C3: no room in the flow table, a descriptor or
+	// capabilities the CRF cannot serve, or the settings callback's no), TakeoverRefused
+	// (its flow is established from another address), HelloBusy (the pending budget is full of
+	// sessions younger than the initial RTT), or it opens a pending session (HandshakesOpened;
+	// HandshakesRestart of them come from the address of their descriptor's established flow).
+	HelloReceived, HelloDuplicate, HelloRefused, HelloAckSent       uint64
+	TakeoverRefused, HelloBusy, HandshakesOpened, HandshakesRestart uint64
+	// A pending session becomes a flow (FlowsOpened; FlowsRestarted of them replaced their
+	// descriptor's flow at the same address), or is evicted for a newer one, expires unproven,
+	// is superseded (another session of its descriptor proved itself first), closed, or refused
+	// at its first message (its descriptor's flow is bound elsewhere, or the flow table is full).
+	FlowsOpened, FlowsRestarted                                          uint64
+	HandshakesEvicted, HandshakesExpired, HandshakesSuperseded           uint64
+	HandshakesClosed, HandshakesRefused                                  uint64
+	ParamUpdates, ParamAccepted, ParamRejected, ConfigsReleased          uint64
+	ConfigsFull                                                          uint64 // PARAM_UPDATEs refused (status 3): every configuration slot still repairable (E44)
+	CloseSent, CloseReceived                                             uint64
+	CloseSentByReason, CloseReceivedByReason                             [6]uint64
+	MessagesIgnored, MessagesMalformed, MessagesWrongSource, UnknownFlow uint64
+	QueueFull, DeliveriesDropped, EncodeErrors                           uint64
 }
