@@ -80,6 +80,17 @@ type rblock struct {
 	incomplete  bool
 	queued      bool          // the flow's timer heap holds an entry for due
 	queuedAt    time.Duration // that entry's time
+	// The repair symbols kept for another solve (candidates.go, CH4); done holds the positions
+	// restored and delivered; failed counts solves whose packets failed the ICRC check, solves
+	// every solve, tried the sets of symbols of the failed ones; stuck: no untried set can
+	// solve the block until something new comes.
+	cands  []cand
+	seq    uint16
+	done   psn.Bitmap
+	failed int
+	solves int
+	tried  [maxSolves]uint64
+	stuck  bool
 }
 
 // rflow is the CRF's state of one flow.

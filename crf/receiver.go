@@ -310,3 +310,38 @@ func (r *Receiver) newDecoder() (flow.Decoder, error) {
 	}
 	return fec.NewDecoder()
 }
+
+// Footprint is what a Receiver holds, in entries and octets: what its bounds apply to.
+type Footprint struct {
+	Flows, Pending         int // established flows; sessions pending since their HELLO
+	Blocks, Decoders       int // block slots allocated over every flow; decoders in use or pooled
+	KeptSymbols, KeptBytes int // repair symbols kept for another solve (CH4), with their spare buffers
+	HeldPackets, HeldBytes int // packets held for in-order delivery (C7 a)
+	WindowSlots            int // source window slots over every flow
+}
+
+// Footprint returns what the Receiver holds now; it walks every flow's blocks (for tests,
+// tools and gauges, not the data path).
+func (r *Receiver) Footprint() Footprint {
+	fp := Footprint{Flows: len(r.flows), Pending: r.pend.all.n, Decoders: len(r.decs)}
+	for _, b := range r.syms {
+		fp.KeptBytes += cap(b)
+	}
+	for _, f := range r.order {
+		fp.Blocks += len(f.blocks)
+		fp.WindowSlots += len(f.win)
+		fp.HeldPackets += f.heldPkts
+		fp.HeldBytes += f.heldBytes
+		for i := range f.blocks {
+			b := &f.blocks[i]
+			if b.dec != nil {
+				fp.Decoders++
+			}
+			fp.KeptSymbols += len(b.cands)
+			for _, c := range b.cands {
+				fp.KeptBytes += cap(c.sym)
+			}
+		}
+	}
+	return fp
+}
