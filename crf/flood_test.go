@@ -26,8 +26,8 @@ func TestHelloFloodIssue11(t *testing.T) {
 		Dst: netip.MustParseAddr("10.0.0.2"), DestQP: 0x11, SrcPort: 49152}
 	csfAddr := netip.MustParseAddrPort("10.0.0.1:50000")
 	scenarios := []struct {
-		name string
-		from func(rng *rand.Rand) netip.AddrPort
+		name  string
+		from  func(rng *rand.Rand) netip.AddrPort
 		ownQP bool // the flood uses the real flow's descriptor
 	}{
 		{"many addresses", func(rng *rand.Rand) netip.AddrPort {
@@ -51,7 +51,7 @@ func TestHelloFloodIssue11(t *testing.T) {
 			flood := func(d time.Duration) {
 				for end := p.Clock.Now() + d; p.Clock.Now() < end; {
 					h := wire.Hello{Capabilities: flow.DefaultLimits().Capabilities(1024), SenderNonce: rng.Uint64(),
-						Source: netip.AddrFrom4([4]byte{10, byte(rng.IntN(256)), byte(rng.IntN(256)), byte(rng.IntN(256))}),
+						Source:      netip.AddrFrom4([4]byte{10, byte(rng.IntN(256)), byte(rng.IntN(256)), byte(rng.IntN(256))}),
 						Destination: desc.Dst, FlowLabel: rng.Uint32() & 0xffffff}
 					if sc.ownQP {
 						h.Source, h.FlowLabel = desc.Src, desc.DestQP
@@ -123,4 +123,3 @@ func TestHelloFloodIssue11(t *testing.T) {
 		})
 	}
 }
-

@@ -421,9 +421,13 @@ func TestForgedRepairFirstIssue11(t *testing.T) {
 		want  func(st FlowStats) bool
 	}{
 		{"same index, forged first", []int{1}, []step{{0, true, false, false}, {0, false, false, false}},
-			func(st FlowStats) bool { return st.RepairConflict == 1 && st.SolveRetries == 1 && st.BlocksRescued == 1 }},
+			func(st FlowStats) bool {
+				return st.RepairConflict == 1 && st.SolveRetries == 1 && st.BlocksRescued == 1
+			}},
 		{"two lost, forged first", []int{1, 5}, []step{{0, true, false, false}, {1, false, false, false}, {0, false, false, false}},
-			func(st FlowStats) bool { return st.RepairConflict == 1 && st.BlocksRescued == 1 && st.ICRCMismatch == 2 }},
+			func(st FlowStats) bool {
+				return st.RepairConflict == 1 && st.BlocksRescued == 1 && st.ICRCMismatch == 2
+			}},
 		{"forged unused index, surplus genuine", []int{2, 6}, []step{{7, true, false, false}, {0, false, false, false}, {1, false, false, true}},
 			func(st FlowStats) bool { return st.BlocksRescued == 1 && st.RepairConflict == 0 }},
 		{"forged Source Copy", []int{3}, []step{{3, true, true, false}, {3, false, true, false}},
