@@ -260,6 +260,7 @@ func (r *Receiver) Close(now time.Duration, id uint32, reason wire.Reason) error
 
 // release forgets a flow and everything it held.
 func (r *Receiver) release(f *rflow) {
+	r.st.FlowsClosed++
 	r.closed.add(&f.st)
 	if r.last == f {
 		r.last = nil

@@ -78,7 +78,8 @@ type Stats struct {
 	// descriptor's flow at the same address), or is evicted for a newer one, expires unproven,
 	// is superseded (another session of its descriptor proved itself first), closed, or refused
 	// at its first message (its descriptor's flow is bound elsewhere, or the flow table is full).
-	FlowsOpened, FlowsRestarted                                          uint64
+	// FlowsClosed counts flows released (CLOSE either way, idle, replaced by a restart).
+	FlowsOpened, FlowsRestarted, FlowsClosed                             uint64
 	HandshakesEvicted, HandshakesExpired, HandshakesSuperseded           uint64
 	HandshakesClosed, HandshakesRefused                                  uint64
 	ParamUpdates, ParamAccepted, ParamRejected, ConfigsReleased          uint64
