@@ -526,3 +526,114 @@ func TestForgedRepairAskedAgainIssue11(t *testing.T) {
 		t.Fatalf("deliveries %+v\n%+v", ds, st)
 	}
 }
+
+// TestTablesBoundedIssue11 (CH3): every table a peer can grow has a bound and an expiry. Flows
+// (with their order and key index) are bounded by WithMaxFlows and end at their idle time, the
+// handshake time without traffic; the decoders and symbol buffers kept for reuse are bounded
+// however many blocks decoded at once; a block keeps a bounded number of repair symbols however
+// many arrive, and none once it ends. (Pending sessions: TestPendingBudgetsIssue11.)
+func TestTablesBoundedIssue11(t *testing.T) {
+	r := newReceiver(t, Settings{}, WithMaxFlows(8), WithHandshakes(64, 64, 500*time.Millisecond))
+	for i := range 20 {
+		from := netip.AddrPortFrom(netip.AddrFrom4([4]byte{10, 1, 0, byte(i)}), 5000)
+		h := hello(uint64(i + 1))
+		h.FlowLabel = uint32(0x100 + i)
+		if id := helloAck(t, r, 0, from, h); id != 0 {
+			configure(t, r, time.Millisecond, from, id)
+		}
+	}
+	if len(r.flows) != 8 || len(r.order) != 8 || len(r.byKey) != 8 {
+		t.Fatalf("flows %d, order %d, byKey %d; bound 8", len(r.flows), len(r.order), len(r.byKey))
+	}
+	r.Tick(time.Second)
+	drainMsgs(r)
+	if len(r.flows)+len(r.order)+len(r.byKey)+r.pend.all.n+len(r.pend.byID) != 0 {
+		t.Fatalf("after the handshake time without traffic: flows %d, order %d, byKey %d, pending %d", len(r.flows), len(r.order), len(r.byKey), r.pend.all.n)
+	}
+
+	// Decoders and symbol buffers: 3 flows x 40 blocks decoding at once, then all complete.
+	l := flow.DefaultLimits()
+	l.MaxOpenBlocks = 64
+	r = newReceiver(t, Settings{}, WithLimits(l))
+	var ids []uint32
+	for i := range 3 {
+		h := hello(uint64(i + 1))
+		h.FlowLabel = uint32(0x11 + i)
+		id := helloAck(t, r, 0, testCSF, h)
+		if !configure(t, r, 0, testCSF, id) {
+			t.Fatal("not configured")
+		}
+		ids = append(ids, id)
+	}
+	blocks := map[uint32][]*block{}
+	for _, id := range ids {
+		for n := range 40 {
+			b := newBlock(psn.PSN(8*n), 8)
+			for j := 2; j < 8; j++ {
+				r.Observe(time.Millisecond, id, b.pkts[j], false) // (the test's packets carry QP 0x11: the checks do not need it)
+			}
+			r.Handle(time.Millisecond, testCSF, b.repair(t, id, 0, psn.Bitmap{}, 0), false)
+			blocks[id] = append(blocks[id], b)
+		}
+	}
+	if fp := r.Footprint(); fp.Decoders < 100 || fp.KeptSymbols != 120 {
+		t.Fatalf("while decoding: %+v", fp)
+	}
+	for _, id := range ids {
+		for _, b := range blocks[id] {
+			r.Handle(2*time.Millisecond, testCSF, b.repair(t, id, 1, psn.Bitmap{}, 0), false)
+		}
+	}
+	drainDel(r)
+	drainMsgs(r)
+	if st := r.Stats().Flows; st.BlocksDecoded != 120 || st.ICRCMismatch != 0 {
+		t.Fatalf("%+v", st)
+	}
+	if fp := r.Footprint(); fp.Decoders > maxPooledDecoders || fp.KeptSymbols != 0 || len(r.syms) > maxSpareSym {
+		t.Fatalf("after decoding: %+v, %d symbol buffers", fp, len(r.syms))
+	}
+
+	// One block, a flood of REPAIRs with distinct indices and wrong bytes.
+	r = newReceiver(t, Settings{})
+	id := open(t, r, 0, cfg8)
+	b := newBlock(0x100, 8)
+	for j := 3; j < 8; j++ {
+		r.Observe(time.Millisecond, id, b.pkts[j], false)
+	}
+	rng := rand.New(rand.NewPCG(5, 6))
+	for i := range 600 {
+		m := wire.Repair{FlowID: id, ConfigID: 1, Scheme: wire.SchemeCauchy, K: 8, RepairIndex: uint8(rng.IntN(200)),
+			BlockStartPSN: b.start, Present: psn.FirstK(8), Symbol: make([]byte, testT)}
+		for k := range m.Symbol {
+			m.Symbol[k] = byte(rng.Uint32())
+		}
+		r.Handle(time.Millisecond+time.Duration(i)*time.Microsecond, testCSF, msg(t, &m), false)
+		if ds := drainDel(r); len(ds) != 0 {
+			t.Fatalf("delivered %+v", ds)
+		}
+		f := r.flows[id]
+		for k := range f.blocks {
+			if bb := &f.blocks[k]; len(bb.cands) > keepLimit(bb) {
+				t.Fatalf("%d symbols kept, bound %d", len(bb.cands), keepLimit(bb))
+			}
+		}
+	}
+	st, _ := r.FlowStats(id)
+	if st.RepairNotKept == 0 || st.Restored != 0 || st.SolveRetries > maxSolves {
+		t.Fatalf("%+v", st)
+	}
+	// Genuine symbols come too (the solves may be spent): whatever the block does, it ends
+	// holding nothing.
+	for i := range 3 {
+		r.Handle(2*time.Millisecond, testCSF, b.repair(t, id, 240+i, psn.Bitmap{}, 0), false)
+	}
+	drainDel(r)
+	for d, ok := r.NextDeadline(); ok && d < time.Second; d, ok = r.NextDeadline() {
+		r.Tick(d)
+		drainMsgs(r)
+		drainDel(r)
+	}
+	if fp := r.Footprint(); fp.KeptSymbols != 0 {
+		t.Fatalf("the block ended holding %d symbols", fp.KeptSymbols)
+	}
+}
