@@ -637,3 +637,32 @@ func TestTablesBoundedIssue11(t *testing.T) {
 		t.Fatalf("the block ended holding %d symbols", fp.KeptSymbols)
 	}
 }
+
+// TestRestartDeliversHoldIssue11 (C7 a; CH1): when a restarted CSF's session replaces an
+// ordered flow, the packets the old flow held after a gap are delivered first, not dropped.
+func TestRestartDeliversHoldIssue11(t *testing.T) {
+	r := newReceiver(t, Settings{Ordered: true})
+	id := open(t, r, 0, cfg8)
+	b := newBlock(0x100, 8)
+	for j, p := range b.pkts {
+		if j != 2 {
+			r.Observe(time.Millisecond, id, p, false)
+		}
+	}
+	if ds := drainDel(r); len(ds) != 0 {
+		t.Fatalf("released before the gap ended: %+v", ds)
+	}
+	nid := helloAck(t, r, 2*time.Millisecond, testCSF, hello(99))
+	if !configure(t, r, 3*time.Millisecond, testCSF, nid) || r.Stats().FlowsRestarted != 1 {
+		t.Fatal("no restart")
+	}
+	n := 0
+	for _, d := range drainDel(r) {
+		if d.Kind == Received && d.Flow == id {
+			n++
+		}
+	}
+	if n != 5 {
+		t.Fatalf("%d of the 5 held packets delivered at the restart", n)
+	}
+}
