@@ -123,3 +123,49 @@ func TestHelloFloodIssue11(t *testing.T) {
 		})
 	}
 }
+
+// TestForgedRepairSurvivedIssue11 (C7 f, C8, C12; CH4): between a real CSF and CRF, a forged
+// copy of a REPAIR arriving first from the CSF's address, or a REPAIR corrupted once on the link,
+// costs its block nothing: nothing wrong is delivered, and the block is restored from the
+// genuine symbol, a surplus one, or the coded retransmission it asks for.
+func TestForgedRepairSurvivedIssue11(t *testing.T) {
+	for _, forge := range []bool{true, false} {
+		p, err := cremtest.NewPair(cremtest.Config{Seed: 3,
+			Sender: []csf.Option{csf.WithConfig(wire.SchemeCauchy, 4, 1, 0), csf.WithAdaptation(false)}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		p.Start()
+		p.RunFor(20 * time.Millisecond)
+		if _, ok := p.Sender.Config(); !ok {
+			t.Fatal("not established")
+		}
+		done := false
+		p.Link.Filter = func(pk *cremtest.Packet) cremtest.Fate {
+			if pk.Kind == cremtest.RDMA && pk.Dir == cremtest.Forward && pk.N == 1 {
+				return cremtest.Fate{Drop: true}
+			}
+			if !done && pk.Kind == cremtest.CREM && pk.Dir == cremtest.Forward && pk.Data[0]&0x0f == byte(wire.TypeRepair) {
+				done = true
+				bad := append([]byte(nil), pk.Data...)
+				bad[len(bad)-300] ^= 0x10
+				if !forge {
+					pk.Data = bad // corrupted on the link: the genuine one never arrives
+					return cremtest.Fate{}
+				}
+				p.Inject(cremtest.Forward, p.CSFAddr, bad) // a forged copy, ahead of the genuine one
+				return cremtest.Fate{Delay: 100 * time.Microsecond}
+			}
+			return cremtest.Fate{}
+		}
+		for range 4 {
+			p.Send(p.Synth.Next(500))
+		}
+		p.RunFor(100 * time.Millisecond)
+		st := p.Receiver.Stats().Flows
+		o := p.Outcomes[1]
+		if st.ICRCMismatch == 0 || st.BlocksRescued != 1 || o == nil || o.Restored != 1 || o.Wrong != 0 || o.Abandoned != 0 {
+			t.Fatalf("forged %v: outcome %+v\n%+v", forge, o, st)
+		}
+	}
+}
