@@ -16,7 +16,7 @@ import (
 // the check, its symbols become suspects and the block solves again from symbols not yet
 // suspected first (a second version, a surplus symbol, a coded retransmission asked for with
 // only the unsuspected ones counted as held), within a small budget of solves. Every packet of
-// every solve is checked; none that fails is delivered (CH4).
+// every solve is checked; none that fails is delivered (E56).
 
 // cand is a repair symbol a block keeps for another solve.
 type cand struct {
@@ -35,7 +35,7 @@ const (
 )
 
 // keepLimit bounds the symbols a block keeps: twice k and some more, beyond what the CSF sends
-// for a block (m, two coded rounds of at most k + 1, CH4).
+// for a block (m, two coded rounds of at most k + 1, E56).
 func keepLimit(b *rblock) int { return min(255*maxVersions, 2*b.k+32) }
 
 // keep takes a coded repair symbol of block b (its decoder in use). It reports whether the

@@ -80,7 +80,7 @@ type rblock struct {
 	incomplete  bool
 	queued      bool          // the flow's timer heap holds an entry for due
 	queuedAt    time.Duration // that entry's time
-	// The repair symbols kept for another solve (candidates.go, CH4); done holds the positions
+	// The repair symbols kept for another solve (candidates.go, E56); done holds the positions
 	// restored and delivered; failed counts solves whose packets failed the ICRC check, solves
 	// every solve, tried the sets of symbols of the failed ones; stuck: no untried set can
 	// solve the block until something new comes.
@@ -111,7 +111,7 @@ type rflow struct {
 	set   Settings
 	ack   wire.HelloAck
 	// active says a source or a REPAIR has come: until then the flow idles out after the
-	// handshake time, not Settings.Idle (CH2). takeoverLogged: a HELLO from elsewhere was logged.
+	// handshake time, not Settings.Idle (E54). takeoverLogged: a HELLO from elsewhere was logged.
 	active, takeoverLogged bool
 
 	cfgs [maxConfigs]cfgSlot

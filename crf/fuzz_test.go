@@ -21,7 +21,7 @@ import (
 // step, what the CRF promises whatever arrives: every datagram it sends parses and goes to the
 // address its flow is bound to (C14: a HELLO_ACK to where its HELLO came from); every restored
 // packet delivered passes the ICRC check of its flow (C12); the counters add up; and every table
-// stays within its bound (CH3).
+// stays within its bound (E55).
 //
 // A program is a series of steps; the first byte of the input sets the flows' delivery mode.
 // Each step starts with a byte whose low two bits choose it:
@@ -363,7 +363,7 @@ func (p *fuzzProg) longTime(d time.Duration) {
 }
 
 // TestFuzzSeedsHoldInvariants runs the committed corpus and the hand-made seeds through the
-// rig: the invariants hold for realistic traffic, attacks included (CH3, CH5).
+// rig: the invariants hold for realistic traffic, attacks included (E55, E57).
 func TestFuzzSeedsHoldInvariants(t *testing.T) {
 	seeds := fuzzSeeds(t)
 	files, _ := filepath.Glob(filepath.Join("testdata", "fuzz", "FuzzReceiver", "*"))

@@ -16,7 +16,7 @@ import (
 // exponential backoff from 1 ms (draft, Session; csf: 0, 1, 3, ..., 127 ms, then 128 ms more).
 const helloDeadline = 255 * time.Millisecond
 
-// TestHelloFloodIssue11 (draft, Session; C3; CH2): under a flood of 3,000 HELLOs a second, from
+// TestHelloFloodIssue11 (draft, Session; C3; E54): under a flood of 3,000 HELLOs a second, from
 // many spoofed addresses or from one, with random descriptors or with the real flow's own, a
 // real CSF (package csf, in virtual time over a 1 ms link) gets its HELLO_ACK at its first
 // attempt, its configuration acknowledged within its eight, and its flow protected while the
@@ -124,7 +124,7 @@ func TestHelloFloodIssue11(t *testing.T) {
 	}
 }
 
-// TestForgedRepairSurvivedIssue11 (C7 f, C8, C12; CH4): between a real CSF and CRF, a forged
+// TestForgedRepairSurvivedIssue11 (C7 f, C8, C12; E56): between a real CSF and CRF, a forged
 // copy of a REPAIR arriving first from the CSF's address, or a REPAIR corrupted once on the link,
 // costs its block nothing: nothing wrong is delivered, and the block is restored from the
 // genuine symbol, a surplus one, or the coded retransmission it asks for.

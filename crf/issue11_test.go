@@ -98,7 +98,7 @@ func restores(t *testing.T, r *Receiver, now time.Duration, from netip.AddrPort,
 	return false
 }
 
-// TestHelloTakeoverIssue11 (draft, Session; C3, C14; CH1): a HELLO with an established flow's
+// TestHelloTakeoverIssue11 (draft, Session; C3, C14; E53): a HELLO with an established flow's
 // descriptor from another address, with its nonce or another, is refused silently, counted and
 // logged once, and the flow goes on restoring; one from the flow's own address with a new nonce
 // opens a pending session that replaces the flow only when its first message proves it (a
@@ -188,7 +188,7 @@ func TestHelloTakeoverIssue11(t *testing.T) {
 	}
 }
 
-// TestHelloFirstProofWinsIssue11 (draft, Session; C3; CH1): sessions of one descriptor begun
+// TestHelloFirstProofWinsIssue11 (draft, Session; C3; E53): sessions of one descriptor begun
 // from two addresses before either proved itself (one spoofed by someone who guessed the
 // descriptor) do not block each other; the first to send its PARAM_UPDATE gets the flow, the
 // other is superseded, and its later messages find no flow. Lookup gives the oldest pending
@@ -232,7 +232,7 @@ func TestHelloFirstProofWinsIssue11(t *testing.T) {
 	}
 }
 
-// TestPendingClosedAndFullIssue11 (C2, C3; CH2): a pending session closed by its CSF never
+// TestPendingClosedAndFullIssue11 (C2, C3; E54): a pending session closed by its CSF never
 // becomes a flow; one proven when the flow table is full gets CLOSE reason 3 (resources
 // exhausted) at the proven address.
 func TestPendingClosedAndFullIssue11(t *testing.T) {
@@ -264,7 +264,7 @@ func TestPendingClosedAndFullIssue11(t *testing.T) {
 	}
 }
 
-// TestIdleWithoutTrafficIssue11 (C15; CH2): a flow that has seen no source and no REPAIR since
+// TestIdleWithoutTrafficIssue11 (C15; E54): a flow that has seen no source and no REPAIR since
 // its handshake idles out after the handshake time, not the idle timeout; one that has, after
 // the idle timeout.
 func TestIdleWithoutTrafficIssue11(t *testing.T) {
@@ -301,7 +301,7 @@ func floodHello(rng *rand.Rand) wire.Hello {
 	return h
 }
 
-// TestPendingBudgetsIssue11 (C3; CH2): pending sessions are bounded in all and per source
+// TestPendingBudgetsIssue11 (C3; E54): pending sessions are bounded in all and per source
 // address: beyond a budget the oldest is evicted, unless it is younger than the initial RTT,
 // when the new HELLO is refused (silently, counted, logged once); every pending session expires
 // after the handshake time, and with the last one every table entry it made.
@@ -402,7 +402,7 @@ func restoredAll(t *testing.T, ds []Delivery, b *block, want ...int) bool {
 	return true
 }
 
-// TestForgedRepairFirstIssue11 (C7 d, C7 e, C12; CH4): a forged REPAIR from the CSF's address
+// TestForgedRepairFirstIssue11 (C7 d, C7 e, C12; E56): a forged REPAIR from the CSF's address
 // that arrives before the genuine one no longer costs the block: the solve's packets fail the
 // ICRC check and are not delivered, and the block solves again with the genuine symbol, a
 // second version of the same Repair Index, a surplus symbol, or a genuine Source Copy. Every
@@ -490,7 +490,7 @@ func TestForgedRepairFirstIssue11(t *testing.T) {
 	}
 }
 
-// TestForgedRepairAskedAgainIssue11 (C7 f, C8, C12; CH4): when every symbol a block holds has
+// TestForgedRepairAskedAgainIssue11 (C7 f, C8, C12; E56): when every symbol a block holds has
 // failed a solve, its request counts none of them as held (r = 0), and the coded retransmission
 // that answers restores the block.
 func TestForgedRepairAskedAgainIssue11(t *testing.T) {
@@ -527,7 +527,7 @@ func TestForgedRepairAskedAgainIssue11(t *testing.T) {
 	}
 }
 
-// TestTablesBoundedIssue11 (CH3): every table a peer can grow has a bound and an expiry. Flows
+// TestTablesBoundedIssue11 (E55): every table a peer can grow has a bound and an expiry. Flows
 // (with their order and key index) are bounded by WithMaxFlows and end at their idle time, the
 // handshake time without traffic; the decoders and symbol buffers kept for reuse are bounded
 // however many blocks decoded at once; a block keeps a bounded number of repair symbols however
@@ -638,7 +638,7 @@ func TestTablesBoundedIssue11(t *testing.T) {
 	}
 }
 
-// TestRestartDeliversHoldIssue11 (C7 a; CH1): when a restarted CSF's session replaces an
+// TestRestartDeliversHoldIssue11 (C7 a; E53): when a restarted CSF's session replaces an
 // ordered flow, the packets the old flow held after a gap are delivered first, not dropped.
 func TestRestartDeliversHoldIssue11(t *testing.T) {
 	r := newReceiver(t, Settings{Ordered: true})

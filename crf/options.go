@@ -22,7 +22,7 @@ type options struct {
 	firstReqID uint16
 	memory     int // per-flow decoding memory a configuration may reserve (PARAM_ACK status 3 beyond)
 	decoders   func() (flow.Decoder, error)
-	// Pending sessions (CH2): in all, per source address, and how long one waits for its proof
+	// Pending sessions (E54): in all, per source address, and how long one waits for its proof
 	// (also how long a flow without any source or REPAIR lives).
 	pending, perSource int
 	handshake          time.Duration
@@ -181,7 +181,7 @@ func WithDecoders(f func() (flow.Decoder, error)) Option {
 }
 
 // WithHandshakes bounds the sessions HELLO begins before they prove themselves by a message
-// with their Flow ID from the HELLO's address (CH2): at most pending in all and perSource from
+// with their Flow ID from the HELLO's address (E54): at most pending in all and perSource from
 // one source address (default 2048 and 256), each for at most expiry (default 3 s), which is
 // also how long a flow lives before its first source or REPAIR. When a budget is full the
 // oldest of it is evicted for the new HELLO, unless it is younger than the initial RTT (the

@@ -17,7 +17,7 @@ import (
 // REPAIR). Only that proves the sender got the HELLO_ACK; only then does the session become a
 // flow, with its counters, timers and window, and only then may it replace the flow of its
 // descriptor, and only one bound to that same address (a restarted CSF). Pending sessions
-// are bounded in all, per source address, and in time, oldest evicted first (CH1, CH2).
+// are bounded in all, per source address, and in time, oldest evicted first (E53, E54).
 
 // pending is a session begun by a HELLO and not yet proven.
 type pending struct {
@@ -152,7 +152,7 @@ func (r *Receiver) grace() time.Duration { return min(r.o.initialRTT, r.o.handsh
 
 // admit makes room for a new pending session from src, evicting the oldest of the source's
 // own, or the oldest of all, when their budget is full; false when the one that would have to
-// go is younger than the grace: then the HELLO is refused (CH2).
+// go is younger than the grace: then the HELLO is refused (E54).
 func (r *Receiver) admit(now time.Duration, src netip.Addr) bool {
 	if ls := r.pend.bySrc[src]; ls != nil && ls.n >= r.o.perSource {
 		if now-ls.head.at < r.grace() {

@@ -316,7 +316,7 @@ func (r *Receiver) newDecoder() (flow.Decoder, error) {
 type Footprint struct {
 	Flows, Pending         int // established flows; sessions pending since their HELLO
 	Blocks, Decoders       int // block slots allocated over every flow; decoders in use or pooled
-	KeptSymbols, KeptBytes int // repair symbols kept for another solve (CH4), with their spare buffers
+	KeptSymbols, KeptBytes int // repair symbols kept for another solve (E56), with their spare buffers
 	HeldPackets, HeldBytes int // packets held for in-order delivery (C7 a)
 	WindowSlots            int // source window slots over every flow
 }

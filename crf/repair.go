@@ -418,7 +418,7 @@ func (r *Receiver) sourceIntoBlock(now time.Duration, f *rflow, b *rblock, p psn
 
 // tryDecode decodes b as soon as it can (C7 e) and ends it when complete. It returns false when
 // the block was abandoned on the way. A solve whose packets fail the ICRC check is tried again
-// from other symbols (CH4).
+// from other symbols (E56).
 func (r *Receiver) tryDecode(now time.Duration, f *rflow, b *rblock) bool {
 	if !b.decoding {
 		if r.complete(f, b) {
@@ -652,7 +652,7 @@ func (r *Receiver) abandon(f *rflow, b *rblock, evicted bool) {
 // request after two coded rounds (C9 a), or abandonment after that (C9 b).
 func (r *Receiver) incomplete(now time.Duration, f *rflow, b *rblock) {
 	if b.failed > 0 {
-		// Before asking for more: the suspected symbols too, in sets not tried yet (CH4).
+		// Before asking for more: the suspected symbols too, in sets not tried yet (E56).
 		if !r.retry(now, f, b) || b.ended {
 			return
 		}
@@ -690,7 +690,7 @@ func (r *Receiver) blockTimeout(now time.Duration, f *rflow, b *rblock) {
 		r.tryDecode(now, f, b)
 		return
 	}
-	r.incomplete(now, f, b) // with the solves spent: Source Copy, verified one by one (CH4)
+	r.incomplete(now, f, b) // with the solves spent: Source Copy, verified one by one (E56)
 }
 
 // request sends a block-form REPAIR_REQUEST: L = the unknown sources, r = the usable repair

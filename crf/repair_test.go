@@ -101,7 +101,7 @@ func TestDecodeVerifiedC7eC12(t *testing.T) {
 // TestWrongRepairNeverDeliveredC12: a repair symbol with the right header and wrong bytes
 // (corrupted, or blindly injected from the CSF's address) yields packets whose ICRC fails:
 // nothing is delivered, the mismatch is counted, the block waits for other symbols through its
-// rounds (CH4) and, none coming, falls back to the RDMA transport. A REPAIR from any other
+// rounds (E56) and, none coming, falls back to the RDMA transport. A REPAIR from any other
 // address is dropped before it is looked at (C14).
 func TestWrongRepairNeverDeliveredC12(t *testing.T) {
 	for _, name := range []string{"corrupted", "injected"} {

@@ -11,7 +11,7 @@ import (
 )
 
 // onHello answers HELLO (draft, Session; C3). A HELLO makes a pending session, never a flow
-// and never the end of one (pending.go, CH1, CH2).
+// and never the end of one (pending.go, E53, E54).
 func (r *Receiver) onHello(now time.Duration, from netip.AddrPort, msg []byte) {
 	m, err := wire.ParseHello(msg)
 	if err != nil {

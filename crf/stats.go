@@ -29,7 +29,7 @@ type FlowStats struct {
 	// Bitmap); InfoConflict the PSNs such an INFO named that a block says carry a source.
 	RepairUntracked, RepairBeforeEffective, InfoNoBlock, InfoConflict uint64
 
-	// Of the symbols kept for another solve (CH4): RepairConflict counts versions of a held
+	// Of the symbols kept for another solve (E56): RepairConflict counts versions of a held
 	// Repair Index with other bytes, kept; RepairNotKept symbols dropped (a third version, or
 	// the block's bound full of unsuspected ones); SourceCopyMismatch Source Copy symbols that
 	// failed the ICRC check (also in ICRCMismatch), forgotten so that a genuine one may come;
