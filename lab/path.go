@@ -264,16 +264,21 @@ func (d *direction) tally(b []byte, lost bool) {
 	if !info.Source || h.OpCode == roce.OpReadRequest || h.OpCode == roce.OpCompareSwap || h.OpCode == roce.OpFetchAdd {
 		return
 	}
-	c := t.psns[uint32(h.PSN)]
+	t.count(h.PSN, lost)
+	if w := d.p.window; w > 0 && uint32(len(t.psns)) > 2*w {
+		t.prune(w)
+	}
+}
+
+// count tallies one transmission of PSN p.
+func (t *qpTally) count(p psn.PSN, lost bool) {
+	c := t.psns[uint32(p)]
 	if c == nil {
-		if len(t.psns) == 0 || h.PSN.After(t.head) {
-			t.head = h.PSN
+		if len(t.psns) == 0 || p.After(t.head) {
+			t.head = p
 		}
 		c = new([2]uint32)
-		t.psns[uint32(h.PSN)] = c
-		if w := d.p.window; w > 0 && uint32(len(t.psns)) > 2*w {
-			t.prune(w)
-		}
+		t.psns[uint32(p)] = c
 	}
 	c[0]++
 	if lost {

@@ -226,7 +226,12 @@ func writeLabTable(w io.Writer, res lab.Result) {
 	}
 	tw.Flush()
 	for _, r := range res.Runs {
-		if r.Soak == nil || len(r.Intervals) == 0 {
+		if r.Soak == nil {
+			continue
+		}
+		if len(r.Intervals) == 0 {
+			fmt.Fprintf(w, "soak %s: %s: %d messages (%.1f MiB) over %.0f s, no interval taken\n",
+				r.Name, r.Soak, r.Messages, float64(r.Bytes)/(1<<20), r.DurationS)
 			continue
 		}
 		first, last := r.Intervals[0], r.Intervals[len(r.Intervals)-1]

@@ -79,3 +79,71 @@ func TestLabTableAndUsage(t *testing.T) {
 		t.Fatal("bad --loss not a usage error")
 	}
 }
+
+// crem lab --duration soaks: a line per --stats-interval while it runs (on standard error with
+// --json, whose standard output stays one JSON object), the run's JSON keeps every field and
+// adds duration_s, intervals and soak, the verdict passes and the exit status is 0. The soak
+// defaults to crem+tcaeth alone, over the default four QPs.
+func TestLabSoakJSONIssue11(t *testing.T) {
+	code, out, errs := runCmd("lab", "--json", "--duration", "2s", "--stats-interval", "500ms", "--rtt", "4ms",
+		"--loss", "0.02", "--loss-model", "gilbert-burst:burst=4", "--rate", "200Mbit", "--size", "256KiB", "--seed", "11")
+	if code != 0 {
+		t.Fatalf("exit %d: %s %s", code, out, errs)
+	}
+	var res struct {
+		Runs []map[string]any
+	}
+	dec := json.NewDecoder(strings.NewReader(out))
+	if err := dec.Decode(&res); err != nil || dec.More() {
+		t.Fatalf("not one JSON object (%v): %q", err, out)
+	}
+	if len(res.Runs) != 1 || res.Runs[0]["name"] != "crem+tcaeth" || res.Runs[0]["qps"] != 4.0 {
+		t.Fatalf("runs %v", res.Runs)
+	}
+	r := res.Runs[0]
+	for _, k := range []string{"name", "verified", "messages", "bytes", "mean_s", "max_s", "goodput_bps", "lost", "restored",
+		"coded_retx", "rdma_retx", "overhead", "qps", "per_qp", "duration_s", "intervals", "soak"} {
+		if _, ok := r[k]; !ok {
+			t.Errorf("run lacks %s", k)
+		}
+	}
+	ivs, _ := r["intervals"].([]any)
+	soak, _ := r["soak"].(map[string]any)
+	if len(ivs) != 4 || r["verified"] != true || soak["pass"] != true || soak["closes"] != 0.0 {
+		t.Fatalf("%d intervals, verified %v, soak %v", len(ivs), r["verified"], soak)
+	}
+	for i, x := range ivs {
+		iv := x.(map[string]any)
+		for _, k := range []string{"elapsed_s", "messages", "bytes", "bad", "posted", "heap_bytes", "heap_objects", "goroutines",
+			"flows", "flows_opened", "closes", "lost", "restored", "rdma_retx"} {
+			if _, ok := iv[k]; !ok {
+				t.Errorf("interval %d lacks %s", i, k)
+			}
+		}
+	}
+	if n := strings.Count(errs, "crem+tcaeth "); n != 4 || !strings.Contains(errs, "goroutines") {
+		t.Errorf("%d interval lines on standard error, want 4: %s", n, errs)
+	}
+}
+
+// The table form: the interval lines as they come, the table, and the verdict with its bounds.
+// A soak over a path that loses everything fails its verdict: exit 1. --stats-interval without
+// --duration, or longer than half of it, is a usage error.
+func TestLabSoakTableAndFailureIssue11(t *testing.T) {
+	code, out, errs := runCmd("lab", "--duration", "1s", "--stats-interval", "500ms", "--rtt", "2ms", "--loss", "0.01",
+		"--rate", "100Mbit", "--size", "64KiB", "--qps", "2")
+	if code != 0 || strings.Count(out, "crem+tcaeth 1s: ") != 1 || !strings.Contains(out, "soak crem+tcaeth: pass: ") ||
+		!strings.Contains(out, "(bound 1.5x)") || !strings.Contains(out, "over 2 QPs") {
+		t.Fatalf("exit %d: %s %s", code, out, errs)
+	}
+	code, out, errs = runCmd("lab", "--duration", "2s", "--stats-interval", "1s", "--rtt", "2ms", "--loss", "1",
+		"--size", "64KiB", "--qps", "1", "--runs", "tcaeth", "--timeout", "5s")
+	if code != 1 || !strings.Contains(errs, "tcaeth soak: FAIL") || !strings.Contains(out, "soak tcaeth: FAIL") {
+		t.Fatalf("dead path: exit %d: %s %s", code, out, errs)
+	}
+	for _, args := range [][]string{{"--stats-interval", "1s"}, {"--duration", "1s", "--stats-interval", "600ms"}, {"--duration", "-1s"}} {
+		if code, _, _ := runCmd(append([]string{"lab"}, args...)...); code != 2 {
+			t.Errorf("%q: exit %d, want 2", args, code)
+		}
+	}
+}
