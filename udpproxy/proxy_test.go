@@ -519,7 +519,6 @@ func TestNetemRate(t *testing.T) {
 		ForwardLink: netem.Config{Rate: 8_000_000, QueuePackets: 1000},
 	})
 	c := dialClient(t)
-	recv := startReceiver(c)
 	const n = 100
 	msg := make([]byte, 1000)
 	start := time.Now()
@@ -529,11 +528,13 @@ func TestNetemRate(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	got := recv.wait(n, patience)
-	if len(got) != n {
-		t.Fatalf("got %d answers, want %d", len(got), n)
-	}
+	// The server's arrivals are what the rate shapes; the answers come back unshaped, as fast
+	// as the server sends them, and a client's socket buffer on a busy machine may drop some.
+	echo.waitFor(n)
 	arr := echo.arrivals()
+	if len(arr) != n {
+		t.Fatalf("the server got %d datagrams, want %d", len(arr), n)
+	}
 	span := arr[len(arr)-1].at.Sub(start)
 	if span < 70*time.Millisecond {
 		t.Errorf("100 kB at 8 Mbit/s crossed in %v, want about 100 ms", span)
@@ -766,7 +767,8 @@ func TestNetemIdleExpiryVirtualTime(t *testing.T) {
 	p.wg.Wait() // every client's reader ended with its socket
 }
 
-// TestNetemDrainOnStop: datagrams in flight when the proxy is told to stop are still delivered.
+// TestNetemDrainOnStop: datagrams in flight when the proxy is told to stop are still delivered,
+// and the final counters add up with none in flight.
 func TestNetemDrainOnStop(t *testing.T) {
 	echo := startEcho(t)
 	pr := startProxy(t, Config{Forward: echo.addr().String(), ForwardLink: netem.Config{Delay: 100 * time.Millisecond}})
@@ -779,6 +781,9 @@ func TestNetemDrainOnStop(t *testing.T) {
 	if st.Forward.Forwarded != 10 || st.Forward.Unsent != 0 {
 		t.Errorf("forward after stop: %+v; want all 10 forwarded", st.Forward)
 	}
+	// Nothing is left in flight once the drain has delivered everything (the last datagram's
+	// delivery used to leave the count of before it).
+	checkSums(t, "forward", st.Forward)
 	echo.waitFor(10)
 	if n := len(echo.arrivals()); n != 10 {
 		t.Errorf("the server got %d of 10", n)
