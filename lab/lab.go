@@ -72,6 +72,9 @@ type Options struct {
 	StatsInterval time.Duration
 	// Report, if set, receives each Interval of a soak as it is taken.
 	Report func(run string, iv Interval)
+	// RetryCount is the QPs' timeouts without progress before they give up (rc.Config; default
+	// 7, IBTA's retry_cnt and RULINGS T7).
+	RetryCount int
 }
 
 // DefaultQPs is the lab's number of queue pairs: several between the same two hosts, as NCCL
@@ -208,6 +211,9 @@ func (o *Options) defaults() error {
 	}
 	if o.Timeout == 0 {
 		o.Timeout = 2 * time.Minute
+	}
+	if o.RetryCount < 0 {
+		return fmt.Errorf("lab: retry count %d: want 0 (the default, 7) or more", o.RetryCount)
 	}
 	if o.Duration < 0 || o.StatsInterval < 0 {
 		return fmt.Errorf("lab: duration %v, stats interval %v: negative", o.Duration, o.StatsInterval)
@@ -385,7 +391,7 @@ func runOne(ctx context.Context, o *Options, name string, ports *Ports, pc *path
 		qpA, qpB := qpNumbers(q)
 		psnA, psnB := initialPSNs(o.Seed, q)
 		cfgA := rc.Config{QPN: qpA, RemoteQPN: qpB, SendPSN: psnA, RecvPSN: psnB,
-			MTU: o.MTU, Mode: mode, Rate: rate, RTT: o.RTT + time.Millisecond, Burst: time.Millisecond,
+			MTU: o.MTU, Mode: mode, Rate: rate, RTT: o.RTT + time.Millisecond, Burst: time.Millisecond, RetryCount: o.RetryCount,
 			LocalAddr: addrA, RemoteAddr: addrB, LocalPort: hostA.LocalAddr().Port(), RemotePort: hostB.LocalAddr().Port()}
 		cfgB := cfgA
 		cfgB.QPN, cfgB.RemoteQPN, cfgB.SendPSN, cfgB.RecvPSN = qpB, qpA, cfgA.RecvPSN, cfgA.SendPSN

@@ -48,7 +48,7 @@ type qpTally struct {
 	// message to complete (SEND and WRITE packets and READ responses; not READ requests, which a
 	// later re-issue may replace): one lost every time it was sent still arrived only if CREM
 	// restored it.
-	psns map[uint32]*[2]uint32
+	psns map[uint32][2]uint32
 	// head is the furthest PSN tallied; onlyDone counts the PSNs lost every time they were
 	// sent whose tally was final and taken out of psns.
 	head     psn.PSN
@@ -254,7 +254,7 @@ func (d *direction) tally(b []byte, lost bool) {
 	}
 	t := d.qps[h.DestQP]
 	if t == nil {
-		t = &qpTally{psns: map[uint32]*[2]uint32{}}
+		t = &qpTally{psns: map[uint32][2]uint32{}}
 		d.qps[h.DestQP] = t
 	}
 	if lost {
@@ -272,18 +272,17 @@ func (d *direction) tally(b []byte, lost bool) {
 
 // count tallies one transmission of PSN p.
 func (t *qpTally) count(p psn.PSN, lost bool) {
-	c := t.psns[uint32(p)]
-	if c == nil {
-		if len(t.psns) == 0 || p.After(t.head) {
-			t.head = p
-		}
-		c = new([2]uint32)
-		t.psns[uint32(p)] = c
+	// Values, not pointers: the tally allocates nothing per PSN, and a soak's map stays at the
+	// size of its window.
+	c, ok := t.psns[uint32(p)]
+	if !ok && (len(t.psns) == 0 || p.After(t.head)) {
+		t.head = p
 	}
 	c[0]++
 	if lost {
 		c[1]++
 	}
+	t.psns[uint32(p)] = c
 }
 
 // record writes one frame of the path's capture; dropped datagrams have TTL 1.

@@ -82,6 +82,7 @@ func runLab(args []string, s stdio) int {
 	timeout := fs.Duration("timeout", 2*time.Minute, "give up a configuration after this long")
 	qps := fs.Int("qps", lab.DefaultQPs, fmt.Sprintf("queue pairs carrying each run's messages (1 to %d; by default no more than --messages)", lab.MaxQPs))
 	duration := fs.Duration("duration", 0, "soak: repeat transfers for this long and judge heap, goroutines, flows and CLOSEs (0: move --messages once)")
+	retries := fs.Int("retry-count", 7, "timeouts without progress before a QP gives up (IBTA's retry_cnt)")
 	statsInterval := fs.Duration("stats-interval", 0, "soak: print a line every `DURATION` (default 1m, or a sixth of a --duration under 2m)")
 	if code, done := parseFlags(fs, args); done {
 		return code
@@ -96,7 +97,11 @@ func runLab(args []string, s stdio) int {
 		return 2
 	}
 	o := lab.Options{RTT: *rtt, Loss: ls, Rate: int64(rate), Seed: *seed, Messages: *messages, Size: int(size),
-		Op: *op, MTU: *mtu, Timeout: *timeout, QPs: *qps, Duration: *duration, StatsInterval: *statsInterval}
+		Op: *op, MTU: *mtu, Timeout: *timeout, QPs: *qps, Duration: *duration, StatsInterval: *statsInterval, RetryCount: *retries}
+	if *retries <= 0 {
+		fmt.Fprintf(s.err, "crem lab: --retry-count %d: want at least 1\n", *retries)
+		return 2
+	}
 	if *duration < 0 || *statsInterval < 0 || *statsInterval > 0 && *duration == 0 {
 		fmt.Fprintf(s.err, "crem lab: --duration %v, --stats-interval %v: want a positive --duration for a soak, and its interval no longer\n", *duration, *statsInterval)
 		return 2
