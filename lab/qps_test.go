@@ -23,7 +23,7 @@ import (
 func TestCREMRestoresEveryQPIssue10(t *testing.T) {
 	loss, _ := netem.ParseLossSpec("0.03")
 	o := Options{RTT: 4 * time.Millisecond, Loss: loss, Rate: 200e6, Messages: 8, Size: 512 << 10, MTU: 1024, QPs: 4,
-		M: 1, Seed: 3, Runs: []string{"tcaeth", "crem+gbn", "crem+tcaeth"}, Timeout: 30 * time.Second}
+		M: 1, Seed: 3, Runs: []string{"tcaeth", "crem+gbn", "crem+tcaeth"}, Timeout: 30 * time.Second, RetryCount: stallRetries}
 	res, err := Lab(context.Background(), o)
 	if err != nil {
 		t.Fatal(err)

@@ -74,8 +74,8 @@ func TestSoakIssue11(t *testing.T) {
 	// reused (a CSF keeps 2 x 64 blocks per flow, a CRF 64 of up to 64 packets), fill within
 	// some 1.5 s, before the first interval: what grows after it is what the bounds are for.
 	// A QP that meets seven timeouts in a row (3 SRTT each, some 60 ms) gives up; a busy
-	// machine's stalls can be that long, and what the soak judges is not RDMA's patience.
-	o := Options{Loss: loss, Rate: 200e6, Size: 64 << 10, MTU: 1024, K: 8, M: 2, Seed: 11, RetryCount: 100,
+	// machine's stalls can be that long (stallRetries).
+	o := Options{Loss: loss, Rate: 200e6, Size: 64 << 10, MTU: 1024, K: 8, M: 2, Seed: 11, RetryCount: stallRetries,
 		Runs: []string{"crem+tcaeth"}, Duration: 6 * time.Second, StatsInterval: 2 * time.Second, Timeout: 30 * time.Second,
 		Report: func(run string, iv Interval) { reported = append(reported, iv) }}
 	res, err := Lab(context.Background(), o)
@@ -175,7 +175,7 @@ func TestPortsHeldIssue11(t *testing.T) {
 	loss, _ := netem.ParseLossSpec("0.01")
 	for i := range 2 {
 		res, err := Lab(context.Background(), Options{RTT: 2 * time.Millisecond, Loss: loss, Rate: 100e6, Messages: 2, Size: 64 << 10,
-			Seed: uint64(i + 1), Runs: []string{"crem+tcaeth"}, Ports: ps, Timeout: 20 * time.Second})
+			Seed: uint64(i + 1), Runs: []string{"crem+tcaeth"}, Ports: ps, Timeout: 20 * time.Second, RetryCount: stallRetries})
 		if err != nil || !res.Verified() || res.CREMPort != ps.Port() {
 			t.Fatalf("lab %d on port %d: %v %+v", i, ps.Port(), err, res)
 		}
