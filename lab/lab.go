@@ -576,10 +576,9 @@ func runOne(ctx context.Context, o *Options, name string, ports *Ports, pc *path
 			if now >= end {
 				break
 			}
-			for next <= now {
-				next += o.StatsInterval
-			}
-			t.Reset(min(next, end) - time.Since(start))
+			// The next one even when this one was late (a busy machine): a line per interval.
+			next += o.StatsInterval
+			t.Reset(max(min(next, end)-time.Since(start), 0))
 		}
 		w.stop()
 	}

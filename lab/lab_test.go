@@ -26,7 +26,8 @@ func TestCREMTCAETHBeatsGBN(t *testing.T) {
 		t.Skip("runs the lab's defaults (about 8 s)")
 	}
 	loss, _ := netem.ParseLossSpec("0.01")
-	res, err := Lab(context.Background(), Options{Loss: loss, Seed: 1, Runs: []string{"gbn", "crem+tcaeth"}, Timeout: 50 * time.Second})
+	res, err := Lab(context.Background(), Options{Loss: loss, Seed: 1, Runs: []string{"gbn", "crem+tcaeth"}, Timeout: 50 * time.Second,
+		RetryCount: stallRetries})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -43,6 +44,11 @@ func TestCREMTCAETHBeatsGBN(t *testing.T) {
 		t.Fatalf("want losses and restorations: %+v %+v", g, c)
 	}
 	t.Logf("completion mean and max: crem+tcaeth %.3f s %.3f s, gbn %.3f s %.3f s", c.MeanS, c.MaxS, g.MeanS, g.MaxS)
+	if testenv.Race {
+		// Slowed several times over, CREM's restorations come after the reorder window and
+		// the QPs' timers: T/C AETH retransmits what CREM restores too late.
+		t.Skip("the race detector slows the engines past the reorder window")
+	}
 	if 10*c.RDMARetx >= g.RDMARetx {
 		t.Errorf("crem+tcaeth retransmitted %d RDMA packets (%d lost, %d restored), gbn %d: want less than a tenth",
 			c.RDMARetx, c.Lost, c.Restored, g.RDMARetx)
@@ -62,7 +68,8 @@ func TestCREMRestoresReads(t *testing.T) {
 		t.Skip("runs the lab's defaults for READ (about 3 s)")
 	}
 	loss, _ := netem.ParseLossSpec("0.01")
-	res, err := Lab(context.Background(), Options{Loss: loss, Seed: 1, Op: "read", Runs: []string{"tcaeth", "crem+tcaeth"}, Timeout: 50 * time.Second})
+	res, err := Lab(context.Background(), Options{Loss: loss, Seed: 1, Op: "read", Runs: []string{"tcaeth", "crem+tcaeth"},
+		Timeout: 50 * time.Second, RetryCount: stallRetries})
 	if err != nil {
 		t.Fatal(err)
 	}

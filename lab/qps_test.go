@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/crem-project/crem/internal/testenv"
 	"github.com/crem-project/crem/netem"
 )
 
@@ -45,7 +46,9 @@ func TestCREMRestoresEveryQPIssue10(t *testing.T) {
 			switch {
 			case r.Name == "tcaeth" && q.RestoredOnly != 0:
 				t.Errorf("tcaeth QP %d: %d packets lost on every transmission arrived without CREM", i, q.RestoredOnly)
-			case r.Name != "tcaeth" && q.RestoredOnly == 0:
+			case r.Name != "tcaeth" && q.RestoredOnly == 0 && !testenv.Race:
+				// (The race detector slows the engines past the QPs' timers: a loss is
+				// retransmitted before CREM restores it.)
 				t.Errorf("%s QP %d: no packet restored (%d lost on the path, %d RDMA retransmissions)", r.Name, i, q.Lost, q.RDMARetx)
 			}
 		}
