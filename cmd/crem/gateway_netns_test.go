@@ -177,13 +177,15 @@ burst_gap = "1ms"
 	// Which packets the token bucket drops depends on timing, and a drop early in a run can fall
 	// where the RDMA transport recovers first; three verified transfers through the same
 	// gateways make a run in which CREM restores nothing vanishingly rare.
-	// The path's RTT is a millisecond, so T7's fallback timeout is about one too, and seven in
-	// a row (the default retry count) are a stall of some 8 ms, which three processes sharing a
-	// busy machine's two cores can meet: the sender gets more retries than IBTA's 7.
+	// The path's RTT is a millisecond, so T7's fallback timeout is about one too (3 SRTT, at
+	// least rc.MinRTO), and seven in a row (the default retry count) are a stall of some 8 ms,
+	// which three processes sharing a busy machine's two cores can meet: the sender gets more
+	// retries than IBTA's 7. A hundred were too few under a load of 13 (a stall of some 0.5 s,
+	// 70 percent of a run's data lost in the sockets); a thousand are some 5 s.
 	for run := 0; run < 3; run++ {
 		cmd := exec.Command("ip", "netns", "exec", nsA, os.Args[0], "perf", "write", "--server", "198.18.2.1:18515",
 			"--size", "1MiB", "--iters", "16", "--mtu", "4096", "--rate", "300Mbit", "--mode", "tcaeth", "--json", "--timeout", "40s",
-			"--retry-count", "100")
+			"--retry-count", "1000")
 		cmd.Env = append(os.Environ(), "CREM_TEST_AS_CREM=1")
 		out, err := cmd.Output()
 		if err != nil {

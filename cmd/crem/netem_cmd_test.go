@@ -147,10 +147,9 @@ func TestNetemRunsAndSummarizes(t *testing.T) {
 	}
 	exited := make(chan error, 1)
 	go func() { exited <- cmd.Wait() }()
+	waited := false
 	defer func() {
-		select {
-		case <-exited:
-		default:
+		if !waited {
 			cmd.Process.Kill()
 			<-exited
 		}
@@ -192,6 +191,7 @@ func TestNetemRunsAndSummarizes(t *testing.T) {
 	var code int
 	select {
 	case err := <-exited:
+		waited = true
 		if err != nil {
 			code = -1
 			if ee, ok := err.(*exec.ExitError); ok {
