@@ -104,6 +104,9 @@ type Run struct {
 	// answer.
 	RepairRequests       uint64 `json:"repair_requests"`
 	RequestsUnknownBlock uint64 `json:"requests_unknown_block"`
+	// RDMATimeouts counts the QPs' timer expiries that retransmitted: on these paths a few tail
+	// losses' worth, unless the machine starved the lab's timers of CPU.
+	RDMATimeouts uint64 `json:"rdma_timeouts"`
 	// QPs and PerQP describe the queue pairs; the figures above are the run's, over all of them.
 	QPs   int     `json:"qps"`
 	PerQP []QPRun `json:"per_qp"`
@@ -620,6 +623,7 @@ func runOne(ctx context.Context, o *Options, name string, ports *Ports, pc *path
 		r.MeanS, r.MaxS = k.durations.meanMax()
 		run.PerQP = append(run.PerQP, r)
 		run.RDMARetx += r.RDMARetx
+		run.RDMATimeouts += stats[q][0].Timeouts + stats[q][1].Timeouts
 	}
 	w.mu.Unlock()
 	if w.soak {
