@@ -91,13 +91,15 @@ func TestCREMRestoresReads(t *testing.T) {
 		t.Skip("the race detector slows the engines past the reorder window")
 	}
 	t.Logf("completion mean and max: crem+tcaeth %.3f s %.3f s, tcaeth %.3f s %.3f s", c.MeanS, c.MaxS, p.MeanS, p.MaxS)
-	if p.RDMATimeouts > uint64(p.Messages) {
-		// A READ's timer fires for a lost tail, at most once a message on this path: more
-		// timeouts than messages without CREM mean that the machine starved the lab of CPU
-		// (measured under a load of 10 on two cores: 73 for 16 messages, the completion times
-		// four times the idle ones), and CREM's restorations, slowed alike, came after the
-		// reorder window: the comparison is the machine's, not R22's.
-		t.Skipf("tcaeth met %d timeouts for %d messages: the machine is too busy to judge R22", p.RDMATimeouts, p.Messages)
+	if p.RDMATimeouts > uint64(p.Messages) || c.RDMATimeouts > uint64(c.Messages) {
+		// A READ's timer fires for a lost tail, at most once a message on this path (measured:
+		// none in either run when the machine keeps up), and the re-issues R22 prevents come
+		// from the loss decision, not from timers. More timeouts than messages mean that the
+		// machine starved the lab of CPU (measured under a load of 10 on two cores: 47 to 91
+		// for 16 messages, completion times four times the usual), and CREM's restorations,
+		// slowed alike, came after the reorder window: the comparison is the machine's.
+		t.Skipf("timeouts: tcaeth %d, crem+tcaeth %d, for %d messages: the machine is too busy to judge R22",
+			p.RDMATimeouts, c.RDMATimeouts, p.Messages)
 	}
 	if 4*c.RDMARetx > p.RDMARetx {
 		t.Fatalf("crem+tcaeth retransmitted %d (%d lost, %d restored), tcaeth %d", c.RDMARetx, c.Lost, c.Restored, p.RDMARetx)
