@@ -37,8 +37,10 @@ flows the CRFs opened, CLOSEs, and the path's losses, CREM's restorations and RD
 retransmissions so far. At the end it judges the soak: it fails if any byte was lost or
 corrupted, if a CLOSE came before the end, if it ended before D, or if the last interval's heap
 (or heap objects) exceeds 1.5x the first interval's, its goroutines the first's + 8, or its open
-flows the first's. For bursty loss use a Gilbert-Elliott model, e.g.
---loss 0.02 --loss-model gilbert-burst:burst=4.
+flows the first's. The first interval is the baseline: it must come after the gateways' block
+stores have filled once (some 4,096 packets per flow), which the default interval does. For
+bursty loss use a Gilbert-Elliott model: --loss 0.02 --loss-model gilbert-burst:burst=4 (or
+--loss gilbert-burst:rate=2%,burst=4).
 
 The lab binds a CREM port free on 127.0.0.1-127.0.0.4, holds it for every run, and prints it.
 
@@ -48,8 +50,10 @@ overhead: all UDP payload octets the path carried, both directions, divided by t
 octets), with a progress bar when standard error is a terminal. With --json, one JSON object and
 nothing else on standard output: crem_port and runs, an array of {name, verified, messages,
 bytes, mean_s, max_s, goodput_bps, lost, restored, coded_retx, rdma_retx, overhead,
-repair_requests, requests_unknown_block, qps, per_qp}; requests_unknown_block counts the
-REPAIR_REQUESTs naming a block the sending gateway no longer held; per_qp has one object per queue pair: {qp, requester_qpn, responder_qpn,
+repair_requests, requests_unknown_block, rdma_timeouts, qps, per_qp}; requests_unknown_block
+counts the REPAIR_REQUESTs naming a block the sending gateway no longer held, rdma_timeouts the
+QPs' timer expiries that retransmitted (a few tail losses' worth, unless the machine starved the
+lab of CPU); per_qp has one object per queue pair: {qp, requester_qpn, responder_qpn,
 initial_psn, messages, verified, mean_s, max_s, lost, restored_only, rdma_retx}, where lost
 counts its datagrams the path dropped and restored_only its packets the path lost every time
 they were sent, which arrived only because CREM restored them. A soak's run adds duration_s,
@@ -79,7 +83,7 @@ func runLab(args []string, s stdio) int {
 	runs := fs.String("runs", "", "comma-separated configurations to run (default: gbn,tcaeth,crem+gbn,crem+tcaeth)")
 	pcapFile := fs.String("pcap", "", "capture the impaired path of every run to this classic pcap `FILE` (Ethernet)")
 	asJSON := fs.Bool("json", false, "print one JSON object instead of the table")
-	timeout := fs.Duration("timeout", 2*time.Minute, "give up a configuration after this long")
+	timeout := fs.Duration("timeout", 2*time.Minute, "give up a configuration after this long (with --duration: this long after it ends)")
 	qps := fs.Int("qps", lab.DefaultQPs, fmt.Sprintf("queue pairs carrying each run's messages (1 to %d; by default no more than --messages)", lab.MaxQPs))
 	duration := fs.Duration("duration", 0, "soak: repeat transfers for this long and judge heap, goroutines, flows and CLOSEs (0: move --messages once)")
 	retries := fs.Int("retry-count", 7, "timeouts without progress before a QP gives up (IBTA's retry_cnt)")

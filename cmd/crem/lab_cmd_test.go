@@ -28,7 +28,7 @@ func TestLabJSON(t *testing.T) {
 		t.Fatalf("%+v", res)
 	}
 	for _, r := range res.Runs {
-		for _, k := range []string{"name", "verified", "messages", "bytes", "mean_s", "max_s", "goodput_bps", "lost", "restored", "coded_retx", "rdma_retx", "overhead", "qps", "per_qp"} {
+		for _, k := range []string{"name", "verified", "messages", "bytes", "mean_s", "max_s", "goodput_bps", "lost", "restored", "coded_retx", "rdma_retx", "overhead", "qps", "per_qp", "rdma_timeouts"} {
 			if _, ok := r[k]; !ok {
 				t.Errorf("run lacks %s: %v", k, r)
 			}
