@@ -107,7 +107,7 @@ func TestCREMRestoresReads(t *testing.T) {
 }
 
 // stallRetries is the retry count of the tests' QPs on paths of a few milliseconds: seven
-// timeouts in a row (3 SRTT each) are a stall of some 30 ms there, which a busy machine meets,
+// timeouts in a row (3 SRTT each) are a stall of some 0.1 s there, which a busy machine meets,
 // and what these tests judge is not RDMA's patience.
 const stallRetries = 100
 

@@ -73,7 +73,7 @@ func TestSoakIssue11(t *testing.T) {
 	// Blocks of 8 packets of 1 KiB: the gateways' block stores, which fill up once and are then
 	// reused (a CSF keeps 2 x 64 blocks per flow, a CRF 64 of up to 64 packets), fill within
 	// some 1.5 s, before the first interval: what grows after it is what the bounds are for.
-	// A QP that meets seven timeouts in a row (3 SRTT each, some 60 ms) gives up; a busy
+	// A QP that meets seven timeouts in a row (3 SRTT each: some 0.45 s in all) gives up; a busy
 	// machine's stalls can be that long (stallRetries).
 	o := Options{Loss: loss, Rate: 200e6, Size: 64 << 10, MTU: 1024, K: 8, M: 2, Seed: 11, RetryCount: stallRetries,
 		Runs: []string{"crem+tcaeth"}, Duration: 6 * time.Second, StatsInterval: 2 * time.Second, Timeout: 30 * time.Second,

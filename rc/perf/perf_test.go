@@ -11,7 +11,7 @@ import (
 )
 
 // stallRetries is the retry count of the tests' client QPs: on paths of a few milliseconds seven
-// timeouts in a row (3 SRTT each) are a stall of some 30 ms, which a busy machine (or the race
+// timeouts in a row (3 SRTT each) are a stall of some 0.1 s, which a busy machine (or the race
 // detector) meets, and what these tests judge is not RDMA's patience. Servers keep the default.
 const stallRetries = 100
 
