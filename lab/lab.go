@@ -529,6 +529,11 @@ func runOne(ctx context.Context, o *Options, name string, ports *Ports, pc *path
 	}
 	// sample takes a soak's interval; closes counts the CLOSEs so far.
 	var closes uint64
+	var stalls stallMeter
+	if w.soak {
+		stop := stalls.run()
+		defer stop()
+	}
 	sample := func(elapsed time.Duration) Interval {
 		iv := Interval{ElapsedS: elapsed.Seconds()}
 		w.mu.Lock()
@@ -546,6 +551,7 @@ func runOne(ctx context.Context, o *Options, name string, ports *Ports, pc *path
 		iv.Lost = p.lost()
 		iv.RDMARetx = rdmaRetx()
 		iv.HeapBytes, iv.HeapObjects, iv.Goroutines = memory()
+		iv.MaxStallMS = float64(stalls.take()) / 1e6
 		return iv
 	}
 	start := time.Now()
@@ -591,8 +597,15 @@ func runOne(ctx context.Context, o *Options, name string, ports *Ports, pc *path
 	}
 	elapsed := time.Since(start)
 	if w.soak {
-		// The CLOSEs until the last transfer ended, before the gateways stop.
-		sample(elapsed)
+		// The CLOSEs until the last transfer ended, before the gateways stop; a soak that
+		// ended early keeps this last look too.
+		iv := sample(elapsed)
+		if endedEarly != "" {
+			run.Intervals = append(run.Intervals, iv)
+			if o.Report != nil {
+				o.Report(name, iv)
+			}
+		}
 		run.DurationS = elapsed.Seconds()
 	}
 	stats := make([][2]rc.Stats, len(pairs))

@@ -3,6 +3,7 @@ package lab
 import (
 	"fmt"
 	"runtime"
+	"sync/atomic"
 	"time"
 )
 
@@ -46,7 +47,51 @@ type Interval struct {
 	Lost     uint64 `json:"lost"`
 	Restored uint64 `json:"restored"`
 	RDMARetx uint64 `json:"rdma_retx"`
+	// MaxStallMS is the longest a 10 ms ticker of the lab was late in the interval: how long the
+	// machine kept the process from running at a stretch (a QP gives up after seven timeouts
+	// without progress, some 0.45 s at the lab's 20 ms).
+	MaxStallMS float64 `json:"max_stall_ms"`
 }
+
+// stallMeter measures how late a 10 ms ticker runs: the process's longest stall.
+type stallMeter struct {
+	worst atomic.Int64 // ns, since the last take
+}
+
+const stallTick = 10 * time.Millisecond
+
+// run starts the ticker; the returned func stops it.
+func (m *stallMeter) run() (stop func()) {
+	done := make(chan struct{})
+	finished := make(chan struct{})
+	go func() {
+		defer close(finished)
+		t := time.NewTicker(stallTick)
+		defer t.Stop()
+		last := time.Now()
+		for {
+			select {
+			case <-done:
+				return
+			case now := <-t.C:
+				m.tick(now.Sub(last))
+				last = now
+			}
+		}
+	}()
+	return func() { close(done); <-finished }
+}
+
+// tick records the gap between two ticks: a late tick arrives late and the ticks missed
+// meanwhile are dropped, so what the gap exceeds the tick by is the stall.
+func (m *stallMeter) tick(gap time.Duration) {
+	if late := gap - stallTick; late > time.Duration(m.worst.Load()) {
+		m.worst.Store(int64(late))
+	}
+}
+
+// take returns the longest stall since the last take.
+func (m *stallMeter) take() time.Duration { return time.Duration(m.worst.Swap(0)) }
 
 // SoakVerdict is a soak's outcome against the bounds (SoakHeapGrowth, SoakGoroutineSlack;
 // open flows must not grow at all; every byte verified; no CLOSE before the end).
@@ -77,10 +122,10 @@ func (v SoakVerdict) String() string {
 
 // Line is the interval in one line for people.
 func (iv Interval) Line() string {
-	return fmt.Sprintf("%v: %d messages verified (%.1f MiB), %d bad, %d in flight; heap %.1f MiB (%d objects), %d goroutines, %d flows (%d opened), %d CLOSE; path lost %d, restored %d, RDMA retx %d",
+	return fmt.Sprintf("%v: %d messages verified (%.1f MiB), %d bad, %d in flight; heap %.1f MiB (%d objects), %d goroutines, %d flows (%d opened), %d CLOSE; path lost %d, restored %d, RDMA retx %d; longest stall %.0f ms",
 		time.Duration(iv.ElapsedS*float64(time.Second)).Round(time.Second), iv.Messages, float64(iv.Bytes)/(1<<20), iv.Bad,
 		iv.Posted-iv.Messages-iv.Bad, float64(iv.HeapBytes)/(1<<20), iv.HeapObjects, iv.Goroutines, iv.Flows, iv.FlowsOpened,
-		iv.Closes, iv.Lost, iv.Restored, iv.RDMARetx)
+		iv.Closes, iv.Lost, iv.Restored, iv.RDMARetx, iv.MaxStallMS)
 }
 
 // judgeSoak judges a soak run: its transfers (r.Verified), whether it ran its whole duration,

@@ -230,3 +230,23 @@ func TestTallyPrunedIssue11(t *testing.T) {
 		t.Fatalf("lost every time: %d pruned, %d whole; the pruned tally held up to %d PSNs", only(pruned), only(whole), most)
 	}
 }
+
+// TestStallMeterIssue11: a soak's interval names the longest stall of the process, what a tick
+// of 10 ms came late by, and starts afresh after each interval.
+func TestStallMeterIssue11(t *testing.T) {
+	var m stallMeter
+	ms := time.Millisecond
+	for _, gap := range []time.Duration{10 * ms, 11 * ms, 250 * ms, 40 * ms} {
+		m.tick(gap)
+	}
+	if got := m.take(); got != 240*ms {
+		t.Fatalf("longest stall %v, want 240ms", got)
+	}
+	m.tick(10 * ms)
+	if got := m.take(); got != 0 {
+		t.Fatalf("after a take: %v, want 0", got)
+	}
+	stop := m.run()
+	time.Sleep(3 * stallTick) // a ticker runs; nothing to judge of the real clock
+	stop()
+}

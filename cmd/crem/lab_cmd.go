@@ -33,8 +33,10 @@ until D ends (--messages is then ignored); the run ends when the messages in fli
 completed (--timeout bounds that wait). Every --stats-interval (default 1m, or a sixth of a
 duration under 2m) it prints a line: messages verified and their octets, bad ones, the live
 heap after a collection and its objects, goroutines, open flows at both gateways and the
-flows the CRFs opened, CLOSEs, and the path's losses, CREM's restorations and RDMA's
-retransmissions so far. At the end it judges the soak: it fails if any byte was lost or
+flows the CRFs opened, CLOSEs, the path's losses, CREM's restorations and RDMA's
+retransmissions so far, and the longest stall of the process in the interval (how late a 10 ms
+ticker ran: a machine too busy for the lab shows there, and a QP gives up after seven timeouts
+without progress, some 0.45 s at 20 ms). At the end it judges the soak: it fails if any byte was lost or
 corrupted, if a CLOSE came before the end, if it ended before D, or if the last interval's heap
 (or heap objects) exceeds 1.5x the first interval's, its goroutines the first's + 8, or its open
 flows the first's. The first interval is the baseline: it must come after the gateways' block
@@ -58,7 +60,8 @@ initial_psn, messages, verified, mean_s, max_s, lost, restored_only, rdma_retx},
 counts its datagrams the path dropped and restored_only its packets the path lost every time
 they were sent, which arrived only because CREM restored them. A soak's run adds duration_s,
 intervals (one object per line printed: elapsed_s, messages, bytes, bad, posted, heap_bytes,
-heap_objects, goroutines, flows, flows_opened, closes, lost, restored, rdma_retx) and soak
+heap_objects, goroutines, flows, flows_opened, closes, lost, restored, rdma_retx, max_stall_ms)
+and soak
 ({pass, failures, closes}); with --json the interval lines go to standard error.
 Exit status: 0 when every configuration verified (and every soak passed), 1 when one did not,
 2 for usage errors.

@@ -150,7 +150,7 @@ func TestLabSoakJSONIssue11(t *testing.T) {
 	for i, x := range ivs {
 		iv := x.(map[string]any)
 		for _, k := range []string{"elapsed_s", "messages", "bytes", "bad", "posted", "heap_bytes", "heap_objects", "goroutines",
-			"flows", "flows_opened", "closes", "lost", "restored", "rdma_retx"} {
+			"flows", "flows_opened", "closes", "lost", "restored", "rdma_retx", "max_stall_ms"} {
 			if _, ok := iv[k]; !ok {
 				t.Errorf("interval %d lacks %s", i, k)
 			}
