@@ -114,7 +114,9 @@ func (s *Sender) ObserveSource(now time.Duration, p psn.PSN, n int, payload []by
 	if n < 1 {
 		n = 1
 	}
-	if s.haveNext && p.Before(s.next) && !s.newPSNSpace(now, p, n) {
+	// Not ahead is behind: a PSN exactly half the space away is neither, and taking it for a new
+	// source would put its block out of the order find relies on.
+	if s.haveNext && p != s.next && !s.next.Before(p) && !s.newPSNSpace(now, p, n) {
 		s.retransmission(now, p, payload)
 		return
 	}
