@@ -47,13 +47,13 @@ func FuzzSender(f *testing.F) {
 // Operations of the fuzz input: a kind octet, a length octet and that many argument octets.
 // The high three bits of a message kind's octet choose where the message comes from.
 const (
-	fopSource   = iota // a source the harness builds: opcode, PSN step, length, DMA length
-	fopRaw             // the argument as a forward packet, aimed at the flow's QP or not
-	fopReverse         // an acknowledgement the harness builds, or the argument raw
-	fopMessage         // the argument as a CREM message, its Flow ID set to the session's or not
-	fopCRF             // a well-formed message the harness builds from the argument
-	fopTime            // time passes; the timers due run
-	fopControl         // Start, Close, Reconfigure, the reverse QP, Acknowledge
+	fopSource  = iota // a source the harness builds: opcode, PSN step, length, DMA length
+	fopRaw            // the argument as a forward packet, aimed at the flow's QP or not
+	fopReverse        // an acknowledgement the harness builds, or the argument raw
+	fopMessage        // the argument as a CREM message, its Flow ID set to the session's or not
+	fopCRF            // a well-formed message the harness builds from the argument
+	fopTime           // time passes; the timers due run
+	fopControl        // Start, Close, Reconfigure, the reverse QP, Acknowledge
 	fopCount
 )
 
@@ -155,15 +155,15 @@ type fuzzRun struct {
 	// the run took the same PSN (the PSN space wrapped), so their blocks cannot be checked.
 	sources map[psn.PSN][]byte
 
-	handled     uint64 // Handle calls on a
-	sent        [10]uint64
-	ordinary    uint64
-	retx        uint64
-	sourceCopy  uint64
-	info        uint64
-	far         int // consecutive far-behind sources so far
-	ticks       int
-	exhausted   bool // the budget of timers is spent: the rest of the input is not run
+	handled    uint64 // Handle calls on a
+	sent       [10]uint64
+	ordinary   uint64
+	retx       uint64
+	sourceCopy uint64
+	info       uint64
+	far        int // consecutive far-behind sources so far
+	ticks      int
+	exhausted  bool // the budget of timers is spent: the rest of the input is not run
 }
 
 type fuzzBlockKey struct {
