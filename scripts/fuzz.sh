@@ -10,6 +10,10 @@
 #   FUZZ_PARALLEL  fuzzing workers per target (go test -parallel; default 1, for shared machines)
 #   FUZZ_ONLY      an extended regular expression over "package/Target" names (default: all)
 #   FUZZ_LOGS      a directory for each target's full output (default: a temporary directory)
+#   FUZZ_MINIMIZE  go test -fuzzminimizetime (default 10s): go test minimizes every new
+#                  interesting input for up to this long, and with one worker fuzzing stops
+#                  meanwhile (its default of 60s took two thirds of a 10-minute run of a target
+#                  whose inputs are operation sequences)
 set -u
 
 if [ $# -ne 1 ] || ! [[ $1 =~ ^[0-9]+$ ]] || [ "$1" -lt 1 ]; then
@@ -19,6 +23,7 @@ fi
 secs=$1
 parallel=${FUZZ_PARALLEL:-1}
 only=${FUZZ_ONLY:-}
+minimize=${FUZZ_MINIMIZE:-10s}
 cd "$(dirname "$0")/.." || exit 2
 logs=${FUZZ_LOGS:-$(mktemp -d "${TMPDIR:-/tmp}/crem-fuzz.XXXXXX")}
 mkdir -p "$logs" || exit 2
@@ -56,7 +61,8 @@ for t in "${targets[@]}"; do
 	before=$(ls "$corpus" 2>/dev/null | sort)
 	log="$logs/${pkg//\//_}.$name.log"
 	t0=$(date +%s)
-	go test -run '^$' -fuzz "^$name\$" -fuzztime "${secs}s" -parallel "$parallel" "./$pkg" >"$log" 2>&1
+	go test -run '^$' -fuzz "^$name\$" -fuzztime "${secs}s" -fuzzminimizetime "$minimize" \
+		-parallel "$parallel" "./$pkg" >"$log" 2>&1
 	rc=$?
 	took=$(($(date +%s) - t0))
 	execs=$(grep -o 'execs: [0-9]*' "$log" | tail -1 | cut -d' ' -f2)
