@@ -163,6 +163,7 @@ type fuzzRun struct {
 	info       uint64
 	far        int // consecutive far-behind sources so far
 	ticks      int
+	lastSent   int  // datagrams of the latest call
 	exhausted  bool // the budget of timers is spent: the rest of the input is not run
 }
 
@@ -239,6 +240,9 @@ func runFuzz(t *testing.T, data []byte) {
 		r.op(kind, arg)
 	}
 	r.runUntil(r.now + time.Minute)
+	if _, sourced := r.a.NextPSN(); !r.exhausted && r.a.State() == StateEstablished && sourced {
+		t.Fatalf("a minute without sources and still established (C15: idle timeout 30 s)")
+	}
 }
 
 // fuzzArg reads an operation's argument; octets past its end read as zero.
@@ -286,6 +290,7 @@ func (r *fuzzRun) op(kind uint8, arg fuzzArg) {
 	case fopTime:
 		d := time.Duration(arg.u16(0)) * [4]time.Duration{time.Microsecond, 10 * time.Microsecond,
 			time.Millisecond, 100 * time.Millisecond}[arg.u8(2)%4]
+		r.early()
 		r.runUntil(r.now + d)
 	case fopControl:
 		r.control(arg)
@@ -584,6 +589,20 @@ func (r *fuzzRun) step(name string, f func(*Sender), after func()) {
 	}
 }
 
+// early calls Tick before the next deadline: a driver that sleeps until NextDeadline would miss
+// whatever it does, so it must do nothing.
+func (r *fuzzRun) early() {
+	if d, ok := r.a.NextDeadline(); ok && d <= r.now {
+		return
+	}
+	before := r.a.Stats()
+	state := r.a.State()
+	r.call("Tick before the deadline", func(s *Sender) { s.Tick(r.now) })
+	if r.a.Stats() != before || r.a.State() != state || r.lastSent > 0 {
+		r.t.Fatalf("Tick(%v) before the next deadline changed %v to %v, counters\n%+v\n%+v", r.now, state, r.a.State(), before, r.a.Stats())
+	}
+}
+
 // fuzzMaxTicks bounds the timers one input runs (hours of HELLO hold-offs would take seconds).
 const fuzzMaxTicks = 5000
 
@@ -642,6 +661,7 @@ func (r *fuzzRun) drainAndCheck(name string) {
 				twin[i].to, got[i].msg, twin[i].msg)
 		}
 	}
+	r.lastSent = len(got)
 	for _, d := range got {
 		r.checkDatagram(name, d)
 	}
@@ -726,6 +746,9 @@ func (r *fuzzRun) checkRepair(name string, m *wire.Repair) {
 		r.sourceCopy++
 	default:
 		r.ordinary++
+	}
+	if next, ok := r.a.NextPSN(); !ok || m.BlockStartPSN.Add(int(m.K)-1).After(next.Add(-1)) {
+		t.Fatalf("%s: block %v of k %d reaches past the newest source (next %v)", name, m.BlockStartPSN, m.K, next)
 	}
 	key := fuzzBlockKey{r.flowID, m.BlockStartPSN, m.K, m.ConfigID}
 	seen := r.blocks[key]

@@ -62,13 +62,18 @@ for t in "${targets[@]}"; do
 	log="$logs/${pkg//\//_}.$name.log"
 	t0=$(date +%s)
 	go test -run '^$' -fuzz "^$name\$" -fuzztime "${secs}s" -fuzzminimizetime "$minimize" \
-		-parallel "$parallel" "./$pkg" >"$log" 2>&1
+		-timeout "$((secs + 600))s" -parallel "$parallel" "./$pkg" >"$log" 2>&1
 	rc=$?
 	took=$(($(date +%s) - t0))
 	execs=$(grep -o 'execs: [0-9]*' "$log" | tail -1 | cut -d' ' -f2)
 	after=$(ls "$corpus" 2>/dev/null | sort)
 	new=$(comm -13 <(printf '%s\n' "$before") <(printf '%s\n' "$after") | sed '/^$/d')
-	if [ $rc -eq 0 ]; then
+	if [ $rc -ne 0 ] && [ -z "$new" ] && grep -q '^    context deadline exceeded$' "$log" &&
+		! grep -qE '_test\.go:[0-9]+:|panic:' "$log"; then
+		# Go's coordinator can report its own -fuzztime deadline as a failure, with no input to
+		# blame (go.dev/issue/75804, fixed in Go 1.27): not a finding.
+		printf 'ok    %-40s %4ss  %s execs  (go.dev/issue/75804 at the deadline, no crasher)\n' "$t" "$took" "${execs:-?}"
+	elif [ $rc -eq 0 ]; then
 		printf 'ok    %-40s %4ss  %s execs\n' "$t" "$took" "${execs:-?}"
 	else
 		failed=$((failed + 1))
