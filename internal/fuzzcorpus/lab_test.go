@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"sort"
 	"strings"
 	"testing"
@@ -20,8 +21,11 @@ import (
 	"github.com/crem-project/crem/wire"
 )
 
-var updateCorpus = flag.Bool("update-corpus", false,
-	"run the lab and write the fuzz corpora of real traffic under testdata/fuzz of the parsers' packages")
+var (
+	updateCorpus = flag.Bool("update-corpus", false,
+		"run the lab and write the fuzz corpora of real traffic under testdata/fuzz of the parsers' packages")
+	corpusOnly = flag.String("corpus-only", "", "with -update-corpus: only the targets (package/FuzzName) this regexp matches")
+)
 
 // labPrefix names the corpus files this generator writes, so that it replaces its own and never
 // touches the crashers go test wrote (named by their hash alone).
@@ -34,6 +38,7 @@ const labPrefix = "lab-"
 // CSF's operation sequences, the RDMA responder and the pairing learner. Run by hand:
 //
 //	go test ./internal/fuzzcorpus -run TestWriteFuzzCorpus -args -update-corpus
+//	go test ./internal/fuzzcorpus -run TestWriteFuzzCorpus -args -update-corpus -corpus-only '^csf/'
 func TestWriteFuzzCorpus(t *testing.T) {
 	if !*updateCorpus {
 		t.Skip("writes the fuzz corpora from lab traffic only with -update-corpus")
@@ -68,6 +73,9 @@ func TestWriteFuzzCorpus(t *testing.T) {
 	}
 	root := filepath.Join("..", "..")
 	w := &corpusWriter{t: t, root: root, written: map[string]int{}}
+	if *corpusOnly != "" {
+		w.only = regexp.MustCompile(*corpusOnly)
+	}
 	w.wire(crem)
 	w.roce(rdma)
 	w.capture(ds)
@@ -89,11 +97,15 @@ type corpusWriter struct {
 	root    string
 	written map[string]int
 	cleared map[string]bool
+	only    *regexp.Regexp
 }
 
 // put writes one corpus file for target (package/FuzzName), replacing the generator's earlier
 // files of that target the first time.
 func (w *corpusWriter) put(target string, values ...any) {
+	if w.only != nil && !w.only.MatchString(target) {
+		return
+	}
 	pkg, name, _ := strings.Cut(target, "/")
 	dir := filepath.Join(w.root, pkg, "testdata", "fuzz", name)
 	if w.cleared == nil {
@@ -249,32 +261,53 @@ func kindOf(b []byte) string {
 	return "empty"
 }
 
-// csf: the lab's traffic as FuzzSender's operations: the RDMA packets that take a PSN (sources,
-// their QP set to the harness's flow), the acknowledgements, and the messages a CRF sends, with
-// a little time between them. The operation format is csf/fuzz_test.go's.
+// csf: the lab's traffic as FuzzSender's operations (csf/fuzz_test.go's format): one queue
+// pair's packets that take a PSN (sources, their QP set to the harness's flow and cut to their
+// headers and a little payload), the acknowledgements of those PSNs (set to the harness's
+// reverse QP), and the messages a CRF sends, with a little time between them.
 func (w *corpusWriter) csf(ds []fuzzcorpus.Datagram) {
 	const (
 		fopRaw, fopReverse, fopMessage, fopTime = 1, 2, 3, 5
+		cut                                     = 64
 	)
+	psnOf := func(b []byte) uint32 { return uint32(b[9])<<16 | uint32(b[10])<<8 | uint32(b[11]) }
+	qpOf := func(b []byte) uint32 { return uint32(b[5])<<16 | uint32(b[6])<<8 | uint32(b[7]) }
 	for start := 0; start < len(ds) && w.written["csf/FuzzSender"] < 8; start += len(ds) / 8 {
-		in := []byte{0, 2, 0, 0, 0} // k 8, m 2, established
+		in := []byte{0, 2 | 0x20, 0, 0, 0} // k 8, m 2, the reverse QP known, established
+		qp, haveQP := uint32(0), false
+		var lo, hi uint32 // the PSNs of the sources so far
 		for _, d := range ds[start:] {
-			if len(in) > 3000 {
+			if len(in) > 4000 {
 				break
 			}
-			arg := d.Payload[:min(len(d.Payload), 250)]
-			h, err := wire.ParseHeader(d.Payload)
+			b := d.Payload
+			h, err := wire.ParseHeader(b)
 			switch {
-			case err == nil && h.Type != wire.TypeRepair && h.Type != wire.TypeHello && h.Type != wire.TypeParamUpdate:
-				in = append(in, fopMessage, byte(1+len(arg)), 0) // a CRF's message, Flow ID set
-			case err == nil:
+			case err == nil && (h.Type == wire.TypeRepair || h.Type == wire.TypeHello || h.Type == wire.TypeParamUpdate):
 				continue // the CSF's own messages are not its input
-			case roce.Opcode(d.Payload[0]).Info().Source:
-				in = append(in, fopRaw, byte(1+len(arg)), 0)
+			case err == nil:
+				arg := b[:min(len(b), 250)]
+				in = append(append(in, fopMessage, byte(1+len(arg)), 0), arg...) // Flow ID set by the harness
+			case len(b) < roce.BTHLen:
+				continue
+			case roce.Opcode(b[0]).Info().Source:
+				if !haveQP {
+					qp, haveQP, lo = qpOf(b), true, psnOf(b)
+				}
+				if qpOf(b) != qp {
+					continue
+				}
+				hi = psnOf(b)
+				arg := append([]byte(nil), b[:min(len(b), cut)]...)
+				in = append(append(in, fopRaw, byte(1+len(arg)), 0), arg...) // QP set by the harness
 			default:
-				in = append(in, fopReverse, byte(3+len(arg)), 4, 0, 0)
+				if p := psnOf(b); !haveQP || (p-lo)&0xffffff > (hi-lo)&0xffffff {
+					continue // not an acknowledgement of this queue pair's sources
+				}
+				arg := append([]byte(nil), b[:min(len(b), cut)]...)
+				arg[5], arg[6], arg[7] = 0, 0, 0x22 // the harness's reverse QP
+				in = append(append(in, fopReverse, byte(3+len(arg)), 4, 0, 0), arg...)
 			}
-			in = append(in, arg...)
 			in = append(in, fopTime, 3, 0, 20, 0) // 20 us
 		}
 		w.put("csf/FuzzSender", in)
