@@ -32,9 +32,13 @@ import (
 //     i + k <= 255 (C16), at most two coded rounds per block (E34), coded retransmissions and
 //     Source Copy only in answer to a request, and every symbol computed from the sources the
 //     RDMA sender emitted;
-//   - at most eight HELLOs per nonce (C3); no deadline left due after Tick;
-//   - memory within the configured bounds: held blocks, source octets, the timer heap, the
-//     absent runs, the queue.
+//   - no block reaches past the newest source; at most eight HELLOs per nonce (C3);
+//   - Tick before the next deadline does nothing and after Tick no deadline is due (a driver
+//     that sleeps until NextDeadline neither misses a timer nor spins); a minute without
+//     sources ends an established flow (C15);
+//   - memory within the configured bounds: held blocks, their source octets and retained
+//     buffers, the timer heap, the absent runs, the queue; the held blocks in the order the
+//     lookup (find) relies on.
 func FuzzSender(f *testing.F) {
 	for _, s := range fuzzSeeds() {
 		f.Add(s)
@@ -160,7 +164,9 @@ type fuzzRun struct {
 	info       uint64
 	far        int // consecutive far-behind sources so far
 	ticks      int
-	lastSent   int  // datagrams of the latest call
+	lastSent   int     // datagrams of the latest call
+	prevNext   psn.PSN // the Sender's next PSN before the latest call
+	hadNext    bool
 	exhausted  bool // the budget of timers is spent: the rest of the input is not run
 }
 
@@ -326,9 +332,16 @@ func (r *fuzzRun) source(arg fuzzArg) {
 		p = next.Add(int(int8(step)) / 8)
 	}
 	mtu := r.a.RDMAMTU()
-	n := int(arg.u16(2)) % (mtu + 1)
-	if arg.u8(2)&0x80 == 0 {
+	// The length: the RDMA MTU in use (a full packet), another RDMA MTU (the flow's own, E33),
+	// or any up to the MTU.
+	var n int
+	switch arg.u8(2) >> 6 {
+	case 0, 1:
 		n = mtu
+	case 2:
+		n = 256 << (arg.u8(3) % 5)
+	default:
+		n = int(arg.u16(2)&0x3fff) % (mtu + 1)
 	}
 	info := op.Info()
 	if info.Headers&roce.HasPayload == 0 {
@@ -577,6 +590,7 @@ func (r *fuzzRun) handle(from netip.AddrPort, msg []byte) {
 func (r *fuzzRun) call(name string, f func(*Sender)) { r.step(name, f, nil) }
 
 func (r *fuzzRun) step(name string, f func(*Sender), after func()) {
+	r.prevNext, r.hadNext = r.a.NextPSN()
 	f(r.a)
 	f(r.b)
 	if after != nil {
@@ -746,8 +760,11 @@ func (r *fuzzRun) checkRepair(name string, m *wire.Repair) {
 	default:
 		r.ordinary++
 	}
-	if next, ok := r.a.NextPSN(); !ok || m.BlockStartPSN.Add(int(m.K)-1).After(next.Add(-1)) {
-		t.Fatalf("%s: block %v of k %d reaches past the newest source (next %v)", name, m.BlockStartPSN, m.K, next)
+	// Behind the next PSN, before the call (a source that closed the block may move it by a
+	// READ's PSNs) or after.
+	last := m.BlockStartPSN.Add(int(m.K) - 1)
+	if next, ok := r.a.NextPSN(); !ok || last.After(next.Add(-1)) && (!r.hadNext || last.After(r.prevNext.Add(-1))) {
+		t.Fatalf("%s: block %v of k %d reaches past the newest source (next %v, before %v)", name, m.BlockStartPSN, m.K, next, r.prevNext)
 	}
 	key := fuzzBlockKey{r.flowID, m.BlockStartPSN, m.K, m.ConfigID}
 	seen := r.blocks[key]
@@ -924,6 +941,7 @@ func (r *fuzzRun) checkCounters(name string) {
 		{"configurations applied", s.ConfigsApplied, s.ParamAccepted},
 		{"blocks closed", s.BlocksClosedFull + s.BlocksClosedBurst, s.BlocksOpened},
 		{"blocks released", s.BlocksAcked + s.BlocksGivenUp + s.BlocksEvicted, s.BlocksClosedFull + s.BlocksClosedBurst},
+		{"blocks released or far behind", s.BlocksAcked + s.BlocksGivenUp + s.BlocksEvicted + s.BlocksFarBehind, s.BlocksOpened},
 		{"eight unanswered HELLOs", 8 * s.Unprotected, s.HelloSent + s.QueueFull},
 	}
 	for _, c := range le {
@@ -971,6 +989,9 @@ func (r *fuzzRun) checkMemory(name string) {
 		used++
 		if !b.closed {
 			open++
+		}
+		if !b.last().Before(s.next) {
+			t.Fatalf("%s: block %v (k %d) held, not behind the next PSN %v", name, b.start, b.k, s.next)
 		}
 		if b.k > b.limit || b.limit > b.cfg.K {
 			t.Fatalf("%s: block %v covers %d of %d positions (k %d)", name, b.start, b.k, b.limit, b.cfg.K)
@@ -1035,6 +1056,11 @@ func fuzzSeeds() [][]byte {
 		op(fopSource, 8, 0, 0x80, 100, 0, 0, 0x40, 0), op(fopReverse, 0, 2), op(fopReverse, 2, 0),
 		sources(1, 0), op(fopTime, 0x10, 0, 3)))
 	seeds = append(seeds, cat([]byte{1, 0, 0, 0, 0}, bytes.Repeat(op(fopSource, 0, 0x80), 33), op(fopTime, 1, 0, 3)))
+	// The flow's RDMA MTU is 256, not the configured 1024 (E33); then a refused update offered
+	// again; then loss over a second, enough to open the circuit breaker.
+	seeds = append(seeds, cat([]byte{0, 2, 0, 0, 0}, bytes.Repeat(op(fopSource, 0, 0, 0x80, 0), 5), op(fopTime, 0, 5, 2),
+		op(fopCRF, 6), op(fopCRF, 0, 0, 1), sources(9, 0), op(fopTime, 1, 0, 2),
+		op(fopCRF, 1, 0xc3, 0x50, 0, 0x10, 0), op(fopCRF, 1, 0xc3, 0x50, 0, 0x10, 0), sources(9, 0), op(fopTime, 2, 0, 3)))
 	// Raw CREM messages of each type from the CRF.
 	for _, m := range []wire.Message{
 		&wire.RepairRequest{FlowID: 3, RequestID: 1, ConfigID: 1, Scheme: wire.SchemeCauchy, K: 8, BlockStartPSN: 0x100, Lost: lost(1)},
