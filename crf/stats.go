@@ -38,6 +38,14 @@ type FlowStats struct {
 	RepairConflict, RepairNotKept, SourceCopyMismatch, SolveRetries uint64
 	BlocksRescued, BlocksMismatchAbandoned                          uint64
 
+	// Of the REPAIRs naming a block no source of which has been seen (its Block Start PSN
+	// after the highest source PSN), kept aside rather than making the block: RepairAside
+	// counts them; RepairAsideTaken those taken once the flow's sources passed the block's
+	// last PSN or another REPAIR made the block; RepairAsideTimedOut those taken after the
+	// reorder allowance without either (a block whose sources were all lost, with nothing
+	// after it); RepairAsideDropped those pushed out by the bound, or left when the flow ended.
+	RepairAside, RepairAsideTaken, RepairAsideTimedOut, RepairAsideDropped uint64
+
 	BlocksCreated, BlocksComplete, BlocksDecoded, BlocksIncomplete, BlocksEvicted uint64
 	BlocksFallback, BlocksAbandoned, BlocksFullyReceived                          uint64
 
