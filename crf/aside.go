@@ -71,12 +71,11 @@ func (r *Receiver) setAside(now time.Duration, f *rflow, msg []byte, m *wire.Rep
 		f.aside[maxAside-1] = old
 		f.aside = f.aside[:maxAside-1]
 	}
-	n := len(f.aside)
-	if n < cap(f.aside) {
-		f.aside = f.aside[:n+1]
-	} else {
-		f.aside = append(f.aside, asideRepair{})
+	if f.aside == nil {
+		f.aside = make([]asideRepair, 0, maxAside)
 	}
+	n := len(f.aside)
+	f.aside = f.aside[:n+1]
 	a := &f.aside[n]
 	a.at, a.reached, a.ready, a.start, a.k, a.ce = now, false, false, m.BlockStartPSN, int(m.K), ce
 	a.idx, a.need = m.RepairIndex, m.Present.Count()
@@ -102,18 +101,25 @@ func (r *Receiver) setAside(now time.Duration, f *rflow, msg []byte, m *wire.Rep
 
 // asideDue is when a REPAIR kept aside is taken without another REPAIR making its block: a
 // reorder allowance after the sources passed the block's last PSN (its genuine REPAIRs follow
-// its last source: they have come by then, and a forged one is then only a second version), or,
-// when no source reaches it, a longer wait (a block whose sources were all lost with nothing
-// after it, the flow's last, is still restored).
+// its last source: they have come by then, and a forged one is then only a second version).
+// One the sources do not reach is dropped after asideWait reorder allowances (expired): a
+// forged one for a block that never comes, or for one after a pause of the flow, must not make
+// a block ahead of the sources, where the next message's blocks (of another k) would meet it.
+// A genuine one for a block whose sources were all lost is taken when the next sources pass
+// its PSNs (the RDMA transport's retransmission of them included), and only when none come for
+// that long is the block left to the RDMA transport, as a lost REPAIR would.
 func (f *rflow) asideDue(a *asideRepair) time.Duration {
 	if a.reached {
 		return a.reachedAt + f.allowance()
 	}
-	return a.at + max(4*f.allowance(), f.retry())
+	return a.at + asideWait*f.allowance()
 }
 
+// asideWait is how many reorder allowances a REPAIR no source reaches is kept.
+const asideWait = 64
+
 // releaseAside takes the REPAIRs kept aside whose block another REPAIR has made, or that are
-// due (asideDue).
+// due (asideDue), and drops those expired.
 func (r *Receiver) releaseAside(now time.Duration, f *rflow) {
 	for i := 0; i < len(f.aside); {
 		a := &f.aside[i]
@@ -125,10 +131,14 @@ func (r *Receiver) releaseAside(now time.Duration, f *rflow) {
 			i++
 			continue
 		}
-		if made || a.reached {
+		take := made || a.reached && !f.allHeld(a.start, a.k)
+		switch {
+		case take:
 			f.st.RepairAsideTaken++
-		} else {
-			f.st.RepairAsideTimedOut++
+		case a.reached:
+			f.st.RepairAsideUnneeded++
+		default:
+			f.st.RepairAsideExpired++
 		}
 		// Move it past the length (its buffer stays for reuse) and take it from there: taking
 		// it never sets another aside.
@@ -137,8 +147,22 @@ func (r *Receiver) releaseAside(now time.Duration, f *rflow) {
 		copy(f.aside[i:], f.aside[i+1:])
 		f.aside[n-1] = e
 		f.aside = f.aside[:n-1]
-		r.takeRepair(now, f, e.msg, e.ce, true)
+		if take {
+			r.takeRepair(now, f, e.msg, e.ce, true)
+		}
 	}
+}
+
+// allHeld reports whether every PSN of the k from start has its source held: a block there has
+// nothing to restore, and a REPAIR kept aside for it is not needed (a forged one, taken, would
+// only meet the genuine blocks of those PSNs, which may start elsewhere or have another k).
+func (f *rflow) allHeld(start psn.PSN, k int) bool {
+	for j := range k {
+		if s := f.at(start.Add(j)); s == nil || s.st != slotHeld {
+			return false
+		}
+	}
+	return true
 }
 
 // asideDeadline is the earliest time a REPAIR kept aside is due.

@@ -41,10 +41,13 @@ type FlowStats struct {
 	// Of the REPAIRs naming a block no source of which has been seen (its Block Start PSN
 	// after the highest source PSN), kept aside rather than making the block: RepairAside
 	// counts them; RepairAsideTaken those taken once the flow's sources passed the block's
-	// last PSN or another REPAIR made the block; RepairAsideTimedOut those taken after the
-	// reorder allowance without either (a block whose sources were all lost, with nothing
-	// after it); RepairAsideDropped those pushed out by the bound, or left when the flow ended.
-	RepairAside, RepairAsideTaken, RepairAsideTimedOut, RepairAsideDropped uint64
+	// last PSN, another REPAIR made the block, or its REPAIRs aside could solve it alone;
+	// RepairAsideUnneeded those dropped when the sources passed the block and every one of its
+	// PSNs had arrived (nothing to restore);
+	// RepairAsideExpired those dropped when no source reached the block in 64 reorder
+	// allowances; RepairAsideDropped those pushed out by the bound, or left when the
+	// flow ended.
+	RepairAside, RepairAsideTaken, RepairAsideUnneeded, RepairAsideExpired, RepairAsideDropped uint64
 
 	BlocksCreated, BlocksComplete, BlocksDecoded, BlocksIncomplete, BlocksEvicted uint64
 	BlocksFallback, BlocksAbandoned, BlocksFullyReceived                          uint64
