@@ -12,7 +12,7 @@ import (
 const maxAside = 16
 
 // asideRepair is a REPAIR for a block ahead of every source seen, kept until the sources reach
-// the block (CF1). Taking it at once would make the block before its sources arrive: a forged
+// the block (E60). Taking it at once would make the block before its sources arrive: a forged
 // one (an on-path sender at the CSF's address) would then take the block, the solves of its
 // arriving sources fail, and its round would run out before the genuine REPAIRs come.
 type asideRepair struct {

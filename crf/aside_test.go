@@ -9,12 +9,12 @@ import (
 	"github.com/crem-project/crem/wire"
 )
 
-// TestRepairAheadKeptAsideCF1 (C7 c, C7 e, C7 f; CF1): a REPAIR naming a block none of whose
+// TestRepairAheadKeptAsideE60 (C7 c, C7 e, C7 f; E60): a REPAIR naming a block none of whose
 // sources has been seen is kept aside, not made a block: it is taken once the sources pass the
 // block (a reorder allowance later), at once when another REPAIR makes the block or its REPAIRs
 // alone can solve it, and dropped when no source reaches it. A forged one for the block after
 // the sources then only ever comes second, and one for a block that never comes makes none.
-func TestRepairAheadKeptAsideCF1(t *testing.T) {
+func TestRepairAheadKeptAsideE60(t *testing.T) {
 	cfg := flow.Config{ID: 1, Scheme: wire.SchemeCauchy, K: 4, M: 4, T: testT}
 	type run struct {
 		r   *Receiver
