@@ -9,6 +9,7 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
+	"github.com/crem-project/crem/internal/fuzzcorpus"
 	"github.com/crem-project/crem/internal/testenv"
 	"math/rand/v2"
 	"net"
@@ -851,6 +852,14 @@ func TestNetemRoCENamesOnlyCleanPackets(t *testing.T) {
 func FuzzRoCE(f *testing.F) {
 	f.Add([]byte("hello"))
 	f.Add(make([]byte, 16))
+	// The real capture's packets, read in place (never copied into the repository).
+	if pkts, err := fuzzcorpus.RealRoCEv2(); err == nil {
+		for _, p := range pkts {
+			f.Add(p)
+		}
+	} else {
+		f.Logf("real capture not used: %v", err)
+	}
 	f.Fuzz(func(t *testing.T, b []byte) {
 		if h, ok := RoCE(b); ok {
 			if _, err := roce.ParsePacket(b); err != nil || h.TVer != 0 {
