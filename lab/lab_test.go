@@ -2,14 +2,15 @@ package lab
 
 import (
 	"bytes"
-	"github.com/crem-project/crem/internal/testenv"
-	"io"
-
 	"context"
-	"github.com/crem-project/crem/capture"
+	"fmt"
+	"io"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/crem-project/crem/capture"
+	"github.com/crem-project/crem/internal/testenv"
 	"github.com/crem-project/crem/netem"
 )
 
@@ -61,49 +62,55 @@ func TestCREMTCAETHBeatsGBN(t *testing.T) {
 // TestCREMRestoresReads runs the lab's defaults for READ, tcaeth and crem+tcaeth: with the
 // reorder window covering CREM's restoration delay (T5, protocol notes R22), a READ response
 // CREM restores arrives before the requester re-issues its READ, so crem+tcaeth retransmits a
-// fraction of what tcaeth does (before R22 about as much: 333 against 348; measured since, 28
-// against 347). Counted, not timed: completion times, logged, depend on the machine's load.
+// quarter or less of what tcaeth does (before R22 about as much: 333 against 348; measured since,
+// 28 against 347). Counted, not timed: completion times, logged, depend on the machine's load.
+// The count depends on it too, where CREM's restorations, slowed by a busy machine, come after
+// the window: the pair runs up to three times and one run within the bound passes (without R22
+// none is: the ratio is then about 1). A run whose QPs met more RDMA timeouts than messages says
+// nothing either way (a READ's timer fires for a lost tail, at most once a message on this path;
+// measured: none in either run when the machine keeps up, 47 to 91 for 16 messages under a load
+// of 10 on two cores, completion four times slower); if every run is such, the test skips.
 func TestCREMRestoresReads(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs the lab's defaults for READ (about 3 s)")
 	}
 	loss, _ := netem.ParseLossSpec("0.01")
-	res, err := Lab(context.Background(), Options{Loss: loss, Seed: 1, Op: "read", Runs: []string{"tcaeth", "crem+tcaeth"},
-		Timeout: 50 * time.Second, RetryCount: stallRetries})
-	if err != nil {
-		t.Fatal(err)
+	var failed []string
+	for attempt := range 3 {
+		res, err := Lab(context.Background(), Options{Loss: loss, Seed: 1, Op: "read", Runs: []string{"tcaeth", "crem+tcaeth"},
+			Timeout: 50 * time.Second, RetryCount: stallRetries})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(res.Runs) != 2 {
+			t.Fatalf("runs: %+v", res.Runs)
+		}
+		p, c := res.Runs[0], res.Runs[1]
+		if !p.Verified || !c.Verified {
+			t.Fatalf("not verified: tcaeth %q, crem+tcaeth %q", p.Error, c.Error)
+		}
+		if c.Restored == 0 || p.Lost == 0 {
+			t.Fatalf("want losses and restorations: %+v %+v", p, c)
+		}
+		if testenv.Race {
+			// The reorder window is sized for CREM's restoration delay at full speed; slowed
+			// several times over, restorations come after it and READs are re-issued.
+			t.Skip("the race detector slows the engines past the reorder window")
+		}
+		t.Logf("run %d: RDMA retransmissions crem+tcaeth %d (%d lost, %d restored), tcaeth %d; timeouts %d and %d; completion mean and max %.3f s %.3f s, tcaeth %.3f s %.3f s",
+			attempt, c.RDMARetx, c.Lost, c.Restored, p.RDMARetx, c.RDMATimeouts, p.RDMATimeouts, c.MeanS, c.MaxS, p.MeanS, p.MaxS)
+		switch {
+		case p.RDMATimeouts > uint64(p.Messages) || c.RDMATimeouts > uint64(c.Messages):
+			continue // the machine starved the lab's timers: this run says nothing
+		case 4*c.RDMARetx <= p.RDMARetx:
+			return
+		}
+		failed = append(failed, fmt.Sprintf("crem+tcaeth %d against tcaeth %d", c.RDMARetx, p.RDMARetx))
 	}
-	if len(res.Runs) != 2 {
-		t.Fatalf("runs: %+v", res.Runs)
+	if len(failed) == 0 {
+		t.Skip("every run met more RDMA timeouts than messages: the machine is too busy to judge R22")
 	}
-	p, c := res.Runs[0], res.Runs[1]
-	t.Logf("tcaeth %+v", p)
-	t.Logf("crem+tcaeth %+v", c)
-	if !p.Verified || !c.Verified {
-		t.Fatalf("not verified: tcaeth %q, crem+tcaeth %q", p.Error, c.Error)
-	}
-	if c.Restored == 0 || p.Lost == 0 {
-		t.Fatalf("want losses and restorations: %+v %+v", p, c)
-	}
-	if testenv.Race {
-		// The reorder window is sized for CREM's restoration delay at full speed; slowed
-		// several times over, restorations come after it and READs are re-issued.
-		t.Skip("the race detector slows the engines past the reorder window")
-	}
-	t.Logf("completion mean and max: crem+tcaeth %.3f s %.3f s, tcaeth %.3f s %.3f s", c.MeanS, c.MaxS, p.MeanS, p.MaxS)
-	if p.RDMATimeouts > uint64(p.Messages) || c.RDMATimeouts > uint64(c.Messages) {
-		// A READ's timer fires for a lost tail, at most once a message on this path (measured:
-		// none in either run when the machine keeps up), and the re-issues R22 prevents come
-		// from the loss decision, not from timers. More timeouts than messages mean that the
-		// machine starved the lab of CPU (measured under a load of 10 on two cores: 47 to 91
-		// for 16 messages, completion times four times the usual), and CREM's restorations,
-		// slowed alike, came after the reorder window: the comparison is the machine's.
-		t.Skipf("timeouts: tcaeth %d, crem+tcaeth %d, for %d messages: the machine is too busy to judge R22",
-			p.RDMATimeouts, c.RDMATimeouts, p.Messages)
-	}
-	if 4*c.RDMARetx > p.RDMARetx {
-		t.Fatalf("crem+tcaeth retransmitted %d (%d lost, %d restored), tcaeth %d", c.RDMARetx, c.Lost, c.Restored, p.RDMARetx)
-	}
+	t.Fatalf("no run within a quarter of tcaeth's RDMA retransmissions: %s", strings.Join(failed, "; "))
 }
 
 // stallRetries is the retry count of the tests' QPs on paths of a few milliseconds: seven
