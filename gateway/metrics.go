@@ -48,8 +48,10 @@ func (g *Gateway) ownCounters() map[string]uint64 {
 	m := map[string]uint64{
 		"write_errors": c.writeErrors.Load(), "read_errors": c.readErrors.Load(),
 		"truncated": c.truncated.Load(), "shard_queue_full": c.shardFull.Load(),
-		"buffers_allocated": c.buffersAllocated.Load(),
-		"crem_malformed":    c.cremMalformed.Load(), "crem_unknown_flow": c.cremUnknownFlw.Load(),
+		"buffers_allocated": g.small.allocated.Load() + g.large.allocated.Load(),
+		"buffers_released":  g.small.released.Load() + g.large.released.Load(),
+		"buffers_exhausted": c.buffersExhausted.Load(), "memory_returned": c.memoryReturned.Load(),
+		"crem_malformed": c.cremMalformed.Load(), "crem_unknown_flow": c.cremUnknownFlw.Load(),
 		"crem_discarded": c.cremDiscarded.Load(), "not_roce": c.notRoCE.Load(),
 	}
 	for k, n := range kindNames {

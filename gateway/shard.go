@@ -179,7 +179,7 @@ func (sh *shard) send(kind int, to netip.AddrPort, b []byte) {
 		sh.g.c.writeErrors.Add(1)
 		return
 	}
-	p := sh.g.getPkt()
+	p := sh.g.getPkt(len(b))
 	p.n = copy(p.buf, b)
 	sh.queue(kind, to, p)
 }
