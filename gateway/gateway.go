@@ -469,7 +469,9 @@ func (g *Gateway) pairHash(a, b netip.Addr) int {
 	return int(h.Sum64() % uint64(len(g.shards)))
 }
 
-// router maps Flow IDs and HELLO nonces to shards.
+// router maps Flow IDs and HELLO nonces to shards. Each entry mirrors one of a node's tables
+// (its CSFs' Flow IDs and latest nonces, its CRF's Flow IDs), which are bounded and expire: the
+// node takes out what it no longer has.
 type router struct {
 	mu    sync.RWMutex
 	crf   map[uint32]int // Flow IDs this gateway's CRFs assigned
@@ -501,17 +503,32 @@ func (r *router) set32(m *map[uint32]int, k uint32, v int) {
 	r.mu.Unlock()
 }
 
-func (r *router) del32(m *map[uint32]int, k uint32) {
+// del32 takes out k if shard v holds it (two shards' CRFs may draw one Flow ID).
+func (r *router) del32(m *map[uint32]int, k uint32, v int) {
 	r.mu.Lock()
-	delete(*m, k)
+	if cur, ok := (*m)[k]; ok && cur == v {
+		delete(*m, k)
+	}
 	r.mu.Unlock()
 }
 
 func (r *router) setNonce(k uint64, v int) {
 	r.mu.Lock()
-	if len(r.nonce) > 1<<16 {
-		clear(r.nonce) // bounded: a nonce matters only until its HELLO_ACK
-	}
 	r.nonce[k] = v
 	r.mu.Unlock()
+}
+
+func (r *router) delNonce(k uint64, v int) {
+	r.mu.Lock()
+	if cur, ok := r.nonce[k]; ok && cur == v {
+		delete(r.nonce, k)
+	}
+	r.mu.Unlock()
+}
+
+// sizes returns the entries of each map.
+func (r *router) sizes() (crf, csf, nonce int) {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return len(r.crf), len(r.csf), len(r.nonce)
 }

@@ -64,24 +64,6 @@ func (g *Gateway) ownCounters() map[string]uint64 {
 	return m
 }
 
-// addInto adds every unsigned counter of src into dst (same struct type), recursively.
-func addInto(dst, src reflect.Value) {
-	switch src.Kind() {
-	case reflect.Uint64:
-		dst.SetUint(dst.Uint() + src.Uint())
-	case reflect.Struct:
-		for i := range src.NumField() {
-			if dst.Field(i).CanSet() {
-				addInto(dst.Field(i), src.Field(i))
-			}
-		}
-	case reflect.Array:
-		for i := range src.Len() {
-			addInto(dst.Index(i), src.Index(i))
-		}
-	}
-}
-
 // snake turns a Go field name into a metric name part: RepairSent -> repair_sent.
 func snake(s string) string {
 	var b strings.Builder

@@ -51,12 +51,25 @@ func (r shardRoutes) senderFlowID(id uint32, add bool) {
 	if add {
 		r.g.route.set32(&r.g.route.csf, id, r.idx)
 	} else {
-		r.g.route.del32(&r.g.route.csf, id)
+		r.g.route.del32(&r.g.route.csf, id, r.idx)
 	}
 }
 
-func (r shardRoutes) receiverFlowID(id uint32) { r.g.route.set32(&r.g.route.crf, id, r.idx) }
-func (r shardRoutes) helloNonce(n uint64)      { r.g.route.setNonce(n, r.idx) }
+func (r shardRoutes) receiverFlowID(id uint32, add bool) {
+	if add {
+		r.g.route.set32(&r.g.route.crf, id, r.idx)
+	} else {
+		r.g.route.del32(&r.g.route.crf, id, r.idx)
+	}
+}
+
+func (r shardRoutes) helloNonce(n uint64, add bool) {
+	if add {
+		r.g.route.setNonce(n, r.idx)
+	} else {
+		r.g.route.delNonce(n, r.idx)
+	}
+}
 
 func (sh *shard) loop() {
 	timer := time.NewTimer(time.Hour)
