@@ -297,6 +297,9 @@ func (g *Gateway) Run(ctx context.Context) error {
 	rawReaders.Wait()
 	g.closeSockets()
 	readers.Wait()
+	for _, sh := range g.shards {
+		sh.publish(g.now()) // the final counters, exact: no shard runs any more
+	}
 	st := g.Stats()
 	g.log.Info("gateway stopped", "flows", st.Flows, "csf_sources", st.Sender.Sources, "csf_repair_sent", st.Sender.RepairSent,
 		"csf_retx_sent", st.Sender.RetxSent, "csf_unprotected", st.Sender.Unprotected,

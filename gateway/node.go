@@ -61,8 +61,8 @@ const (
 	routeGrace  = 10 * time.Second
 	// A CSF whose flow sent nothing for quietAfter (the idle timeout, C15) stops asking for a
 	// session (HELLO every hold-off); closed, it leaves the table after senderLinger.
-	minQuiet        = time.Second
-	lingerPerQuiet  = 4
+	minQuiet       = time.Second
+	lingerPerQuiet = 4
 )
 
 // sender is one protected flow leaving toward the peer.
@@ -75,6 +75,7 @@ type sender struct {
 	nonce    uint64 // the nonce of its latest HELLO, routed to it while hasNonce
 	hasNonce bool
 	lastSeen time.Duration // its latest source packet
+	rate     rates         // its smoothed source rate, for the busiest flows' series
 }
 
 // routes is told the Flow IDs and nonces that address a node's engines, so that a gateway with
@@ -735,7 +736,7 @@ func (ns *NodeStats) addTo(m map[string]uint64) {
 		"crem_discarded": ns.CREMDiscarded, "crem_malformed": ns.CREMMalformed, "crem_unknown_flow": ns.CREMUnknownFlow,
 		"reverse_to_sender": ns.ReverseToSender, "reverse_to_none": ns.ReverseToNone,
 		"sender_reverse_qp_set": ns.SenderReverseQPSet, "sender_reverse_qp_cleared": ns.SenderReverseQPCleared,
-		"pairing_events": ns.PairingEventsLogged,
+		"pairing_events":    ns.PairingEventsLogged,
 		"reads_asked_again": ns.ReadsAskedAgain, "reads_again_unpaired": ns.ReadsAgainUnpaired,
 		"routes_expired": ns.RoutesExpired, "senders_quiet": ns.SendersQuiet, "senders_expired": ns.SendersExpired,
 		"flows_refused_table_full": ns.FlowsRefusedFull,

@@ -4,6 +4,7 @@ import (
 	"net"
 	"net/netip"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -23,6 +24,15 @@ type shard struct {
 	hasNext   bool
 	batch     []*pkt
 	cremBatch []*pkt
+
+	// What the shard publishes for Stats and the metrics (snapshot.go).
+	snap                   atomic.Pointer[snapshot]
+	pubAt, pubLast         time.Duration
+	dirty                  bool
+	csfBuf                 []csfRow
+	crfBuf                 []crfRow
+	ord                    []int
+	crfRates, crfRatesNext map[uint32]rates
 }
 
 // outq is a batch of datagrams waiting for one socket.
@@ -32,12 +42,14 @@ type outq struct {
 }
 
 func newShard(g *Gateway, idx int) (*shard, error) {
-	sh := &shard{g: g, idx: idx, in: make(chan *pkt, 8192), addrs: map[netip.AddrPort]*net.UDPAddr{}}
+	sh := &shard{g: g, idx: idx, in: make(chan *pkt, 8192), addrs: map[netip.AddrPort]*net.UDPAddr{},
+		crfRates: map[uint32]rates{}, crfRatesNext: map[uint32]rates{}}
 	n, err := newNode(g.cfg, g.log, g.seed, idx, shardRoutes{g, idx})
 	if err != nil {
 		return nil, err
 	}
 	sh.n = n
+	sh.publish(0)
 	return sh, nil
 }
 
@@ -125,6 +137,9 @@ func (sh *shard) loop() {
 		}
 		sh.mu.Lock()
 		d, ok := sh.next, sh.hasNext
+		if sh.dirty && (!ok || sh.pubAt < d) {
+			d, ok = sh.pubAt, true // what happened gets published, even if nothing follows
+		}
 		sh.mu.Unlock()
 		if !timer.Stop() {
 			select {
@@ -165,12 +180,17 @@ func (sh *shard) handle(now time.Duration, p *pkt) {
 	}
 }
 
-// after runs the due timers, drains the node and sends what it wants sent.
+// after runs the due timers, drains the node, sends what it wants sent, and publishes the
+// node's counters when it is time.
 func (sh *shard) after(now time.Duration) {
 	sh.n.Tick(now)
 	sh.drain()
 	sh.flush()
 	sh.next, sh.hasNext = sh.n.NextDeadline()
+	sh.dirty = true
+	if now >= sh.pubAt {
+		sh.publish(now)
+	}
 }
 
 func (sh *shard) drain() {

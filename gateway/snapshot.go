@@ -1,0 +1,159 @@
+package gateway
+
+import (
+	"cmp"
+	"slices"
+	"time"
+
+	"github.com/crem-project/crem/crf"
+	"github.com/crem-project/crem/csf"
+	"github.com/crem-project/crem/flow"
+	"github.com/crem-project/crem/pairing"
+)
+
+// A shard publishes what its node counts: every publishEvery while anything happens, the
+// shard's goroutine (the only one that touches the node) sums its engines' counters into a
+// snapshot and stores it; Stats and the metrics read the latest snapshots and never take the
+// lock of the data path, so a scrape costs forwarding nothing however many flows there are,
+// and the summing costs the shard the same whether scraped once a minute or in a loop.
+const publishEvery = 100 * time.Millisecond
+
+// maxLabelledFlows bounds the per-flow series: the busiest flows of each half are exposed
+// (their smoothed source rate), and the sums cover all.
+const maxLabelledFlows = 64
+
+// rateTau is the time constant of a flow's smoothed source rate, which ranks the busiest.
+const rateTau = 10 * time.Second
+
+// snapshot is what one shard published.
+type snapshot struct {
+	at       time.Duration
+	sender   csf.Stats
+	receiver crf.Stats
+	pairing  pairing.Stats
+	node     NodeStats
+	flows    int // CSFs in the table
+	levels   Levels
+	csfRows  []csfRow // the busiest, at most maxLabelledFlows
+	crfRows  []crfRow
+}
+
+type csfRow struct {
+	key   flow.Key
+	st    csf.Stats
+	state csf.State
+	rate  float64
+}
+
+type crfRow struct {
+	id   uint32
+	st   crf.FlowStats
+	rate float64
+}
+
+// Levels are what the gateway holds now (gauges), summed over the shards.
+type Levels struct {
+	CSFEstablished int // CSF sessions established: flows protected now
+	CSFSessions    int // CSFs asking for a session (HELLO) or established
+	CRFFlows       int // flows the CRFs serve
+	// Table sizes: CSFs, CRF Flow IDs routed, nonces routed (each bounded, and expiring).
+	Senders, ReceiverRoutes, Nonces int
+	// Packet buffers held (free or in use): small and large.
+	BuffersSmall, BuffersLarge int
+}
+
+// rates is a flow's smoothed source rate between publications.
+type rates struct {
+	last uint64  // sources at the last publication
+	rate float64 // sources per second, smoothed
+}
+
+func (r *rates) update(sources uint64, dt time.Duration) float64 {
+	if dt <= 0 {
+		return r.rate
+	}
+	inst := float64(sources-r.last) / dt.Seconds()
+	w := min(float64(dt)/float64(rateTau), 1)
+	r.rate += (inst - r.rate) * w
+	r.last = sources
+	return r.rate
+}
+
+// busier orders rows by smoothed source rate, then by sources.
+func busier(ra, rb float64, sa, sb uint64) int {
+	return cmp.Or(cmp.Compare(rb, ra), cmp.Compare(sb, sa))
+}
+
+// publish sums the node's counters into a new snapshot. Only the shard's goroutine calls it
+// (under sh.mu), or the caller when no shard runs.
+func (sh *shard) publish(now time.Duration) {
+	n := sh.n
+	s := &snapshot{at: now, flows: len(n.list)}
+	dt := now - sh.pubLast
+	sh.pubLast, sh.pubAt, sh.dirty = now, now+publishEvery, false
+
+	addCounters(&s.sender, &n.gone)
+	rows := sh.csfBuf[:0]
+	for _, x := range n.list {
+		cs := x.s.Stats()
+		addCounters(&s.sender, &cs)
+		st := x.s.State()
+		switch st {
+		case csf.StateEstablished:
+			s.levels.CSFEstablished++
+			s.levels.CSFSessions++
+		case csf.StateHello:
+			s.levels.CSFSessions++
+		}
+		rows = append(rows, csfRow{key: x.key, st: cs, state: st, rate: x.rate.update(cs.Sources, dt)})
+	}
+	sh.csfBuf = rows
+	idx := order(&sh.ord, len(rows), func(a, b int) int {
+		return busier(rows[a].rate, rows[b].rate, rows[a].st.Sources, rows[b].st.Sources)
+	})
+	s.csfRows = make([]csfRow, 0, len(idx))
+	for _, i := range idx {
+		s.csfRows = append(s.csfRows, rows[i])
+	}
+
+	s.receiver = n.recv.Stats()
+	ids := n.recv.Flows()
+	s.levels.CRFFlows = len(ids)
+	prev, cur := sh.crfRates, sh.crfRatesNext
+	clear(cur)
+	crows := sh.crfBuf[:0]
+	for _, id := range ids {
+		fs, _ := n.recv.FlowStats(id)
+		r := prev[id]
+		rate := r.update(fs.Sources, dt)
+		cur[id] = r
+		crows = append(crows, crfRow{id: id, st: fs, rate: rate})
+	}
+	sh.crfRates, sh.crfRatesNext, sh.crfBuf = cur, prev, crows
+	idx = order(&sh.ord, len(crows), func(a, b int) int {
+		return busier(crows[a].rate, crows[b].rate, crows[a].st.Sources, crows[b].st.Sources)
+	})
+	s.crfRows = make([]crfRow, 0, len(idx))
+	for _, i := range idx {
+		s.crfRows = append(s.crfRows, crows[i])
+	}
+
+	s.pairing = n.pair.Stats()
+	s.node = n.stats
+	s.levels.Senders, s.levels.ReceiverRoutes, s.levels.Nonces = len(n.list), len(n.rxRoutes), len(n.byNonce)
+	sh.snap.Store(s)
+}
+
+// order returns the indices of the maxLabelledFlows first of n rows in the order of cmp.
+func order(buf *[]int, n int, less func(a, b int) int) []int {
+	idx := (*buf)[:0]
+	for i := range n {
+		idx = append(idx, i)
+	}
+	*buf = idx
+	slices.SortStableFunc(idx, less)
+	return idx[:min(n, maxLabelledFlows)]
+}
+
+// snapshot returns the shard's latest snapshot.
+func (sh *shard) snapshot() *snapshot { return sh.snap.Load() }
