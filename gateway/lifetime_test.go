@@ -101,7 +101,7 @@ func TestStopUnderTrafficIssue11(t *testing.T) {
 		defer cancel()
 		done := runAsync(ctx, g)
 		waitFor(t, 10*time.Second, "traffic on both sockets", func() bool {
-			return g.c.rx[kindCREM].Load() > 10000 && g.c.rx[kindWAN].Load() > 10000
+			return g.c.rx[kindCREM].Load() > 100 && g.c.rx[kindWAN].Load() > 1000
 		})
 		cancel()
 		start := time.Now()
@@ -145,7 +145,7 @@ func TestStopUnderTrafficIssue11(t *testing.T) {
 		}
 		defer func() { close(stop); wg.Wait() }()
 		waitFor(t, 10*time.Second, "the flood reaching both sockets", func() bool {
-			return g.c.rx[kindCREM].Load() > 10000 && g.c.rx[kindWAN].Load() > 10000
+			return g.c.rx[kindCREM].Load() > 1000 && g.c.rx[kindWAN].Load() > 1000
 		})
 		cancel()
 		start := time.Now()

@@ -15,6 +15,7 @@ import (
 
 	"github.com/crem-project/crem/flow"
 	"github.com/crem-project/crem/gateway"
+	"github.com/crem-project/crem/internal/testenv"
 	"github.com/crem-project/crem/lab"
 	"github.com/crem-project/crem/netem"
 	"github.com/crem-project/crem/psn"
@@ -192,6 +193,9 @@ func check(b []byte, seed uint64, qp, op int) bool {
 func TestRelayManyQPsIssue10(t *testing.T) {
 	if testing.Short() {
 		t.Skip("moves 624 MiB through two gateways")
+	}
+	if testenv.Race {
+		t.Skip("moves 624 MiB through two gateways: too slow under the race detector")
 	}
 	seed := uint64(time.Now().UnixNano())
 	if s := os.Getenv("CREM_MANYQP_SEED"); s != "" {
@@ -429,8 +433,6 @@ func TestRelayManyQPsIssue10(t *testing.T) {
 		}
 	}
 	for i, st := range []gateway.Stats{stA, stB} {
-		t.Logf("gw %d: CSF hello %d ackacc %d ackign %d peersilent %d psnrestart %d unprot %d; CRF hello %d dup %d opened %d refused %d wrongsrc %d unknown %d; gw %v", i, st.Sender.HelloSent, st.Sender.HelloAckAccepted, st.Sender.HelloAckIgnored, st.Sender.PeerSilent, st.Sender.PSNSpaceRestarts, st.Sender.Unprotected,
-			st.Receiver.HelloReceived, st.Receiver.HelloDuplicate, st.Receiver.FlowsOpened, st.Receiver.HelloRefused, st.Receiver.MessagesWrongSource, st.Receiver.UnknownFlow, st.Gateway)
 		if n := st.Sender.CloseSent + st.Sender.CloseReceived + st.Receiver.CloseSent + st.Receiver.CloseReceived; n != 0 {
 			t.Errorf("gateway %c: %d CLOSE before the end (CSF sent %v received %v, CRF sent %v received %v)", 'A'+i, n,
 				st.Sender.CloseSentByReason, st.Sender.CloseReceivedByReason, st.Receiver.CloseSentByReason, st.Receiver.CloseReceivedByReason)
