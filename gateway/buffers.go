@@ -130,6 +130,7 @@ func (g *Gateway) handOn(s *sock, p *pkt, next **pkt) (keep bool) {
 		g.c.rx[s.kind].Add(1)
 		g.c.rxBytes[s.kind].Add(uint64(min(p.n, len(p.buf))))
 		g.c.buffersExhausted.Add(1)
+		g.c.dropped[s.kind].Add(1)
 		return true
 	}
 	if !g.accept(s, p) {

@@ -97,7 +97,10 @@ type Gateway struct {
 
 // counters are the gateway's own outcomes (the engines count theirs).
 type counters struct {
-	rx, tx                  [4]atomic.Uint64 // per socket kind
+	rx, tx [4]atomic.Uint64 // per socket kind
+	// Of the datagrams received, those handed to a shard and those dropped (for whatever
+	// reason: not routable, a queue full, no buffer, truncated): rx = handed + dropped.
+	handed, dropped         [4]atomic.Uint64
 	rxBytes, txBytes        [4]atomic.Uint64
 	socketDrops             [4]atomic.Uint64 // the kernel's drops per socket (SO_RXQ_OVFL)
 	writeErrors, readErrors atomic.Uint64
@@ -363,6 +366,16 @@ func (g *Gateway) closeSockets() {
 // the caller (dropped, counted).
 func (g *Gateway) accept(s *sock, p *pkt) bool {
 	g.c.rx[s.kind].Add(1)
+	if g.hand(s, p) {
+		g.c.handed[s.kind].Add(1)
+		return true
+	}
+	g.c.dropped[s.kind].Add(1)
+	return false
+}
+
+// hand gives a received datagram to its shard; false when it is dropped (counted by why).
+func (g *Gateway) hand(s *sock, p *pkt) bool {
 	if p.n > len(p.buf) || p.n >= bufSize {
 		g.c.truncated.Add(1)
 		return false

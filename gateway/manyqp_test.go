@@ -37,6 +37,9 @@ type lossyPath struct {
 	in     [2]chan pathItem
 	stop   chan struct{}
 	wg     sync.WaitGroup
+	// tap, if set before run, sees every datagram the path reads on side (0: from the
+	// gateway behind ends[0]), before it is routed; it must not keep b.
+	tap func(side int, b []byte)
 }
 
 type pathItem struct {
@@ -59,7 +62,7 @@ func newLossyPath(t *testing.T, ends [2]netip.AddrPort, cfg [2]netem.Config) *lo
 		}
 		s.SetReadBuffer(8 << 20)
 		s.SetWriteBuffer(8 << 20)
-		p.sock[i], p.addr[i] = s, ends[i]
+		p.sock[i], p.addr[i] = s, s.LocalAddr().(*net.UDPAddr).AddrPort() // ends[i], its port if 0
 		p.in[i] = make(chan pathItem, 1<<16)
 	}
 	return p
@@ -81,6 +84,9 @@ func (p *lossyPath) run() {
 						return
 					}
 					continue
+				}
+				if p.tap != nil {
+					p.tap(side, buf[:n])
 				}
 				to, ok := p.routes[side][netip.AddrPortFrom(from.Addr().Unmap(), from.Port())]
 				if !ok {
@@ -145,6 +151,11 @@ func (p *lossyPath) stats(side int) netem.Stats {
 	p.mu[side].Lock()
 	defer p.mu[side].Unlock()
 	return p.links[side].Stats()
+}
+
+// inject sends b out of side's socket to to, as if the path carried it: an on-path attacker.
+func (p *lossyPath) inject(side int, to netip.AddrPort, b []byte) {
+	p.sock[side].WriteToUDPAddrPort(b, to)
 }
 
 func (p *lossyPath) close() {

@@ -77,6 +77,8 @@ func (g *Gateway) ownCounters() map[string]uint64 {
 		m["rx_bytes_"+n] = c.rxBytes[k].Load()
 		m["tx_bytes_"+n] = c.txBytes[k].Load()
 		m["socket_drops_"+n] = c.socketDrops[k].Load()
+		m["handed_"+n] = c.handed[k].Load()
+		m["dropped_"+n] = c.dropped[k].Load()
 	}
 	return m
 }

@@ -112,6 +112,7 @@ func (g *Gateway) tunLoop() {
 		b := p.buf[:n]
 		if n < 20 || b[0]>>4 != 4 {
 			g.c.notRoCE.Add(1)
+			g.c.dropped[kindTun].Add(1)
 			continue
 		}
 		src, dst := netip.AddrFrom4([4]byte(b[12:16])), netip.AddrFrom4([4]byte(b[16:20]))
@@ -126,14 +127,17 @@ func (g *Gateway) tunLoop() {
 			p = r
 		} else {
 			g.c.buffersExhausted.Add(1)
+			g.c.dropped[kindTun].Add(1)
 			continue
 		}
 		q.n, q.kind, q.ce = n, kindTun, b[1]&3 == 3
 		sh := g.shards[g.pairHash(src, dst)]
 		select {
 		case sh.in <- q:
+			g.c.handed[kindTun].Add(1)
 		default:
 			g.c.shardFull.Add(1)
+			g.c.dropped[kindTun].Add(1)
 			g.putPkt(q)
 		}
 	}
