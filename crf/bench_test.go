@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/crem-project/crem/fec"
 	"github.com/crem-project/crem/flow"
 	"github.com/crem-project/crem/psn"
 	"github.com/crem-project/crem/wire"
@@ -73,4 +74,65 @@ func BenchmarkReceiver(b *testing.B) {
 		}
 		_ = buf
 	})
+}
+
+// BenchmarkReceiverLoss measures the path of a block with one loss: Observe of k - 1 sources,
+// the REPAIR that restores the lost one (its solve, its ICRC check and delivery), and the
+// block's other REPAIRs, which find it ended (k = 32, m = 4, T = 1058). Building each block's
+// packets and repair is not timed.
+func BenchmarkReceiverLoss(b *testing.B) {
+	const k, m, T, payload = 32, 4, 1058, 1024
+	r := newReceiver(b, Settings{})
+	cfg := flow.Config{ID: 1, Scheme: wire.SchemeCauchy, K: k, M: m, T: T}
+	id := open(b, r, 0, cfg)
+	enc, err := fec.NewEncoder()
+	if err != nil {
+		b.Fatal(err)
+	}
+	pkts := make([][]byte, k)
+	syms := make([][]byte, k)
+	dst := make([][]byte, m)
+	idx := make([]int, m)
+	reps := make([][]byte, m)
+	for i := range m {
+		dst[i], idx[i] = make([]byte, T), i
+	}
+	build := func(base psn.PSN) {
+		for j := range k {
+			pkts[j] = packet(base.Add(j), payload)
+			syms[j], _ = fec.AppendSymbol(syms[j][:0], pkts[j], T)
+		}
+		if err := enc.Encode(dst, idx, psn.FirstK(k), syms); err != nil {
+			b.Fatal(err)
+		}
+		for i := range m {
+			rep := wire.Repair{FlowID: id, ConfigID: 1, Scheme: wire.SchemeCauchy, K: k, RepairIndex: uint8(i),
+				BlockStartPSN: base, Present: psn.FirstK(k), Symbol: dst[i]}
+			reps[i], _ = rep.Append(reps[i][:0])
+		}
+	}
+	now := time.Duration(0)
+	b.SetBytes(int64(k * (payload + 16)))
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		b.StopTimer()
+		build(psn.PSN(i * k))
+		b.StartTimer()
+		now += 40 * time.Microsecond
+		for j, p := range pkts {
+			if j != 7 {
+				r.Observe(now, id, p, false)
+			}
+		}
+		for _, rep := range reps {
+			r.Handle(now, testCSF, rep, false)
+		}
+		r.DrainDeliveries(func(Delivery) {})
+		r.Drain(func(flow.Datagram) {})
+	}
+	b.StopTimer()
+	if st, _ := r.FlowStats(id); st.Restored != uint64(b.N) || st.ICRCMismatch != 0 {
+		b.Fatalf("%d blocks, %d restored, %d mismatches", b.N, st.Restored, st.ICRCMismatch)
+	}
 }

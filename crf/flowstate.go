@@ -80,6 +80,17 @@ type rblock struct {
 	incomplete  bool
 	queued      bool          // the flow's timer heap holds an entry for due
 	queuedAt    time.Duration // that entry's time
+	// The repair symbols kept for another solve (candidates.go, E56); done holds the positions
+	// restored and delivered; failed counts solves whose packets failed the ICRC check, solves
+	// every solve, tried the sets of symbols of the failed ones; stuck: no untried set can
+	// solve the block until something new comes.
+	cands  []cand
+	seq    uint16
+	done   psn.Bitmap
+	failed int
+	solves int
+	tried  [maxSolves]uint64
+	stuck  bool
 }
 
 // rflow is the CRF's state of one flow.
@@ -99,6 +110,9 @@ type rflow struct {
 	mtu   int
 	set   Settings
 	ack   wire.HelloAck
+	// active says a source or a REPAIR has come: until then the flow idles out after the
+	// handshake time, not Settings.Idle (E54). takeoverLogged: a HELLO from elsewhere was logged.
+	active, takeoverLogged bool
 
 	cfgs [maxConfigs]cfgSlot
 	// refused remembers the latest Config IDs refused, and how, so that their copies get the
@@ -218,8 +232,8 @@ func (f *rflow) config(id uint8) *cfgSlot {
 }
 
 // deadline is the flow's next timer.
-func (f *rflow) deadline() (time.Duration, bool) {
-	d := min(f.reportAt, f.lastSource+f.idle())
+func (f *rflow) deadline(handshake time.Duration) (time.Duration, bool) {
+	d := min(f.reportAt, f.lastSource+f.idle(handshake))
 	if f.holding {
 		d = min(d, f.holdDue)
 	}
@@ -420,11 +434,17 @@ func (f *rflow) dropWhole(s *slot) {
 	}
 }
 
-func (f *rflow) idle() time.Duration {
+// idle is how long the flow lives without sources: Settings.Idle (default 30 s, C15), or the
+// handshake time (at most) while no source or REPAIR has come (handshake > 0).
+func (f *rflow) idle(handshake time.Duration) time.Duration {
+	d := 30 * time.Second
 	if f.set.Idle > 0 {
-		return f.set.Idle
+		d = f.set.Idle
 	}
-	return 30 * time.Second
+	if !f.active {
+		d = min(d, handshake)
+	}
+	return d
 }
 
 // maxAgain bounds the re-requested ranges a flow remembers.

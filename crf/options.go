@@ -2,6 +2,7 @@ package crf
 
 import (
 	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/crem-project/crem/flow"
@@ -21,11 +22,24 @@ type options struct {
 	firstReqID uint16
 	memory     int // per-flow decoding memory a configuration may reserve (PARAM_ACK status 3 beyond)
 	decoders   func() (flow.Decoder, error)
+	// Pending sessions (E54): in all, per source address, and how long one waits for its proof
+	// (also how long a flow without any source or REPAIR lives).
+	pending, perSource int
+	handshake          time.Duration
+	log                *slog.Logger
 }
+
+// Defaults of the pending sessions (WithHandshakes).
+const (
+	defaultPending   = 2048
+	defaultPerSource = 256
+	defaultHandshake = 3 * time.Second
+)
 
 func defaults() options {
 	return options{limits: flow.DefaultLimits(), maxFlows: 1024, initialRTT: flow.DefaultInitialRTT,
-		queue: 4096, deliveries: 8192, memory: 64 << 20}
+		queue: 4096, deliveries: 8192, memory: 64 << 20,
+		pending: defaultPending, perSource: defaultPerSource, handshake: defaultHandshake}
 }
 
 // Verify selects how a restored packet's ICRC is checked (RULINGS C12).
@@ -162,6 +176,32 @@ func WithDecoders(f func() (flow.Decoder, error)) Option {
 			return fmt.Errorf("crf: WithDecoders(nil)")
 		}
 		o.decoders = f
+		return nil
+	}
+}
+
+// WithHandshakes bounds the sessions HELLO begins before they prove themselves by a message
+// with their Flow ID from the HELLO's address (E54): at most pending in all and perSource from
+// one source address (default 2048 and 256), each for at most expiry (default 3 s), which is
+// also how long a flow lives before its first source or REPAIR. When a budget is full the
+// oldest of it is evicted for the new HELLO, unless it is younger than the initial RTT (the
+// round trip its proof needs): then the HELLO is refused, silently and counted (C3).
+func WithHandshakes(pending, perSource int, expiry time.Duration) Option {
+	return func(o *options) error {
+		if pending < 1 || perSource < 1 || expiry <= 0 {
+			return fmt.Errorf("crf: WithHandshakes(%d, %d, %v): want >= 1, >= 1, > 0", pending, perSource, expiry)
+		}
+		o.pending, o.perSource, o.handshake = pending, perSource, expiry
+		return nil
+	}
+}
+
+// WithLogger sets where the Receiver logs what an operator should hear of: a HELLO refused for
+// a flow bound to another address (once per flow), a HELLO flood (once until it ends), a flow
+// restarted by its CSF. nil (the default) logs nothing; the counters count it all.
+func WithLogger(l *slog.Logger) Option {
+	return func(o *options) error {
+		o.log = l
 		return nil
 	}
 }

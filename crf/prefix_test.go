@@ -201,7 +201,7 @@ func TestBlocksAllocatedOnUse(t *testing.T) {
 // deadlineScan is the flow's deadline as a scan of every block and window slot: what the heaps
 // must equal.
 func deadlineScan(f *rflow) time.Duration {
-	d := min(f.reportAt, f.lastSource+f.idle())
+	d := min(f.reportAt, f.lastSource+f.idle(defaultHandshake))
 	if f.holding {
 		d = min(d, f.holdDue)
 	}

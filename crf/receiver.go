@@ -27,6 +27,9 @@ type Receiver struct {
 	last   *rflow
 	decs   []flow.Decoder // decoders of ended blocks, for reuse
 	prefix int            // octets of a source symbol the codec reads (0: all; flow.SourcePrefixer)
+	pend   pendingTables  // sessions HELLO began, not yet proven (pending.go)
+	syms   [][]byte       // buffers of repair symbols kept for another solve, for reuse
+	order2 []int          // scratch: a block's kept symbols in the order a solve takes them
 }
 
 // New returns a Receiver. WithRandom is required.
@@ -41,7 +44,7 @@ func New(opts ...Option) (*Receiver, error) {
 		return nil, errors.New("crf: New: WithRandom is required (no global randomness)")
 	}
 	r := &Receiver{o: o, flows: make(map[uint32]*rflow), byKey: make(map[flow.Key]uint32),
-		q: flow.NewQueue(o.queue), dq: deliveries{max: o.deliveries}}
+		q: flow.NewQueue(o.queue), dq: deliveries{max: o.deliveries}, pend: newPendingTables()}
 	for op := range r.ops {
 		info := roce.Opcode(op).Info()
 		r.ops[op] = info.Known && info.Source
@@ -59,13 +62,20 @@ func New(opts ...Option) (*Receiver, error) {
 }
 
 // Lookup returns the Flow ID serving the flow with this key, if any: a driver finds the flow of
-// an arriving RoCEv2 packet by its addresses and destination QP.
+// an arriving RoCEv2 packet by its addresses and destination QP. Before any session of the key
+// has proven itself, it returns the oldest pending one, which notes what goes by (E52).
 func (r *Receiver) Lookup(k flow.Key) (uint32, bool) {
-	id, ok := r.byKey[k]
-	return id, ok
+	if id, ok := r.byKey[k]; ok {
+		return id, ok
+	}
+	if l := r.pend.byKey[k]; l != nil {
+		return l.head.id, true
+	}
+	return 0, false
 }
 
-// Flows returns the Flow IDs served (allocates; for tests and tools).
+// Flows returns the Flow IDs of the established flows (allocates; for tests and tools); the
+// sessions pending since their HELLO are not among them.
 func (r *Receiver) Flows() []uint32 {
 	out := make([]uint32, 0, len(r.order))
 	for _, f := range r.order {
@@ -92,26 +102,21 @@ func (r *Receiver) Stats() Stats {
 	return s
 }
 
-// FlowStats returns one flow's counters.
+// FlowStats returns one flow's counters; a pending session has none yet (zero, true).
 func (r *Receiver) FlowStats(id uint32) (FlowStats, bool) {
 	f, ok := r.flows[id]
 	if !ok {
-		return FlowStats{}, false
+		return FlowStats{}, r.pend.byID[id] != nil
 	}
 	return f.st, true
 }
 
 // Handle takes a CREM message that arrived from from; ce says whether it carried a CE mark.
 func (r *Receiver) Handle(now time.Duration, from netip.AddrPort, msg []byte, ce bool) {
+	r.st.Messages++
 	if len(msg) >= wire.HeaderLen && msg[0] == wire.Version<<4|uint8(wire.TypeRepair) {
 		// The common case, parsed once by ParseRepair.
-		f := r.flow(binary.BigEndian.Uint32(msg[4:]))
-		switch {
-		case f == nil:
-			r.st.UnknownFlow++
-		case from != f.from:
-			r.st.MessagesWrongSource++
-		default:
+		if f := r.sessionFor(now, binary.BigEndian.Uint32(msg[4:]), from); f != nil {
 			r.onRepair(now, f, msg, ce)
 		}
 		return
@@ -129,14 +134,22 @@ func (r *Receiver) Handle(now time.Duration, from netip.AddrPort, msg []byte, ce
 		r.onHello(now, from, msg)
 		return
 	}
-	f := r.flow(h.FlowID)
-	if f == nil {
-		r.st.UnknownFlow++
-		return
+	if h.Type == wire.TypeClose {
+		if p := r.pendingFor(h.FlowID); p != nil && p.from == from {
+			// A session closed before it proved anything else: it never becomes a flow.
+			if _, err := wire.ParseClose(msg); err != nil {
+				r.st.MessagesMalformed++
+				return
+			}
+			r.st.CloseReceived++
+			r.st.HandshakesClosed++
+			r.pend.drop(p)
+			return
+		}
 	}
-	if from != f.from {
-		// C14: the flow's messages come from where HELLO came from.
-		r.st.MessagesWrongSource++
+	// C14: the flow's messages come from where HELLO came from.
+	f := r.sessionFor(now, h.FlowID, from)
+	if f == nil {
 		return
 	}
 	switch h.Type {
@@ -220,11 +233,22 @@ func (r *Receiver) commit(to netip.AddrPort, b []byte, err error) bool {
 	return true
 }
 
-// Close sends CLOSE with the reason for flow id and releases it (RULINGS C2).
+// Close sends CLOSE with the reason for flow id, or for a pending session, and releases it
+// (RULINGS C2).
 func (r *Receiver) Close(now time.Duration, id uint32, reason wire.Reason) error {
 	f := r.flows[id]
 	if f == nil {
-		return fmt.Errorf("crf: Close: no flow %#x", id)
+		p := r.pend.byID[id]
+		if p == nil {
+			return fmt.Errorf("crf: Close: no flow %#x", id)
+		}
+		if r.send(p.from, &wire.Close{FlowID: id, Reason: reason}) {
+			r.st.CloseSent++
+			r.st.CloseSentByReason[min(int(reason), 5)]++
+		}
+		r.st.HandshakesClosed++
+		r.pend.drop(p)
+		return nil
 	}
 	if r.send(f.from, &wire.Close{FlowID: id, Reason: reason}) {
 		r.st.CloseSent++
@@ -236,6 +260,7 @@ func (r *Receiver) Close(now time.Duration, id uint32, reason wire.Reason) error
 
 // release forgets a flow and everything it held.
 func (r *Receiver) release(f *rflow) {
+	r.st.FlowsClosed++
 	r.closed.add(&f.st)
 	if r.last == f {
 		r.last = nil
@@ -256,8 +281,11 @@ func (r *Receiver) release(f *rflow) {
 func (r *Receiver) NextDeadline() (time.Duration, bool) {
 	var d time.Duration
 	have := false
+	if p := r.pend.all.head; p != nil {
+		d, have = p.at+r.o.handshake, true
+	}
 	for _, f := range r.order {
-		if t, ok := f.deadline(); ok && (!have || t < d) {
+		if t, ok := f.deadline(r.o.handshake); ok && (!have || t < d) {
 			d, have = t, true
 		}
 	}
@@ -266,6 +294,7 @@ func (r *Receiver) NextDeadline() (time.Duration, bool) {
 
 // Tick runs every timer due at now.
 func (r *Receiver) Tick(now time.Duration) {
+	r.expire(now)
 	for i := 0; i < len(r.order); i++ {
 		f := r.order[i]
 		r.tickFlow(now, f)
@@ -281,4 +310,39 @@ func (r *Receiver) newDecoder() (flow.Decoder, error) {
 		return r.o.decoders()
 	}
 	return fec.NewDecoder()
+}
+
+// Footprint is what a Receiver holds, in entries and octets: what its bounds apply to.
+type Footprint struct {
+	Flows, Pending         int // established flows; sessions pending since their HELLO
+	Blocks, Decoders       int // block slots allocated over every flow; decoders in use or pooled
+	KeptSymbols, KeptBytes int // repair symbols kept for another solve (E56), with their spare buffers
+	HeldPackets, HeldBytes int // packets held for in-order delivery (C7 a)
+	WindowSlots            int // source window slots over every flow
+}
+
+// Footprint returns what the Receiver holds now; it walks every flow's blocks (for tests,
+// tools and gauges, not the data path).
+func (r *Receiver) Footprint() Footprint {
+	fp := Footprint{Flows: len(r.flows), Pending: r.pend.all.n, Decoders: len(r.decs)}
+	for _, b := range r.syms {
+		fp.KeptBytes += cap(b)
+	}
+	for _, f := range r.order {
+		fp.Blocks += len(f.blocks)
+		fp.WindowSlots += len(f.win)
+		fp.HeldPackets += f.heldPkts
+		fp.HeldBytes += f.heldBytes
+		for i := range f.blocks {
+			b := &f.blocks[i]
+			if b.dec != nil {
+				fp.Decoders++
+			}
+			fp.KeptSymbols += len(b.cands)
+			for _, c := range b.cands {
+				fp.KeptBytes += cap(c.sym)
+			}
+		}
+	}
+	return fp
 }

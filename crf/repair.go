@@ -14,6 +14,7 @@ import (
 
 // onRepair takes a REPAIR message (C7 c-e).
 func (r *Receiver) onRepair(now time.Duration, f *rflow, msg []byte, ce bool) {
+	f.active = true
 	if f.win != nil && len(msg) >= 16 {
 		// A block that has ended takes nothing more: skip the full parse (the common case
 		// without loss, where the first REPAIR finds every source held).
@@ -102,7 +103,11 @@ func (r *Receiver) onRepair(now time.Duration, f *rflow, msg []byte, ce bool) {
 		}
 		p, _ := b.dec.Payload(j)
 		if !r.restored(now, f, b, j, p) {
-			r.abandon(f, b, false) // the decoder now holds wrong bytes at j (E9)
+			// Not the source (E9): the decoder forgets it, and a genuine copy may still come.
+			f.st.SourceCopyMismatch++
+			if err := r.refeed(f, b, false); err != nil {
+				r.abandon(f, b, false)
+			}
 			return
 		}
 		f.st.RestoredSourceCopy++
@@ -130,12 +135,7 @@ func (r *Receiver) onRepair(now time.Duration, f *rflow, msg []byte, ce bool) {
 		if err := r.ensureDecoder(f, b); err != nil {
 			return
 		}
-		if err := b.dec.AddRepair(int(m.RepairIndex), over, m.Symbol); err != nil {
-			if errors.Is(err, fec.ErrDuplicate) {
-				f.st.RepairDuplicate++
-			} else {
-				f.st.RepairRejected++
-			}
+		if !r.keep(f, b, int(m.RepairIndex), over, m.Symbol) {
 			return
 		}
 	}
@@ -276,7 +276,7 @@ func (r *Receiver) blockFor(now time.Duration, f *rflow, m *wire.Repair, c *cfgS
 		f.gen = 1 // 0 names no block: an unused slot's
 	}
 	*b = rblock{idx: b.idx, used: true, gen: f.gen, start: m.BlockStartPSN, k: k, v0: v0, flat: flat, cfg: c.cfg,
-		present: m.Present}
+		present: m.Present, cands: b.cands[:0]}
 	f.st.BlocksCreated++
 	if f.set.Ordered && f.holding && b.start.Forward(f.cursor) < uint32(b.k) {
 		// C7 a: the hold lasts until the gap's block has its repair, plus the allowance.
@@ -408,6 +408,7 @@ func (r *Receiver) sourceIntoBlock(now time.Duration, f *rflow, b *rblock, p psn
 		if s := f.bslot(b, j); s != nil && s.resent {
 			return // held for delivery, not a source to decode with (E46)
 		}
+		b.stuck = false // one unknown fewer: a set of symbols that failed may solve the rest
 		if err := b.dec.AddSource(j, payload); err != nil && !errors.Is(err, fec.ErrDuplicate) {
 			f.st.SourceTooLong++
 		}
@@ -416,7 +417,8 @@ func (r *Receiver) sourceIntoBlock(now time.Duration, f *rflow, b *rblock, p psn
 }
 
 // tryDecode decodes b as soon as it can (C7 e) and ends it when complete. It returns false when
-// the block was abandoned on the way.
+// the block was abandoned on the way. A solve whose packets fail the ICRC check is tried again
+// from other symbols (E56).
 func (r *Receiver) tryDecode(now time.Duration, f *rflow, b *rblock) bool {
 	if !b.decoding {
 		if r.complete(f, b) {
@@ -433,7 +435,14 @@ func (r *Receiver) tryDecode(now time.Duration, f *rflow, b *rblock) bool {
 		if r.onlyResent(f, b, st.Unknown) {
 			r.endBlock(f, b) // what is left unknown was delivered, sent again (E46)
 		}
-		return true
+		return true // after a failed solve, suspects are tried again only at the round's end
+	}
+	if b.solves >= maxSolves {
+		return true // left to its rounds: Source Copy (verified one by one), then the RDMA transport
+	}
+	b.solves++
+	if b.failed > 0 {
+		f.st.SolveRetries++
 	}
 	got, err := b.dec.Decode()
 	if err != nil {
@@ -456,12 +465,21 @@ func (r *Receiver) tryDecode(now time.Duration, f *rflow, b *rblock) bool {
 			ok = false // the others of the solve are still checked and delivered each (E9)
 		}
 	})
-	if !ok {
-		r.abandon(f, b, false)
+	switch {
+	case b.ended:
+		return true
+	case ok:
+		if b.failed > 0 {
+			f.st.BlocksRescued++
+		}
+		r.endBlock(f, b)
+		return true
+	}
+	r.failedSolve(f, b, st.Unknown, st.U)
+	if b.ended {
 		return false
 	}
-	r.endBlock(f, b)
-	return true
+	return r.tryDecode(now, f, b)
 }
 
 // onlyResent reports whether every position of unknown holds a READ response sent again.
@@ -493,10 +511,14 @@ func (r *Receiver) complete(f *rflow, b *rblock) bool {
 // counted and never delivered. A restored READ request consumes its PSNs as a received one
 // does (C13).
 func (r *Receiver) restored(now time.Duration, f *rflow, b *rblock, j int, pkt []byte) bool {
+	if b.done.Has(j) {
+		return true // delivered by an earlier solve
+	}
 	if err := r.verify(f, pkt); err != nil {
 		f.st.ICRCMismatch++
 		return false
 	}
+	b.done.Set(j)
 	p := b.start.Add(j)
 	s := r.take(f, p)
 	if s == nil {
@@ -569,12 +591,19 @@ func (r *Receiver) decoder() (flow.Decoder, error) {
 // recycle returns an ended block's decoder to the pool: decoders follow the blocks decoding at
 // once, not the blocks a flow may hold.
 func (r *Receiver) recycle(b *rblock) {
+	r.releaseCands(b)
 	if b.dec == nil {
 		return
 	}
-	r.decs = append(r.decs, b.dec)
+	if len(r.decs) < maxPooledDecoders {
+		r.decs = append(r.decs, b.dec)
+	}
 	b.dec, b.decoding = nil, false
 }
+
+// maxPooledDecoders bounds the decoders kept for reuse: a burst of blocks decoding at once
+// (an attack's included) leaves no more than this behind.
+const maxPooledDecoders = 64
 
 // abandon ends b by falling back to the RDMA transport (C9 b): its unknown PSNs are announced as
 // abandoned, and count as lost (E42). evicted says it made room rather than failed.
@@ -584,6 +613,9 @@ func (r *Receiver) abandon(f *rflow, b *rblock, evicted bool) {
 	}
 	f.live--
 	b.ended, b.haveDue = true, false
+	if b.failed > 0 {
+		f.st.BlocksMismatchAbandoned++
+	}
 	r.recycle(b)
 	if evicted {
 		f.st.BlocksEvicted++
@@ -619,6 +651,12 @@ func (r *Receiver) abandon(f *rflow, b *rblock, evicted bool) {
 // incomplete handles a block whose round ended unsolved: the next coded request, the FALLBACK
 // request after two coded rounds (C9 a), or abandonment after that (C9 b).
 func (r *Receiver) incomplete(now time.Duration, f *rflow, b *rblock) {
+	if b.failed > 0 {
+		// Before asking for more: the suspected symbols too, in sets not tried yet (E56).
+		if !r.retry(now, f, b) || b.ended {
+			return
+		}
+	}
 	if !b.incomplete {
 		b.incomplete = true
 		f.st.BlocksIncomplete++
@@ -627,7 +665,7 @@ func (r *Receiver) incomplete(now time.Duration, f *rflow, b *rblock) {
 	switch {
 	case b.fellBack:
 		r.abandon(f, b, false)
-	case b.rounds < 2 && b.cfg.Scheme == wire.SchemeCauchy:
+	case b.rounds < 2 && b.cfg.Scheme == wire.SchemeCauchy && b.solves < maxSolves:
 		if b.rounds > 0 {
 			f.st.RequestRetries++
 		}
@@ -648,11 +686,11 @@ func (r *Receiver) blockTimeout(now time.Duration, f *rflow, b *rblock) {
 			return
 		}
 	}
-	if st := b.dec.Status(); st.U == 0 || st.Solvable() {
+	if st := b.dec.Status(); st.U == 0 || st.Solvable() && b.solves < maxSolves {
 		r.tryDecode(now, f, b)
 		return
 	}
-	r.incomplete(now, f, b)
+	r.incomplete(now, f, b) // with the solves spent: Source Copy, verified one by one (E56)
 }
 
 // request sends a block-form REPAIR_REQUEST: L = the unknown sources, r = the usable repair

@@ -100,8 +100,9 @@ func TestDecodeVerifiedC7eC12(t *testing.T) {
 
 // TestWrongRepairNeverDeliveredC12: a repair symbol with the right header and wrong bytes
 // (corrupted, or blindly injected from the CSF's address) yields packets whose ICRC fails:
-// nothing is delivered, the mismatch is counted and the block falls back to the RDMA transport.
-// A REPAIR from any other address is dropped before it is looked at (C14).
+// nothing is delivered, the mismatch is counted, the block waits for other symbols through its
+// rounds (E56) and, none coming, falls back to the RDMA transport. A REPAIR from any other
+// address is dropped before it is looked at (C14).
 func TestWrongRepairNeverDeliveredC12(t *testing.T) {
 	for _, name := range []string{"corrupted", "injected"} {
 		r := newReceiver(t, Settings{})
@@ -124,9 +125,17 @@ func TestWrongRepairNeverDeliveredC12(t *testing.T) {
 			t.Fatal("REPAIR from a stranger not dropped")
 		}
 		r.Handle(time.Millisecond, testCSF, rep, false)
-		ds := drainDel(r)
+		if ds := drainDel(r); len(ds) != 0 {
+			t.Fatalf("%s: delivered %+v", name, ds)
+		}
+		var ds []Delivery
+		for d, ok := r.NextDeadline(); ok && d < time.Second; d, ok = r.NextDeadline() {
+			r.Tick(d)
+			drainMsgs(r)
+			ds = append(ds, drainDel(r)...)
+		}
 		st, _ := r.FlowStats(id)
-		if st.ICRCMismatch != 1 || st.Restored != 0 || st.BlocksAbandoned != 1 {
+		if st.ICRCMismatch != 1 || st.Restored != 0 || st.BlocksAbandoned != 1 || st.BlocksMismatchAbandoned != 1 {
 			t.Fatalf("%s: counters %+v", name, st)
 		}
 		if len(ds) != 1 || ds[0].Kind != Abandoned || ds[0].PSN != 0x100 {

@@ -10,7 +10,8 @@ import (
 	"github.com/crem-project/crem/wire"
 )
 
-// onHello answers HELLO (draft, Session; C3).
+// onHello answers HELLO (draft, Session; C3). A HELLO makes a pending session, never a flow
+// and never the end of one (pending.go, E53, E54).
 func (r *Receiver) onHello(now time.Duration, from netip.AddrPort, msg []byte) {
 	m, err := wire.ParseHello(msg)
 	if err != nil {
@@ -20,50 +21,66 @@ func (r *Receiver) onHello(now time.Duration, from netip.AddrPort, msg []byte) {
 	r.st.HelloReceived++
 	desc := flow.Descriptor{Kind: m.FlowKind, Src: m.Source, Dst: m.Destination, DestQP: m.DestQP()}
 	key := desc.Key()
-	if id, ok := r.byKey[key]; ok {
-		f := r.flows[id]
-		if f.nonce == m.SenderNonce && f.from == from {
-			// C3: a retransmitted HELLO gets the same HELLO_ACK, same Flow ID.
-			r.st.HelloDuplicate++
-			if r.send(from, &f.ack) {
-				r.st.HelloAckSent++
-			}
-			f.helloAcks++ // the first PARAM_UPDATE no longer tells the round trip (Karn)
-			return
+	old := r.established(key)
+	// C3: a retransmitted HELLO gets the same HELLO_ACK, same Flow ID.
+	if old != nil && old.nonce == m.SenderNonce && old.from == from {
+		r.st.HelloDuplicate++
+		if r.send(from, &old.ack) {
+			r.st.HelloAckSent++
 		}
-		// A new session for the flow: the old one is gone.
-		r.release(f)
+		old.helloAcks++ // the first PARAM_UPDATE no longer tells the round trip (Karn)
+		return
+	}
+	if p := r.pend.byHello[helloKey{key, from, m.SenderNonce}]; p != nil {
+		r.st.HelloDuplicate++
+		if r.send(from, &p.ack) {
+			r.st.HelloAckSent++
+		}
+		p.helloAcks++
+		return
+	}
+	if old != nil && old.from != from {
+		// Never a takeover: the flow stays with its bound address until it closes or idles
+		// out. Dropped silently like any HELLO the CRF cannot serve (C3), counted, logged once.
+		r.st.TakeoverRefused++
+		r.logTakeover(old, from)
+		return
 	}
 	theirs := flow.LimitsOf(m.Capabilities, 0)
 	eff := r.o.limits.Min(theirs)
+	if desc.Check() != nil || !eff.Schemes.Has(wire.SchemeCauchy) || old == nil && len(r.flows) >= r.o.maxFlows {
+		r.st.HelloRefused++ // C3: silently, no state, nothing to amplify
+		return
+	}
 	set, ok := Settings{}, true
 	if r.o.settings != nil {
 		set, ok = r.o.settings(desc)
 	}
-	if !ok || desc.Check() != nil || !eff.Schemes.Has(wire.SchemeCauchy) || len(r.flows) >= r.o.maxFlows {
-		r.st.HelloRefused++ // C3: silently, no state, nothing to amplify
+	if !ok {
+		r.st.HelloRefused++
+		return
+	}
+	src := from.Addr().Unmap()
+	if !r.admit(now, src) {
+		r.st.HelloBusy++
+		r.pressure(now, "refusing HELLOs")
 		return
 	}
 	id := r.newFlowID()
 	desc.SrcPort = set.SrcPort
-	f := &rflow{id: id, desc: desc, key: key, from: from, nonce: m.SenderNonce, eff: eff, mtu: int(m.RDMAMTU),
-		set: set, rtt: flow.NewRTT(r.o.initialRTT), est: policy.NewEstimator(0.05)}
-	f.ack = wire.HelloAck{FlowID: id, Capabilities: r.o.limits.Capabilities(int(m.RDMAMTU)), AF: m.AF(),
+	p := &pending{id: id, desc: desc, key: key, from: from, src: src, nonce: m.SenderNonce, eff: eff,
+		mtu: int(m.RDMAMTU), set: set, at: now}
+	p.ack = wire.HelloAck{FlowID: id, Capabilities: r.o.limits.Capabilities(int(m.RDMAMTU)), AF: m.AF(),
 		SenderNonce: m.SenderNonce, MaxOpenBlocks: uint16(r.o.limits.MaxOpenBlocks)}
-	f.nextReq = r.o.firstReqID
-	for f.nextReq == 0 {
-		f.nextReq = uint16(r.o.rand())
+	r.pend.add(p)
+	r.st.HandshakesOpened++
+	if old != nil {
+		r.st.HandshakesRestart++ // a new session from the flow's own address: a restarted CSF
 	}
-	f.ivStart, f.lastSource = now, now
-	f.reportAt = now + f.rtt.SRTT()
-	r.flows[id] = f
-	r.order = append(r.order, f)
-	r.byKey[key] = id
-	r.st.FlowsOpened++
-	if r.send(from, &f.ack) {
+	if r.send(from, &p.ack) {
 		r.st.HelloAckSent++
 	}
-	f.helloAcks, f.helloAckAt = 1, now
+	p.helloAcks, p.helloAckAt = 1, now
 }
 
 // newFlowID draws Flow IDs at random until one is unused (draft: MUST choose at random among
@@ -71,7 +88,7 @@ func (r *Receiver) onHello(now time.Duration, from netip.AddrPort, msg []byte) {
 func (r *Receiver) newFlowID() uint32 {
 	for {
 		id := uint32(r.o.rand())
-		if _, used := r.flows[id]; id != 0 && !used {
+		if _, used := r.flows[id]; id != 0 && !used && r.pend.byID[id] == nil {
 			return id
 		}
 	}
@@ -212,7 +229,7 @@ func older(a, b uint8) bool { d := b - a; return d != 0 && d < 128 }
 
 // tickFlow runs one flow's timers.
 func (r *Receiver) tickFlow(now time.Duration, f *rflow) {
-	if now >= f.lastSource+f.idle() {
+	if now >= f.lastSource+f.idle(r.o.handshake) {
 		_ = r.Close(now, f.id, wire.ReasonIdle)
 		return
 	}

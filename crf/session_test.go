@@ -62,12 +62,11 @@ func TestHelloRefusedSilentlyC3(t *testing.T) {
 		t.Fatal("refused HELLO answered or kept")
 	}
 	r2 := newReceiver(t, Settings{}, WithMaxFlows(1))
-	for n := range 2 {
-		h := hello(uint64(n + 1))
-		h.FlowLabel = uint32(n + 1)
-		r2.Handle(0, testCSF, msg(t, &h), false)
-	}
-	if len(r2.Flows()) != 1 || r2.Stats().HelloRefused != 1 {
+	open(t, r2, 0, cfg8)
+	h2 := hello(2)
+	h2.FlowLabel = 2
+	r2.Handle(0, testCSF, msg(t, &h2), false)
+	if len(drainMsgs(r2)) != 0 || len(r2.Flows()) != 1 || r2.Stats().HelloRefused != 1 {
 		t.Fatal("HELLO beyond Max flows served")
 	}
 }

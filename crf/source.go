@@ -31,11 +31,18 @@ const firstPosition = 1 << 31
 // ce says whether it carried a CE mark. The driver finds id with Lookup. Packets of unknown
 // flows, and packets that take no new PSN (ACKs, CNPs), are simply forwarded.
 func (r *Receiver) Observe(now time.Duration, id uint32, pkt []byte, ce bool) Verdict {
-	f := r.flow(id)
-	if f == nil || len(pkt) < roce.BTHLen+roce.ICRCLen || !r.ops[roce.Opcode(pkt[0])] {
-		return Forward // unknown, or no source
+	if len(pkt) < roce.BTHLen+roce.ICRCLen || !r.ops[roce.Opcode(pkt[0])] {
+		return Forward // no source
 	}
+	f := r.flow(id)
 	p := psn.PSN(uint32(pkt[9])<<16 | uint32(pkt[10])<<8 | uint32(pkt[11]))
+	if f == nil {
+		if q := r.pend.byID[id]; q != nil {
+			q.passed(p, consumes(pkt, q.mtu)) // a pending session notes what goes by (E52)
+		}
+		return Forward
+	}
+	f.active = true
 	if f.win == nil {
 		f.passed(p, f.consumes(pkt)) // not yet configured: nothing to protect it with
 		return Forward
@@ -46,20 +53,32 @@ func (r *Receiver) Observe(now time.Duration, id uint32, pkt []byte, ce bool) Ve
 // passed notes a source that went by before the flow's first configuration (E52): its PSNs
 // are not missing when the window starts.
 func (f *rflow) passed(p psn.PSN, n int) {
-	last := p.Add(max(n, 1) - 1)
-	if !f.havePre || last.After(f.preHigh) {
-		f.preHigh, f.havePre = last, true
+	f.preHigh, f.havePre = notePassed(f.preHigh, f.havePre, p, n)
+}
+
+// passed is rflow.passed for a pending session; what it notes goes to the flow it becomes.
+func (q *pending) passed(p psn.PSN, n int) {
+	q.preHigh, q.havePre = notePassed(q.preHigh, q.havePre, p, n)
+	q.active = true
+}
+
+func notePassed(high psn.PSN, have bool, p psn.PSN, n int) (psn.PSN, bool) {
+	if last := p.Add(max(n, 1) - 1); !have || last.After(high) {
+		return last, true
 	}
+	return high, have
 }
 
 // consumes returns the PSNs a source packet takes: one, or a READ request's max(1,
 // ceil(DMA Length / RDMA MTU)) (C13).
-func (f *rflow) consumes(pkt []byte) int {
+func (f *rflow) consumes(pkt []byte) int { return consumes(pkt, f.mtu) }
+
+func consumes(pkt []byte, mtu int) int {
 	if roce.Opcode(pkt[0]) != roce.OpReadRequest || len(pkt) < roce.BTHLen+roce.RETHLen+roce.ICRCLen {
 		return 1
 	}
 	dma := binary.BigEndian.Uint32(pkt[roce.BTHLen+12:])
-	return int(min(roce.OpReadRequest.PSNs(dma, uint32(f.mtu)), maxReadPSNs))
+	return int(min(roce.OpReadRequest.PSNs(dma, uint32(mtu)), maxReadPSNs))
 }
 
 // ObserveIP is Observe for transparent (TUN) mode: ip and udp are the packet's IP header (IPv4
@@ -69,7 +88,7 @@ func (f *rflow) consumes(pkt []byte) int {
 func (r *Receiver) ObserveIP(now time.Duration, id uint32, ip, udp, pkt []byte, ce bool) Verdict {
 	f := r.flow(id)
 	if f == nil || f.win == nil || len(pkt) < roce.BTHLen+roce.ICRCLen {
-		return Forward
+		return r.Observe(now, id, pkt, ce) // nothing to protect it with yet: noted only (E52)
 	}
 	if err := r.SetTemplate(id, ip, udp); err != nil {
 		f.st.TemplateErrors++
@@ -92,8 +111,12 @@ func (r *Receiver) ObserveIP(now time.Duration, id uint32, ip, udp, pkt []byte, 
 func (r *Receiver) ObserveSource(now time.Duration, id uint32, p psn.PSN, n int, payload []byte, ce bool) Verdict {
 	f := r.flow(id)
 	if f == nil {
+		if q := r.pend.byID[id]; q != nil {
+			q.passed(p, n)
+		}
 		return Forward
 	}
+	f.active = true
 	if f.win == nil {
 		f.passed(p, n)
 		return Forward

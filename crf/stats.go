@@ -1,5 +1,7 @@
 package crf
 
+import "unsafe"
+
 // FlowStats are one flow's counters, one for every outcome.
 type FlowStats struct {
 	Sources, SourcesCE, Duplicates, DuplicateMismatch, Late, Expected uint64
@@ -27,6 +29,15 @@ type FlowStats struct {
 	// Bitmap); InfoConflict the PSNs such an INFO named that a block says carry a source.
 	RepairUntracked, RepairBeforeEffective, InfoNoBlock, InfoConflict uint64
 
+	// Of the symbols kept for another solve (E56): RepairConflict counts versions of a held
+	// Repair Index with other bytes, kept; RepairNotKept symbols dropped (a third version, or
+	// the block's bound full of unsuspected ones); SourceCopyMismatch Source Copy symbols that
+	// failed the ICRC check (also in ICRCMismatch), forgotten so that a genuine one may come;
+	// SolveRetries solves after one that failed the check; BlocksRescued blocks restored after
+	// one; BlocksMismatchAbandoned blocks that fell back or were evicted after one.
+	RepairConflict, RepairNotKept, SourceCopyMismatch, SolveRetries uint64
+	BlocksRescued, BlocksMismatchAbandoned                          uint64
+
 	BlocksCreated, BlocksComplete, BlocksDecoded, BlocksIncomplete, BlocksEvicted uint64
 	BlocksFallback, BlocksAbandoned, BlocksFullyReceived                          uint64
 
@@ -36,34 +47,15 @@ type FlowStats struct {
 	TemplateErrors                                                      uint64 // transparent-mode headers refused by SetTemplate
 }
 
+// flowCounters is how many counters FlowStats has: it holds nothing else (TestFlowStatsOnlyCounters).
+const flowCounters = int(unsafe.Sizeof(FlowStats{}) / 8)
+
 // add accumulates o into s.
 func (s *FlowStats) add(o *FlowStats) {
-	a := []*uint64{&s.Sources, &s.SourcesCE, &s.Duplicates, &s.DuplicateMismatch, &s.Late, &s.Expected,
-		&s.ReadAbsent, &s.SourceAtAbsent, &s.SourceTooLong, &s.WindowJumps, &s.Forwarded, &s.HeldPackets,
-		&s.Released, &s.HoldOverflows, &s.GapsSkipped, &s.Superseded, &s.Repairs, &s.RepairsCE, &s.RepairDuplicate,
-		&s.RepairUnknownConfig, &s.RepairBadScheme, &s.RepairBadK, &s.RepairBadT, &s.RepairInconsistent,
-		&s.RepairLate, &s.RepairOverlap, &s.RepairRejected, &s.InfoReceived, &s.SourceCopies,
-		&s.BlocksCreated, &s.BlocksComplete, &s.BlocksDecoded, &s.BlocksIncomplete, &s.BlocksEvicted,
-		&s.BlocksFallback, &s.BlocksAbandoned, &s.BlocksFullyReceived, &s.Restored, &s.RestoredSourceCopy,
-		&s.ICRCMismatch, &s.Abandoned, &s.DecodeErrors, &s.Requests, &s.RangeRequests, &s.FallbackRequests,
-		&s.RequestRetries, &s.LossReports, &s.RTTSamples, &s.TemplateErrors,
-		&s.Received, &s.Forgotten, &s.GivenUp, &s.LateAfterRestore, &s.LateFilled, &s.ReadReissued,
-		&s.ReadsAskedAgain, &s.ResentAskedAgain, &s.RangeRoundsCounted,
-		&s.RepairUntracked, &s.RepairBeforeEffective, &s.InfoNoBlock, &s.InfoConflict}
-	b := []uint64{o.Sources, o.SourcesCE, o.Duplicates, o.DuplicateMismatch, o.Late, o.Expected,
-		o.ReadAbsent, o.SourceAtAbsent, o.SourceTooLong, o.WindowJumps, o.Forwarded, o.HeldPackets,
-		o.Released, o.HoldOverflows, o.GapsSkipped, o.Superseded, o.Repairs, o.RepairsCE, o.RepairDuplicate,
-		o.RepairUnknownConfig, o.RepairBadScheme, o.RepairBadK, o.RepairBadT, o.RepairInconsistent,
-		o.RepairLate, o.RepairOverlap, o.RepairRejected, o.InfoReceived, o.SourceCopies,
-		o.BlocksCreated, o.BlocksComplete, o.BlocksDecoded, o.BlocksIncomplete, o.BlocksEvicted,
-		o.BlocksFallback, o.BlocksAbandoned, o.BlocksFullyReceived, o.Restored, o.RestoredSourceCopy,
-		o.ICRCMismatch, o.Abandoned, o.DecodeErrors, o.Requests, o.RangeRequests, o.FallbackRequests,
-		o.RequestRetries, o.LossReports, o.RTTSamples, o.TemplateErrors,
-		o.Received, o.Forgotten, o.GivenUp, o.LateAfterRestore, o.LateFilled, o.ReadReissued,
-		o.ReadsAskedAgain, o.ResentAskedAgain, o.RangeRoundsCounted,
-		o.RepairUntracked, o.RepairBeforeEffective, o.InfoNoBlock, o.InfoConflict}
+	a := (*[flowCounters]uint64)(unsafe.Pointer(s))
+	b := (*[flowCounters]uint64)(unsafe.Pointer(o))
 	for i := range a {
-		*a[i] += b[i]
+		a[i] += b[i]
 	}
 }
 
@@ -71,11 +63,29 @@ func (s *FlowStats) add(o *FlowStats) {
 type Stats struct {
 	Flows FlowStats
 
-	HelloReceived, HelloDuplicate, HelloRefused, HelloAckSent, FlowsOpened uint64
-	ParamUpdates, ParamAccepted, ParamRejected, ConfigsReleased            uint64
-	ConfigsFull                                                            uint64 // PARAM_UPDATEs refused (status 3): every configuration slot still repairable (E44)
-	CloseSent, CloseReceived                                               uint64
-	CloseSentByReason, CloseReceivedByReason                               [6]uint64
-	MessagesIgnored, MessagesMalformed, MessagesWrongSource, UnknownFlow   uint64
-	QueueFull, DeliveriesDropped, EncodeErrors                             uint64
+	// Messages counts every datagram Handle took; each is counted once more among HelloReceived,
+	// ParamUpdates, CloseReceived, Flows.Repairs, MessagesIgnored, MessagesMalformed,
+	// MessagesWrongSource, UnknownFlow and HandshakesRefused.
+	Messages uint64
+	// A HELLO is a duplicate (C3), refused (C3: no room in the flow table, a descriptor or
+	// capabilities the CRF cannot serve, or the settings callback's no), TakeoverRefused
+	// (its flow is established from another address), HelloBusy (the pending budget is full of
+	// sessions younger than the initial RTT), or it opens a pending session (HandshakesOpened;
+	// HandshakesRestart of them come from the address of their descriptor's established flow).
+	HelloReceived, HelloDuplicate, HelloRefused, HelloAckSent       uint64
+	TakeoverRefused, HelloBusy, HandshakesOpened, HandshakesRestart uint64
+	// A pending session becomes a flow (FlowsOpened; FlowsRestarted of them replaced their
+	// descriptor's flow at the same address), or is evicted for a newer one, expires unproven,
+	// is superseded (another session of its descriptor proved itself first), closed, or refused
+	// at its first message (its descriptor's flow is bound elsewhere, or the flow table is full).
+	// FlowsClosed counts flows released (CLOSE either way, idle, replaced by a restart).
+	FlowsOpened, FlowsRestarted, FlowsClosed                             uint64
+	HandshakesEvicted, HandshakesExpired, HandshakesSuperseded           uint64
+	HandshakesClosed, HandshakesRefused                                  uint64
+	ParamUpdates, ParamAccepted, ParamRejected, ConfigsReleased          uint64
+	ConfigsFull                                                          uint64 // PARAM_UPDATEs refused (status 3): every configuration slot still repairable (E44)
+	CloseSent, CloseReceived                                             uint64
+	CloseSentByReason, CloseReceivedByReason                             [6]uint64
+	MessagesIgnored, MessagesMalformed, MessagesWrongSource, UnknownFlow uint64
+	QueueFull, DeliveriesDropped, EncodeErrors                           uint64
 }
