@@ -148,21 +148,23 @@ func (g *Gateway) handOn(s *sock, p *pkt, next **pkt) (keep bool) {
 func (g *Gateway) trimLoop(period time.Duration) {
 	t := time.NewTicker(period)
 	defer t.Stop()
+	unreturned := 0 // octets released since the memory was last handed back
 	for {
 		select {
 		case <-g.done:
 			return
 		case <-t.C:
-			if g.trim() >= freeOSAfter {
+			if unreturned += g.trim(); unreturned >= freeOSAfter {
 				debug.FreeOSMemory()
 				g.c.memoryReturned.Add(1)
+				unreturned = 0
 			}
 		}
 	}
 }
 
-// freeOSAfter is how many octets of buffers a trim must release before the memory is handed
-// back to the system at once.
+// freeOSAfter is how many octets of buffers trims must have released before the memory is
+// handed back to the system at once.
 const freeOSAfter = 4 << 20
 
 // trim releases idle buffers of both pools and returns the octets released.

@@ -282,7 +282,8 @@ func (g *Gateway) Run(ctx context.Context) error {
 	if g.tun != nil {
 		run(&readers, func() error { g.tunLoop(); return errors.New("gateway: tun: the device was closed") })
 	}
-	g.log.Info("gateway running", "crem", g.crem.addr, "peer", g.cfg.peer, "mode", g.cfg.mode, "shards", len(g.shards))
+	g.log.Info("gateway running", "crem", g.crem.addr, "peer", g.cfg.peer, "mode", g.cfg.mode, "shards", len(g.shards),
+		"relay_listen", g.RelayAddr(), "wan_listen", g.WANAddr())
 	var err error
 	select {
 	case <-ctx.Done():

@@ -51,6 +51,9 @@ func (g *Gateway) Stats() Stats {
 		l.CSFEstablished += sn.levels.CSFEstablished
 		l.CSFSessions += sn.levels.CSFSessions
 		l.CRFFlows += sn.levels.CRFFlows
+		l.CRFPending += sn.levels.CRFPending
+		l.CRFKeptBytes += sn.levels.CRFKeptBytes
+		l.CRFHeldBytes += sn.levels.CRFHeldBytes
 		l.Senders += sn.levels.Senders
 		l.ReceiverRoutes += sn.levels.ReceiverRoutes
 		l.Nonces += sn.levels.Nonces
@@ -122,6 +125,11 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(live, prometheus.GaugeValue, float64(l.CRFFlows), "crf")
 	ch <- prometheus.MustNewConstMetric(prometheus.NewDesc("crem_gateway_csf_sessions", "CSFs asking for a session (HELLO) or established", nil, nil),
 		prometheus.GaugeValue, float64(l.CSFSessions))
+	ch <- prometheus.MustNewConstMetric(prometheus.NewDesc("crem_gateway_crf_pending_sessions", "CRF sessions pending since their HELLO, unproven", nil, nil),
+		prometheus.GaugeValue, float64(l.CRFPending))
+	crfMem := prometheus.NewDesc("crem_gateway_crf_bytes", "octets the CRFs keep: repair symbols (kept), packets held for in-order delivery (held)", []string{"what"}, nil)
+	ch <- prometheus.MustNewConstMetric(crfMem, prometheus.GaugeValue, float64(l.CRFKeptBytes), "kept")
+	ch <- prometheus.MustNewConstMetric(crfMem, prometheus.GaugeValue, float64(l.CRFHeldBytes), "held")
 	tables := prometheus.NewDesc("crem_gateway_table_entries", "entries of the gateway's bounded tables", []string{"table"}, nil)
 	for _, t := range []struct {
 		name string

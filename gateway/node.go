@@ -46,6 +46,8 @@ type Node struct {
 	sweepAt  time.Duration // the next sweep of the tables
 	at       time.Duration // the latest now a caller gave
 	gone     csf.Stats     // the counters of CSFs removed from the table
+	// warnedNoPort: the rules whose HELLO refusal (no src_port) has been logged.
+	warnedNoPort []bool
 }
 
 // Table bounds and expiry (protocol notes: every table a peer or a flood can grow is bounded
@@ -55,12 +57,15 @@ const (
 	// maxSenders bounds the CSFs of a node: beyond, a new flow goes unprotected (counted)
 	// unless a closed CSF can make room.
 	maxSenders = 4096
-	// maxRxRoutes bounds the CRF Flow IDs routed to a node; routeGrace keeps a Flow ID the
-	// CRF announced in HELLO_ACK routed this long without a flow behind it.
+	// maxRxRoutes bounds the CRF Flow IDs routed to a node. A Flow ID stays routed while the
+	// CRF serves it (FlowStats: a flow, or a session pending since its HELLO_ACK), and
+	// routeGrace after: the last messages of a released flow are refused by the CRF, counted
+	// there, rather than as unknown at the router.
 	maxRxRoutes = 4096
-	routeGrace  = 10 * time.Second
-	// A CSF whose flow sent nothing for quietAfter (the idle timeout, C15) stops asking for a
-	// session (HELLO every hold-off); closed, it leaves the table after senderLinger.
+	routeGrace  = 2 * time.Second
+	// A CSF whose flow sent nothing for the idle timeout (C15, at least minQuiet) stops asking
+	// for a session (HELLO every hold-off); closed, it leaves the table lingerPerQuiet idle
+	// timeouts after the flow's last source.
 	minQuiet       = time.Second
 	lingerPerQuiet = 4
 )
@@ -159,13 +164,13 @@ func NewNode(c Config, o NodeOptions) (*Node, error) {
 func newNode(r *resolved, log *slog.Logger, seed uint64, idx int, rt routes) (*Node, error) {
 	n := &Node{cfg: r, log: log, senders: map[flow.Key]*sender{}, byFlowID: map[uint32]*sender{},
 		byNonce: map[uint64]*sender{}, rng: rand.New(rand.NewPCG(seed, uint64(idx)+1)), routes: rt,
-		rxRoutes: map[uint32]time.Duration{}}
+		rxRoutes: map[uint32]time.Duration{}, warnedNoPort: make([]bool, len(r.rules))}
 	n.limits = flow.DefaultLimits()
 	n.limits.MaxK, n.limits.MaxM, n.limits.MaxOpenBlocks = r.maxK, r.maxM, r.maxOpen
 	n.limits.MaxT = max(n.limits.MaxT, r.mtu+128)
 	rr := rand.New(rand.NewPCG(seed, uint64(idx)+1<<32))
 	recv, err := crf.New(crf.WithRandom(rr.Uint64), crf.WithLimits(n.limits), crf.WithInitialRTT(r.initialRTT),
-		crf.WithSettings(n.settings))
+		crf.WithSettings(n.settings), crf.WithLogger(log))
 	if err != nil {
 		return nil, fmt.Errorf("gateway: receiver function: %w", err)
 	}
@@ -181,7 +186,7 @@ func newNode(r *resolved, log *slog.Logger, seed uint64, idx int, rt routes) (*N
 // settings chooses a new inbound flow's local settings when its HELLO arrives.
 func (n *Node) settings(d flow.Descriptor) (crf.Settings, bool) {
 	c := n.cfg
-	for _, r := range c.rules {
+	for i, r := range c.rules {
 		if !r.match(d.Src, d.Dst, 0, d.DestQP) {
 			continue
 		}
@@ -192,7 +197,11 @@ func (n *Node) settings(d flow.Descriptor) (crf.Settings, bool) {
 			// Relay mode checks restored packets under the logical header (C12), whose UDP
 			// source port only the configuration can tell the receiving side.
 			n.stats.HelloRefusedNoPort++
-			n.log.Warn("HELLO refused: checking restored packets under the logical header needs the flow's src_port in a protect rule", "src", d.Src, "dst", d.Dst, "qp", d.DestQP)
+			if !n.warnedNoPort[i] { // once per rule: a flood of such HELLOs logs one line
+				n.warnedNoPort[i] = true
+				n.log.Warn("HELLO refused: checking restored packets under the logical header needs the flow's src_port in a protect rule (logged once for the rule; hello_refused_no_src_port counts them)",
+					"rule", i, "src", d.Src, "dst", d.Dst, "qp", d.DestQP)
+			}
 			return crf.Settings{}, false
 		}
 		return s, true

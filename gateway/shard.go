@@ -6,6 +6,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/crem-project/crem/crf"
 )
 
 // shard drives one Node, the engines of the flows whose address pair hashes to it, with the
@@ -33,6 +35,8 @@ type shard struct {
 	crfBuf                 []crfRow
 	ord                    []int
 	crfRates, crfRatesNext map[uint32]rates
+	fp                     crf.Footprint
+	fpAt                   time.Duration
 }
 
 // outq is a batch of datagrams waiting for one socket.

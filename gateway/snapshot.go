@@ -22,6 +22,9 @@ const publishEvery = 100 * time.Millisecond
 // (their smoothed source rate), and the sums cover all.
 const maxLabelledFlows = 64
 
+// footprintEvery is how often a shard takes its CRF's footprint for the gauges.
+const footprintEvery = time.Second
+
 // rateTau is the time constant of a flow's smoothed source rate, which ranks the busiest.
 const rateTau = 10 * time.Second
 
@@ -56,6 +59,10 @@ type Levels struct {
 	CSFEstablished int // CSF sessions established: flows protected now
 	CSFSessions    int // CSFs asking for a session (HELLO) or established
 	CRFFlows       int // flows the CRFs serve
+	// CRFPending are the sessions pending since their HELLO (unproven); CRFKeptBytes and
+	// CRFHeldBytes what the CRFs keep of repair symbols and hold for in-order delivery. These
+	// three are taken at most once a second (crf.Receiver.Footprint walks every block).
+	CRFPending, CRFKeptBytes, CRFHeldBytes int
 	// Table sizes: CSFs, CRF Flow IDs routed, nonces routed (each bounded, and expiring).
 	Senders, ReceiverRoutes, Nonces int
 	// Packet buffers held (free or in use): small and large.
@@ -138,6 +145,11 @@ func (sh *shard) publish(now time.Duration) {
 		s.crfRows = append(s.crfRows, crows[i])
 	}
 
+	if now >= sh.fpAt {
+		fp := n.recv.Footprint()
+		sh.fp, sh.fpAt = fp, now+footprintEvery
+	}
+	s.levels.CRFPending, s.levels.CRFKeptBytes, s.levels.CRFHeldBytes = sh.fp.Pending, sh.fp.KeptBytes, sh.fp.HeldBytes
 	s.pairing = n.pair.Stats()
 	s.node = n.stats
 	s.levels.Senders, s.levels.ReceiverRoutes, s.levels.Nonces = len(n.list), len(n.rxRoutes), len(n.byNonce)
