@@ -16,11 +16,20 @@ import (
 // dropped at the socket and counted (buffers_exhausted). Small buffers need no bound of their
 // own: the queues that hold them are bounded.
 //
-// Every buffer is allocated on its own, so that it can be freed: each pool remembers the fewest
-// buffers it held free since its last trim, and a trim (every Options.BufferTrim) releases that
-// many, the ones unused longest. Memory a flood took is given back within two trim periods;
-// steady traffic keeps its working set and allocates nothing.
+// Every buffer is allocated on its own (one allocation, its header and its octets), so that it
+// can be freed: each pool remembers the fewest buffers it held free since its last trim, and a
+// trim (every Options.BufferTrim) releases that many, the ones unused longest. Memory a flood
+// took is given back within two trim periods; steady traffic keeps its working set and
+// allocates nothing. Each pool starts with a reserve (prewarm): queues deeper than any before
+// cost nothing up to it, and the reserve's pages are not resident until used (fresh memory
+// from the system is zero); unused for two trim periods, it is released like the rest.
 const smallSize = 512
+
+// The reserves each pool starts with.
+const (
+	prewarmSmall = 2048
+	prewarmLarge = 1024
+)
 
 // bufPool is a free list of packet buffers of one size.
 type bufPool struct {
@@ -36,7 +45,44 @@ type bufPool struct {
 	heldNow             atomic.Int64 // held, for the metrics
 }
 
-func newBufPool(size, max int) *bufPool { return &bufPool{size: size, max: max} }
+func newBufPool(size, max, prewarm int) *bufPool {
+	bp := &bufPool{size: size, max: max}
+	if max > 0 {
+		prewarm = min(prewarm, max)
+	}
+	for range prewarm {
+		bp.free = append(bp.free, bp.alloc())
+	}
+	bp.held = prewarm
+	bp.heldNow.Store(int64(prewarm))
+	bp.allocated.Store(uint64(prewarm))
+	return bp
+}
+
+type smallPkt struct {
+	pkt
+	b [smallSize]byte
+}
+
+type largePkt struct {
+	pkt
+	b [bufSize]byte
+}
+
+// alloc makes one buffer of the pool's size, header and octets in one allocation.
+func (bp *bufPool) alloc() *pkt {
+	switch bp.size {
+	case smallSize:
+		x := new(smallPkt)
+		x.buf = x.b[:]
+		return &x.pkt
+	case bufSize:
+		x := new(largePkt)
+		x.buf = x.b[:]
+		return &x.pkt
+	}
+	return &pkt{buf: make([]byte, bp.size)}
+}
 
 // get returns a buffer, or nil when the pool is at its bound and force is false.
 func (bp *bufPool) get(force bool) *pkt {
@@ -57,7 +103,7 @@ func (bp *bufPool) get(force bool) *pkt {
 	bp.mu.Unlock()
 	bp.heldNow.Add(1)
 	bp.allocated.Add(1)
-	return &pkt{buf: make([]byte, bp.size)}
+	return bp.alloc()
 }
 
 // put returns a buffer to the pool.

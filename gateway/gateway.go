@@ -165,7 +165,7 @@ func New(c Config, o Options) (*Gateway, error) {
 	if maxLarge <= 0 {
 		maxLarge = defaultMaxLargeBuffers
 	}
-	g.small, g.large = newBufPool(smallSize, 0), newBufPool(bufSize, maxLarge)
+	g.small, g.large = newBufPool(smallSize, 0, prewarmSmall), newBufPool(bufSize, maxLarge, prewarmLarge)
 	g.trimEvery = o.BufferTrim
 	if g.trimEvery <= 0 {
 		g.trimEvery = defaultBufferTrim

@@ -20,7 +20,7 @@ import (
 // TestBufPoolTrimIssue11: a trim releases the buffers that stayed free since the last trim
 // and keeps the working set; the bound refuses a buffer unless forced.
 func TestBufPoolTrimIssue11(t *testing.T) {
-	bp := newBufPool(64, 100)
+	bp := newBufPool(64, 100, 0)
 	var ps []*pkt
 	for range 100 {
 		ps = append(ps, bp.get(false))
@@ -128,6 +128,11 @@ func TestFloodMemoryReturnsIssue11(t *testing.T) {
 	defer func() { cancel(); waitRun(t, done, 5*time.Second, "stop") }()
 	floodSockets(t, []netip.AddrPort{g.CREMAddr(), g.WANAddr()}, 640) // warm
 	waitFor(t, 5*time.Second, "warm traffic read", func() bool { return g.c.rx[kindCREM].Load()+g.c.rx[kindWAN].Load() >= 200 })
+	// The baseline is the gateway at rest: its reserves, unused, released after two trims.
+	released := g.small.released.Load() + g.large.released.Load()
+	waitFor(t, 10*trim+5*time.Second, "the unused reserves released", func() bool {
+		return g.small.released.Load()+g.large.released.Load() >= released+prewarmLarge
+	})
 	before := measure(t, true)
 
 	for _, sh := range g.shards {
