@@ -237,7 +237,9 @@ func TestHostileTrafficIssue11(t *testing.T) {
 		err             error
 	}
 	var mu sync.Mutex
+	var big atomic.Bool // the second WRITE and READ are posted
 	done := make(chan struct{}, 2*nQP)
+	warmed := make(chan struct{}, 2*nQP)
 	runs := make([]*qpRun, nQP)
 	used := map[uint32]bool{0: true, 1: true}
 	qpn := func() uint32 {
@@ -275,7 +277,7 @@ func TestHostileTrafficIssue11(t *testing.T) {
 			t.Fatal(err)
 		}
 		if r.cb, err = hostB.Add(r.qb, gws[1].RelayAddr(), nil, func(c rc.Completion) {
-			if c.Kind != rc.KindWritePlaced || c.Len != size {
+			if c.Kind != rc.KindWritePlaced || c.Len != size || !big.Load() {
 				return
 			}
 			mu.Lock()
@@ -297,6 +299,8 @@ func TestHostileTrafficIssue11(t *testing.T) {
 			switch {
 			case c.Status != rc.StatusSuccess:
 				r.err = fmt.Errorf("QP %d: work request %d: %v (%v)", i, c.ID, c.Status, r.qa.Err())
+			case c.ID <= 2:
+				warmed <- struct{}{}
 			case c.ID == 4:
 				if !check(r.rbuf, seed, i, 1) {
 					r.err = fmt.Errorf("QP %d: the READ brought other octets than the responder's", i)
@@ -328,6 +332,13 @@ func TestHostileTrafficIssue11(t *testing.T) {
 		idMu.Lock()
 		defer idMu.Unlock()
 		return len(liveIDs[0]) >= nQP && len(liveIDs[1]) >= nQP
+	}
+	for range 2 * nQP {
+		select {
+		case <-warmed:
+		case <-time.After(60 * time.Second):
+			t.Fatal("the first WRITE and READ did not complete in 60 s")
+		}
 	}
 	for deadline := time.Now().Add(20 * time.Second); !established(); time.Sleep(10 * time.Millisecond) {
 		if time.Now().After(deadline) {
@@ -476,6 +487,7 @@ func TestHostileTrafficIssue11(t *testing.T) {
 	var samples []sample
 	var maxHeap uint64
 	var maxLive [2]gateway.Levels
+	big.Store(true)
 	for i, r := range runs {
 		r.ca.Do(func(q *rc.QP) {
 			// Half the QPs WRITE first, half READ first: both directions carry traffic through
