@@ -190,3 +190,72 @@ func TestRuntimeMetricsIssue11(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkStatsManyFlows: what a shard's publication of its counters costs with 1,000 flows
+// in each half (the shard pays it every publishEvery while traffic flows, whatever the scrape
+// rate), and what Stats and a scrape of the collector cost (neither takes the shard's lock).
+func BenchmarkStatsManyFlows(b *testing.B) {
+	c := relayConfig()
+	c.Protect = []ProtectRule{{SrcPort: 5000}}
+	cs, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		b.Fatal(err)
+	}
+	g, err := New(c, Options{Seed: 1, Sockets: Sockets{CREM: cs}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer g.Close()
+	sh := g.shards[g.pairHash(g.cfg.localEP, g.cfg.remoteEP)]
+	n := sh.n
+	peer := func(i int) netip.AddrPort {
+		return netip.AddrPortFrom(netip.AddrFrom4([4]byte{127, 1, byte(i >> 8), byte(i)}), 9)
+	}
+	now := time.Millisecond
+	for i := range 1000 {
+		qp := uint32(0x100 + i)
+		out := cremtest.Synth{Desc: flow.Descriptor{Kind: wire.FlowKindRoCEv2, Src: g.cfg.localEP, Dst: g.cfg.remoteEP, SrcPort: 5000, DestQP: qp}}
+		n.Local(now, 5000, out.Next(128))
+		h := wire.Hello{Capabilities: n.limits.Capabilities(4096), SenderNonce: uint64(i + 1), Source: g.cfg.remoteEP, Destination: g.cfg.localEP, FlowLabel: qp}
+		m, _ := h.Append(nil)
+		n.CREM(now, peer(i), m, false)
+	}
+	var ids []uint32
+	n.Drain(func(d Datagram) {
+		if d.Kind == ToCREM && wire.Type(d.Payload[0]&0x0f) == wire.TypeHelloAck {
+			if h, err := wire.ParseHelloAck(d.Payload); err == nil {
+				ids = append(ids, h.FlowID)
+			}
+		}
+	})
+	for i, id := range ids {
+		pu := wire.ParamUpdate{FlowID: id, ConfigID: 1, Scheme: wire.SchemeCauchy, K: 32, M: 4, T: 1024, EffectivePSN: psn.PSN(i + 1)}
+		m, _ := pu.Append(nil)
+		n.CREM(now, peer(i), m, false)
+	}
+	n.Drain(func(Datagram) {})
+	sh.publish(now)
+	if st := g.Stats(); st.Live.Senders != 1000 || st.Live.CRFFlows != 1000 {
+		b.Fatalf("%+v", st.Live)
+	}
+	b.Run("publish", func(b *testing.B) {
+		for b.Loop() {
+			now += publishEvery
+			sh.publish(now)
+		}
+	})
+	b.Run("Stats", func(b *testing.B) {
+		for b.Loop() {
+			g.Stats()
+		}
+	})
+	b.Run("collect", func(b *testing.B) {
+		reg := prometheus.NewRegistry()
+		reg.MustRegister(g.Collector())
+		for b.Loop() {
+			if _, err := reg.Gather(); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}

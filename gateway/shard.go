@@ -31,9 +31,7 @@ type shard struct {
 	snap                   atomic.Pointer[snapshot]
 	pubAt, pubLast         time.Duration
 	dirty                  bool
-	csfBuf                 []csfRow
-	crfBuf                 []crfRow
-	ord                    []int
+	ranks                  []rank
 	crfRates, crfRatesNext map[uint32]rates
 	fp                     crf.Footprint
 	fpAt                   time.Duration

@@ -86,6 +86,15 @@ func (r *rates) update(sources uint64, dt time.Duration) float64 {
 	return r.rate
 }
 
+// rank is a flow's place in the race for the labelled series: its index (in the node's CSF
+// list, or the CRF's flows), sources and smoothed rate. The rows of the busiest are filled in
+// after the ranking, so a publication copies full counters of maxLabelledFlows flows only.
+type rank struct {
+	i       int
+	sources uint64
+	rate    float64
+}
+
 // busier orders rows by smoothed source rate, then by sources.
 func busier(ra, rb float64, sa, sb uint64) int {
 	return cmp.Or(cmp.Compare(rb, ra), cmp.Compare(sb, sa))
@@ -100,27 +109,24 @@ func (sh *shard) publish(now time.Duration) {
 	sh.pubLast, sh.pubAt, sh.dirty = now, now+publishEvery, false
 
 	addCounters(&s.sender, &n.gone)
-	rows := sh.csfBuf[:0]
-	for _, x := range n.list {
+	ranks := sh.ranks[:0]
+	for i, x := range n.list {
 		cs := x.s.Stats()
 		addCounters(&s.sender, &cs)
-		st := x.s.State()
-		switch st {
+		switch x.s.State() {
 		case csf.StateEstablished:
 			s.levels.CSFEstablished++
 			s.levels.CSFSessions++
 		case csf.StateHello:
 			s.levels.CSFSessions++
 		}
-		rows = append(rows, csfRow{key: x.key, st: cs, state: st, rate: x.rate.update(cs.Sources, dt)})
+		ranks = append(ranks, rank{i, cs.Sources, x.rate.update(cs.Sources, dt)})
 	}
-	sh.csfBuf = rows
-	idx := order(&sh.ord, len(rows), func(a, b int) int {
-		return busier(rows[a].rate, rows[b].rate, rows[a].st.Sources, rows[b].st.Sources)
-	})
-	s.csfRows = make([]csfRow, 0, len(idx))
-	for _, i := range idx {
-		s.csfRows = append(s.csfRows, rows[i])
+	top := busiest(ranks)
+	s.csfRows = make([]csfRow, 0, len(top))
+	for _, r := range top {
+		x := n.list[r.i]
+		s.csfRows = append(s.csfRows, csfRow{key: x.key, st: x.s.Stats(), state: x.s.State(), rate: r.rate})
 	}
 
 	s.receiver = n.recv.Stats()
@@ -128,22 +134,22 @@ func (sh *shard) publish(now time.Duration) {
 	s.levels.CRFFlows = len(ids)
 	prev, cur := sh.crfRates, sh.crfRatesNext
 	clear(cur)
-	crows := sh.crfBuf[:0]
-	for _, id := range ids {
+	ranks = ranks[:0]
+	for i, id := range ids {
 		fs, _ := n.recv.FlowStats(id)
 		r := prev[id]
 		rate := r.update(fs.Sources, dt)
 		cur[id] = r
-		crows = append(crows, crfRow{id: id, st: fs, rate: rate})
+		ranks = append(ranks, rank{i, fs.Sources, rate})
 	}
-	sh.crfRates, sh.crfRatesNext, sh.crfBuf = cur, prev, crows
-	idx = order(&sh.ord, len(crows), func(a, b int) int {
-		return busier(crows[a].rate, crows[b].rate, crows[a].st.Sources, crows[b].st.Sources)
-	})
-	s.crfRows = make([]crfRow, 0, len(idx))
-	for _, i := range idx {
-		s.crfRows = append(s.crfRows, crows[i])
+	sh.crfRates, sh.crfRatesNext = cur, prev
+	top = busiest(ranks)
+	s.crfRows = make([]crfRow, 0, len(top))
+	for _, r := range top {
+		fs, _ := n.recv.FlowStats(ids[r.i])
+		s.crfRows = append(s.crfRows, crfRow{id: ids[r.i], st: fs, rate: r.rate})
 	}
+	sh.ranks = ranks
 
 	if now >= sh.fpAt {
 		fp := n.recv.Footprint()
@@ -156,15 +162,12 @@ func (sh *shard) publish(now time.Duration) {
 	sh.snap.Store(s)
 }
 
-// order returns the indices of the maxLabelledFlows first of n rows in the order of cmp.
-func order(buf *[]int, n int, less func(a, b int) int) []int {
-	idx := (*buf)[:0]
-	for i := range n {
-		idx = append(idx, i)
-	}
-	*buf = idx
-	slices.SortStableFunc(idx, less)
-	return idx[:min(n, maxLabelledFlows)]
+// busiest orders ranks and returns the maxLabelledFlows busiest.
+func busiest(ranks []rank) []rank {
+	slices.SortFunc(ranks, func(a, b rank) int {
+		return cmp.Or(busier(a.rate, b.rate, a.sources, b.sources), cmp.Compare(a.i, b.i))
+	})
+	return ranks[:min(len(ranks), maxLabelledFlows)]
 }
 
 // snapshot returns the shard's latest snapshot.
