@@ -28,11 +28,10 @@ type Options struct {
 	// Seed seeds the engines' random sources (nonces, Flow IDs, Request IDs); 0 takes one
 	// from the operating system.
 	Seed uint64
-	// Sockets, if set, are sockets bound beforehand that the gateway takes over (and closes,
-	// New too when it fails)
-	// instead of binding the configuration's addresses: each replaces its address in the
-	// configuration (a caller binds its ports once and hands them over, none picked, closed
-	// and bound again).
+	// Sockets, if set, are sockets bound beforehand that the gateway takes over instead of
+	// binding the configuration's addresses: each replaces its address in the configuration (a
+	// caller binds its ports once and hands them over, none picked, closed and bound again).
+	// The gateway closes them, New too when it fails.
 	Sockets Sockets
 	// BufferTrim is how often the packet buffers that stayed unused since the last time are
 	// released (default 15 s: memory a flood took returns within 30 s of its end).
