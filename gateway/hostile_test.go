@@ -580,19 +580,27 @@ wait:
 		t.Logf("QP %d: B's CRF restored %d of %d sources of the WRITE, A's %d of %d of the READ; CSF sessions %v and %v, HELLO_ACKs accepted %d and %d (peer silent %d %d, new PSN spaces %d %d)",
 			i, inB.Restored, inB.Sources, inA.Restored, inA.Sources, outA.State, outB.State, outA.Stats.HelloAckAccepted, outB.Stats.HelloAckAccepted,
 			outA.Stats.PeerSilent, outB.Stats.PeerSilent, outA.Stats.PSNSpaceRestarts, outB.Stats.PSNSpaceRestarts)
+		// A CSF starts a session anew when the CRF has said nothing for 3 s while sources flow
+		// (E31: PeerSilent), as on a machine so loaded that the gateways stall; nothing else may
+		// start one: the attack must not.
+		restartsA := outA.Stats.PeerSilent + outA.Stats.PSNSpaceRestarts
+		restartsB := outB.Stats.PeerSilent + outB.Stats.PSNSpaceRestarts
+		if outA.Stats.HelloAckAccepted != 1+restartsA || outB.Stats.HelloAckAccepted != 1+restartsB {
+			t.Errorf("QP %d: %d and %d sessions for %d and %d restarts: the attack started new ones", i, outA.Stats.HelloAckAccepted, outB.Stats.HelloAckAccepted, restartsA, restartsB)
+		}
 		// The flows that carried the first WRITE and READ carried the second too: the same
 		// flows, never taken over (a flow opened at the attack would have seen at most 60
 		// percent of the sources; the path loses 2 percent, which arrive again or restored).
-		if want := uint64((warm+size)/mtu) * 9 / 10; inB.Sources < want || inA.Sources < want {
+		if want := uint64((warm+size)/mtu) * 9 / 10; restartsA == 0 && inB.Sources < want || restartsB == 0 && inA.Sources < want {
 			t.Errorf("QP %d: the CRFs' flows saw %d and %d sources, want %d each: a flow taken over, or left unprotected", i, inB.Sources, inA.Sources, want)
+		}
+		if restartsA+restartsB > 0 {
+			t.Logf("QP %d: sessions started anew after the CRF fell silent (the machine stalled the gateways): %d and %d", i, restartsA, restartsB)
 		}
 		if inB.Restored == 0 {
 			t.Errorf("QP %d: B's CRF restored nothing of the WRITE", i)
 		}
 		readRestored += inA.Restored
-		if outA.Stats.HelloAckAccepted != 1 || outB.Stats.HelloAckAccepted != 1 {
-			t.Errorf("QP %d: %d and %d sessions: the attack started new ones", i, outA.Stats.HelloAckAccepted, outB.Stats.HelloAckAccepted)
-		}
 	}
 	if readRestored == 0 {
 		t.Error("A's CRF restored nothing of the READs") // the requester asks again early (E48): fewer restored than for the WRITEs
