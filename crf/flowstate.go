@@ -179,6 +179,10 @@ type rflow struct {
 	hdr             [128]byte
 	lost            [64]psn.Range
 
+	// aside holds REPAIRs for blocks ahead of the sources, oldest first (maxAside); the
+	// entries past its length keep their buffers for reuse.
+	aside []asideRepair
+
 	st FlowStats
 }
 
@@ -241,6 +245,9 @@ func (f *rflow) deadline(handshake time.Duration) (time.Duration, bool) {
 		d = min(d, t)
 	}
 	if t, ok := f.nextBlockDue(); ok {
+		d = min(d, t)
+	}
+	if t, ok := f.asideDeadline(); ok {
 		d = min(d, t)
 	}
 	return d, true

@@ -248,6 +248,17 @@ func (g *fuzzRig) check() {
 	if len(r.decs) > maxPooledDecoders || r.q.Len() > fuzzQueue || r.dq.n > fuzzDeliv || len(r.syms) > maxSpareSym {
 		t.Fatalf("pools: %d decoders, %d messages, %d deliveries, %d symbol buffers", len(r.decs), r.q.Len(), r.dq.n, len(r.syms))
 	}
+	aside := uint64(0)
+	for _, f := range r.order {
+		if len(f.aside) > maxAside || cap(f.aside) > maxAside {
+			t.Fatalf("flow %#x: %d REPAIRs aside, %d slots (bound %d)", f.id, len(f.aside), cap(f.aside), maxAside)
+		}
+		aside += uint64(len(f.aside))
+	}
+	if fs := st.Flows; fs.RepairAside != fs.RepairAsideTaken+fs.RepairAsideUnneeded+fs.RepairAsideExpired+fs.RepairAsideDropped+aside {
+		t.Fatalf("REPAIRs aside do not add up: %d aside, %d taken, %d unneeded, %d expired, %d dropped, %d still aside",
+			fs.RepairAside, fs.RepairAsideTaken, fs.RepairAsideUnneeded, fs.RepairAsideExpired, fs.RepairAsideDropped, aside)
+	}
 	lim := fuzzLimits()
 	for _, f := range r.order {
 		if f.win == nil {

@@ -261,6 +261,8 @@ func (r *Receiver) Close(now time.Duration, id uint32, reason wire.Reason) error
 // release forgets a flow and everything it held.
 func (r *Receiver) release(f *rflow) {
 	r.st.FlowsClosed++
+	f.st.RepairAsideDropped += uint64(len(f.aside))
+	f.aside = f.aside[:0]
 	r.closed.add(&f.st)
 	if r.last == f {
 		r.last = nil

@@ -14,6 +14,14 @@ import (
 
 // onRepair takes a REPAIR message (C7 c-e).
 func (r *Receiver) onRepair(now time.Duration, f *rflow, msg []byte, ce bool) {
+	r.takeRepair(now, f, msg, ce, false)
+	if len(f.aside) > 0 {
+		r.releaseAside(now, f)
+	}
+}
+
+// takeRepair serves a REPAIR; again says it was kept aside before (and counted then).
+func (r *Receiver) takeRepair(now time.Duration, f *rflow, msg []byte, ce, again bool) {
 	f.active = true
 	if f.win != nil && len(msg) >= 16 {
 		// A block that has ended takes nothing more: skip the full parse (the common case
@@ -21,11 +29,8 @@ func (r *Receiver) onRepair(now time.Duration, f *rflow, msg []byte, ce bool) {
 		start := psn.PSN(uint32(msg[12])<<16 | uint32(msg[13])<<8 | uint32(msg[14]))
 		if s := f.at(start); s != nil {
 			if b := f.blockOf(s); b != nil && b.ended && b.start == start && b.cfg.ID == msg[8] {
-				f.st.Repairs++
-				f.iv.RepairsReceived++
-				if ce {
-					f.st.RepairsCE++
-					f.iv.RepairsCEMarked++
+				if !again {
+					f.countRepair(ce)
 				}
 				f.st.RepairLate++
 				return
@@ -37,11 +42,8 @@ func (r *Receiver) onRepair(now time.Duration, f *rflow, msg []byte, ce bool) {
 		r.st.MessagesMalformed++
 		return
 	}
-	f.st.Repairs++
-	f.iv.RepairsReceived++
-	if ce {
-		f.st.RepairsCE++
-		f.iv.RepairsCEMarked++
+	if !again {
+		f.countRepair(ce)
 	}
 	c := f.config(m.ConfigID)
 	noBlock := m.Info && m.Present.Empty()
@@ -66,6 +68,10 @@ func (r *Receiver) onRepair(now time.Duration, f *rflow, msg []byte, ce bool) {
 		return
 	case !m.Info && len(m.Symbol) != c.cfg.T:
 		f.st.RepairBadT++
+		return
+	}
+	if !again && f.ahead(&m) {
+		r.setAside(now, f, msg, &m, ce)
 		return
 	}
 	if !c.first && f.started && m.BlockStartPSN.Before(c.eff) {

@@ -242,6 +242,9 @@ func (r *Receiver) tickFlow(now time.Duration, f *rflow) {
 	if t, ok := f.nextMiss(); ok && now >= t {
 		r.requestRanges(now, f)
 	}
+	if len(f.aside) > 0 {
+		r.releaseAside(now, f)
+	}
 	// Blocks due, earliest first (the heap's order).
 	for {
 		e, ok := f.timers.Peek()

@@ -246,6 +246,9 @@ func (r *Receiver) observe(now time.Duration, f *rflow, p psn.PSN, n int, payloa
 			r.sourceIntoBlock(now, f, b, p, payload)
 		}
 	}
+	if len(f.aside) > 0 {
+		r.releaseAside(now, f)
+	}
 	return v
 }
 

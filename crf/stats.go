@@ -38,6 +38,17 @@ type FlowStats struct {
 	RepairConflict, RepairNotKept, SourceCopyMismatch, SolveRetries uint64
 	BlocksRescued, BlocksMismatchAbandoned                          uint64
 
+	// Of the REPAIRs naming a block no source of which has been seen (its Block Start PSN
+	// after the highest source PSN), kept aside rather than making the block: RepairAside
+	// counts them; RepairAsideTaken those taken once the flow's sources passed the block's
+	// last PSN, another REPAIR made the block, or its REPAIRs aside could solve it alone;
+	// RepairAsideUnneeded those dropped when the sources passed the block and every one of its
+	// PSNs had arrived (nothing to restore);
+	// RepairAsideExpired those dropped when no source reached the block in 64 reorder
+	// allowances; RepairAsideDropped those pushed out by the bound, or left when the
+	// flow ended.
+	RepairAside, RepairAsideTaken, RepairAsideUnneeded, RepairAsideExpired, RepairAsideDropped uint64
+
 	BlocksCreated, BlocksComplete, BlocksDecoded, BlocksIncomplete, BlocksEvicted uint64
 	BlocksFallback, BlocksAbandoned, BlocksFullyReceived                          uint64
 

@@ -114,7 +114,9 @@ func (s *Sender) ObserveSource(now time.Duration, p psn.PSN, n int, payload []by
 	if n < 1 {
 		n = 1
 	}
-	if s.haveNext && p.Before(s.next) && !s.newPSNSpace(now, p, n) {
+	// Not ahead is behind: a PSN exactly half the space away is neither, and taking it for a new
+	// source would put its block out of the order find relies on.
+	if s.haveNext && p != s.next && !s.next.Before(p) && !s.newPSNSpace(now, p, n) {
 		s.retransmission(now, p, payload)
 		return
 	}
@@ -186,6 +188,7 @@ func (s *Sender) ObserveSource(now time.Duration, p psn.PSN, n int, payload []by
 	if b.k == b.limit {
 		s.closeBlock(now, s.open, true)
 	}
+	s.releaseFarBehind()
 }
 
 // retransmission handles a PSN the Sender has seen: it keeps its old position and is not a new
@@ -256,6 +259,36 @@ func (s *Sender) newPSNSpace(now time.Duration, p psn.PSN, n int) bool {
 		s.Start(now)
 	}
 	return true
+}
+
+// releaseFarBehind releases the held blocks the flow's PSNs have moved half the PSN space or
+// more past (READ requests consume up to 2^23 PSNs each; a large ring holds many): serial
+// comparison no longer places them behind the next PSN, so the lookup by PSN and the
+// acknowledgements would take them for blocks ahead, and the RDMA transport, whose window of
+// outstanding PSNs is under half the space, has long been done with them. Blocks lie in PSN
+// order from the oldest, so the walk stops at the first one still behind; like Acknowledge it
+// moves ackSeq, so its cost is the blocks released.
+func (s *Sender) releaseFarBehind() {
+	n := uint64(len(s.blocks))
+	if n == 0 {
+		return
+	}
+	s.ackSeq = max(s.ackSeq, s.seq-min(s.seq, n))
+	for ; s.ackSeq < s.seq; s.ackSeq++ {
+		slot := int(s.ackSeq % n)
+		b := &s.blocks[slot]
+		if !b.used {
+			continue
+		}
+		if b.last().Before(s.next) {
+			return
+		}
+		b.used = false
+		if slot == s.open {
+			s.open = -1
+		}
+		s.stats.BlocksFarBehind++
+	}
 }
 
 // prefixSymbol appends the first n octets of the source symbol of payload (len || P) to dst.

@@ -24,6 +24,7 @@ type Stats struct {
 	RetransmissionUnheld, ReadReissued, SkippedPSNs   uint64
 	BlocksOpened, BlocksClosedFull, BlocksClosedBurst uint64
 	BlocksAcked, BlocksGivenUp, BlocksEvicted         uint64
+	BlocksFarBehind                                   uint64 // released when the flow's PSNs moved half the PSN space past them
 	ReverseObserved, ReverseIgnored, ReverseAcks      uint64
 	ReverseUnpaired                                   uint64 // passing back while the reverse QP is unknown: released nothing
 	ReverseImplausible                                uint64 // acknowledged a PSN not yet sent: released nothing

@@ -48,8 +48,12 @@ type Options struct {
 	Progress func(run string, done, total int)
 	// Logger receives the gateways' logs (default: discarded).
 	Logger *slog.Logger
-	// CREMPort is the CREM port of the gateways (0: PickCREMPort chooses one).
+	// CREMPort is the CREM port of the gateways (0: ReservePorts chooses one), unless Ports
+	// holds it already.
 	CREMPort int
+	// Ports, if set, is the CREM port already bound on the lab's addresses (ReservePorts); the
+	// caller closes it after the lab.
+	Ports *Ports
 	// Timeout bounds each run (default 2 minutes).
 	Timeout time.Duration
 	// QPs is the number of queue pairs between the requester and the responder host that
@@ -57,6 +61,20 @@ type Options struct {
 	// Messages and MaxQPs). Each has its own initial PSNs, drawn over the 24-bit space from the
 	// seed, and paces at its share of the RDMA rate.
 	QPs int
+	// Duration, if set, makes each run a soak: its gateways, path and queue pairs stay for the
+	// whole duration, and its QPs post messages one after another until it ends (Messages is
+	// then ignored); the run ends when the messages in flight have completed, and Timeout bounds
+	// that wait. Every StatsInterval it reports an Interval, and it is judged at the end
+	// (SoakVerdict).
+	Duration time.Duration
+	// StatsInterval is a soak's interval between reports (default one minute, or a sixth of a
+	// duration shorter than two minutes).
+	StatsInterval time.Duration
+	// Report, if set, receives each Interval of a soak as it is taken.
+	Report func(run string, iv Interval)
+	// RetryCount is the QPs' timeouts without progress before they give up (rc.Config; default
+	// 7, IBTA's retry_cnt and RULINGS T7).
+	RetryCount int
 }
 
 // DefaultQPs is the lab's number of queue pairs: several between the same two hosts, as NCCL
@@ -86,9 +104,17 @@ type Run struct {
 	// answer.
 	RepairRequests       uint64 `json:"repair_requests"`
 	RequestsUnknownBlock uint64 `json:"requests_unknown_block"`
+	// RDMATimeouts counts the QPs' timer expiries that retransmitted: on these paths a few tail
+	// losses' worth, unless the machine starved the lab's timers of CPU.
+	RDMATimeouts uint64 `json:"rdma_timeouts"`
 	// QPs and PerQP describe the queue pairs; the figures above are the run's, over all of them.
 	QPs   int     `json:"qps"`
 	PerQP []QPRun `json:"per_qp"`
+	// A soak's (Options.Duration): its duration, its reports, and its verdict. Messages and
+	// Bytes are then those it posted.
+	DurationS float64      `json:"duration_s,omitempty"`
+	Intervals []Interval   `json:"intervals,omitempty"`
+	Soak      *SoakVerdict `json:"soak,omitempty"`
 }
 
 // QPRun is one queue pair's part of a run.
@@ -124,6 +150,16 @@ func (r Result) Verified() bool {
 		}
 	}
 	return len(r.Runs) > 0
+}
+
+// Passed reports whether every run verified and every soak passed its verdict.
+func (r Result) Passed() bool {
+	for _, x := range r.Runs {
+		if x.Soak != nil && !x.Soak.Pass {
+			return false
+		}
+	}
+	return r.Verified()
 }
 
 func (o *Options) defaults() error {
@@ -179,6 +215,28 @@ func (o *Options) defaults() error {
 	if o.Timeout == 0 {
 		o.Timeout = 2 * time.Minute
 	}
+	if o.RetryCount < 0 {
+		return fmt.Errorf("lab: retry count %d: want 0 (the default, 7) or more", o.RetryCount)
+	}
+	if o.Duration < 0 || o.StatsInterval < 0 {
+		return fmt.Errorf("lab: duration %v, stats interval %v: negative", o.Duration, o.StatsInterval)
+	}
+	if o.Duration > 0 {
+		// A soak's messages never run out: the QPs are not bounded by them.
+		if o.QPs == 0 {
+			o.QPs = DefaultQPs
+		}
+		if o.QPs < 1 || o.QPs > MaxQPs {
+			return fmt.Errorf("lab: %d queue pairs: want 1 to %d", o.QPs, MaxQPs)
+		}
+		if o.StatsInterval == 0 {
+			o.StatsInterval = time.Minute
+			if o.Duration < 2*time.Minute {
+				o.StatsInterval = max(o.Duration/6, time.Millisecond)
+			}
+		}
+		return nil
+	}
 	if o.QPs == 0 {
 		o.QPs = min(DefaultQPs, o.Messages)
 	}
@@ -212,7 +270,9 @@ var (
 )
 
 // PickCREMPort finds a port in the Dynamic Ports range (49152-65535) free on the four lab
-// addresses: every CREM message of the lab is addressed to it (draft, CREM port).
+// addresses: every CREM message of the lab is addressed to it (draft, CREM port). It lets the
+// port go again: another socket may take it before the caller binds it. The lab itself holds
+// its port with ReservePorts.
 func PickCREMPort(seed uint64) (int, error) {
 	r := rand.New(rand.NewPCG(seed, uint64(time.Now().UnixNano())))
 	for range 200 {
@@ -243,13 +303,15 @@ func Lab(ctx context.Context, o Options) (Result, error) {
 	if err := o.defaults(); err != nil {
 		return Result{}, err
 	}
-	port := o.CREMPort
-	if port == 0 {
+	ports := o.Ports
+	if ports == nil {
 		var err error
-		if port, err = PickCREMPort(o.Seed); err != nil {
+		if ports, err = ReservePorts(o.CREMPort); err != nil {
 			return Result{}, err
 		}
+		defer ports.Close()
 	}
+	port := ports.Port()
 	var err error
 	res := Result{CREMPort: port}
 	var pc *pathPcap
@@ -259,7 +321,7 @@ func Lab(ctx context.Context, o Options) (Result, error) {
 		}
 	}
 	for _, name := range o.Runs {
-		r, err := runOne(ctx, &o, name, port, pc)
+		r, err := runOne(ctx, &o, name, ports, pc)
 		if err != nil {
 			r.Name, r.Error = name, err.Error()
 		}
@@ -297,17 +359,23 @@ func initialPSNs(seed uint64, q int) (a, b psn.PSN) {
 	return psn.Of(uint32(mix(seed, 0x4c50_0000+uint64(q)) >> 40)), psn.Of(uint32(mix(seed, 0x4c50_8000+uint64(q)) >> 40))
 }
 
-func runOne(ctx context.Context, o *Options, name string, port int, pc *pathPcap) (Run, error) {
+func runOne(ctx context.Context, o *Options, name string, ports *Ports, pc *pathPcap) (Run, error) {
+	port := ports.Port()
 	run := Run{Name: name, Messages: o.Messages, Bytes: int64(o.Messages) * int64(o.Size), QPs: o.QPs}
 	crem, mode, _ := parseRun(name)
 	ab, ba := pathConfigs(o)
 	// The path's two ends listen on the CREM port: every CREM message of the lab is addressed
 	// to it (the relayed RoCEv2 datagrams share the sockets, so their order is kept).
-	p, err := newPath(ab, ba, pc, netip.AddrPortFrom(addrPathA, uint16(port)), netip.AddrPortFrom(addrPathB, uint16(port)))
+	p, err := newPath(ab, ba, pc, ports.path)
 	if err != nil {
 		return run, err
 	}
 	defer p.close()
+	if o.Duration > 0 {
+		// A QP has at most its slots' messages in flight: twice their PSNs bound what the path
+		// must remember of a soak's PSNs.
+		p.window = uint32(2*slotsPerQP(o)*((o.Size+o.MTU-1)/o.MTU+1) + 1024)
+	}
 	hostA, err := udp.Listen(netip.AddrPortFrom(addrA, 0).String(), udp.Options{})
 	if err != nil {
 		return run, fmt.Errorf("lab: requester socket: %w", err)
@@ -326,7 +394,7 @@ func runOne(ctx context.Context, o *Options, name string, port int, pc *pathPcap
 		qpA, qpB := qpNumbers(q)
 		psnA, psnB := initialPSNs(o.Seed, q)
 		cfgA := rc.Config{QPN: qpA, RemoteQPN: qpB, SendPSN: psnA, RecvPSN: psnB,
-			MTU: o.MTU, Mode: mode, Rate: rate, RTT: o.RTT + time.Millisecond, Burst: time.Millisecond,
+			MTU: o.MTU, Mode: mode, Rate: rate, RTT: o.RTT + time.Millisecond, Burst: time.Millisecond, RetryCount: o.RetryCount,
 			LocalAddr: addrA, RemoteAddr: addrB, LocalPort: hostA.LocalAddr().Port(), RemotePort: hostB.LocalAddr().Port()}
 		cfgB := cfgA
 		cfgB.QPN, cfgB.RemoteQPN, cfgB.SendPSN, cfgB.RecvPSN = qpB, qpA, cfgA.RecvPSN, cfgA.SendPSN
@@ -352,6 +420,11 @@ func runOne(ctx context.Context, o *Options, name string, port int, pc *pathPcap
 	defer func() {
 		gcancel()
 		gwWG.Wait()
+		// The gateways have closed their sockets: hold the port until the next run.
+		if crem {
+			ports.retake(0)
+			ports.retake(1)
+		}
 	}()
 	if crem {
 		ordered := mode == rc.ModeGBN
@@ -386,6 +459,7 @@ func runOne(ctx context.Context, o *Options, name string, port int, pc *pathPcap
 			mkcfg(addrA, addrB, p.addr[0], hostA, p.addr[0]),
 			mkcfg(addrB, addrA, p.addr[1], hostB, p.addr[1]),
 		} {
+			ports.release(i) // for the instant in which the gateway binds it
 			g, err := gateway.New(c, gateway.Options{Logger: log, Seed: o.Seed*16 + uint64(i) + 1})
 			if err != nil {
 				return run, fmt.Errorf("lab: gateway %c: %w", 'A'+i, err)
@@ -438,40 +512,137 @@ func runOne(ctx context.Context, o *Options, name string, port int, pc *pathPcap
 		conns[q] = [2]*udp.Conn{ca, cb}
 	}
 
-	rctx, cancel := context.WithTimeout(ctx, o.Timeout)
+	timeout := o.Timeout
+	if w.soak {
+		timeout += o.Duration
+	}
+	rctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
+	rdmaRetx := func() uint64 {
+		var n uint64
+		for _, c := range conns {
+			for _, x := range c {
+				x.Do(func(qp *rc.QP) { n += qp.Stats().RetransmittedPackets })
+			}
+		}
+		return n
+	}
+	// sample takes a soak's interval; closes counts the CLOSEs so far.
+	var closes uint64
+	var stalls stallMeter
+	if w.soak {
+		stop := stalls.run()
+		defer stop()
+	}
+	sample := func(elapsed time.Duration) Interval {
+		iv := Interval{ElapsedS: elapsed.Seconds()}
+		w.mu.Lock()
+		iv.Messages, iv.Bad, iv.Posted = w.checked, w.bad, w.posted
+		w.mu.Unlock()
+		iv.Bytes = int64(iv.Messages) * int64(o.Size)
+		for _, g := range gws {
+			st := g.Stats()
+			iv.Flows += st.Flows
+			iv.FlowsOpened += st.Receiver.FlowsOpened
+			iv.Closes += st.Sender.CloseSent + st.Sender.CloseReceived + st.Receiver.CloseSent + st.Receiver.CloseReceived
+			iv.Restored += st.Receiver.Flows.Restored
+		}
+		closes = iv.Closes
+		iv.Lost = p.lost()
+		iv.RDMARetx = rdmaRetx()
+		iv.HeapBytes, iv.HeapObjects, iv.Goroutines = memory()
+		iv.MaxStallMS = float64(stalls.take()) / 1e6
+		return iv
+	}
 	start := time.Now()
 	w.start = start
 	for q, k := range w.qps {
 		conns[q][0].Do(func(*rc.QP) { k.postAll() })
+	}
+	endedEarly := ""
+	if w.soak {
+		// One timer: at each interval's end, and the last at the duration's.
+		end, next := o.Duration, o.StatsInterval // since start
+		t := time.NewTimer(min(next, end))
+		defer t.Stop()
+	soak:
+		for {
+			select {
+			case <-t.C:
+			case <-w.done: // an error ended it
+				endedEarly = "a message failed"
+				break soak
+			case <-rctx.Done():
+				endedEarly = rctx.Err().Error()
+				break soak
+			}
+			now := time.Since(start)
+			iv := sample(now)
+			run.Intervals = append(run.Intervals, iv)
+			if o.Report != nil {
+				o.Report(name, iv)
+			}
+			if now >= end {
+				break
+			}
+			// The next one even when this one was late (a busy machine): a line per interval.
+			next += o.StatsInterval
+			t.Reset(max(min(next, end)-time.Since(start), 0))
+		}
+		w.stop()
 	}
 	select {
 	case <-w.done:
 	case <-rctx.Done():
 	}
 	elapsed := time.Since(start)
+	if w.soak {
+		// The CLOSEs until the last transfer ended, before the gateways stop; a soak that
+		// ended early keeps this last look too.
+		iv := sample(elapsed)
+		if endedEarly != "" {
+			run.Intervals = append(run.Intervals, iv)
+			if o.Report != nil {
+				o.Report(name, iv)
+			}
+		}
+		run.DurationS = elapsed.Seconds()
+	}
 	stats := make([][2]rc.Stats, len(pairs))
 	for q, c := range conns {
 		c[0].Do(func(x *rc.QP) { stats[q][0] = x.Stats() })
 		c[1].Do(func(x *rc.QP) { stats[q][1] = x.Stats() })
 	}
 	w.mu.Lock()
-	run.Verified = w.err == nil && w.completed == o.Messages && w.checked == o.Messages && w.bad == 0
+	want := w.want()
+	run.Verified = w.err == nil && w.completed == want && w.checked == want && w.bad == 0 && want > 0
 	if w.err != nil {
 		run.Error = w.err.Error()
 	} else if !run.Verified {
-		run.Error = fmt.Sprintf("%d of %d messages completed, %d checked, %d bad", w.completed, o.Messages, w.checked, w.bad)
+		run.Error = fmt.Sprintf("%d of %d messages completed, %d checked, %d bad", w.completed, want, w.checked, w.bad)
 	}
-	run.MeanS, run.MaxS = meanMax(w.durations)
+	if w.soak {
+		run.Messages, run.Bytes = want, int64(want)*int64(o.Size)
+	}
+	run.MeanS, run.MaxS = w.durations.meanMax()
 	for q, k := range w.qps {
+		n := k.n
+		if w.soak {
+			n = k.posted
+		}
 		r := QPRun{QP: q, RequesterQPN: cfgs[q][0].QPN, ResponderQPN: cfgs[q][1].QPN, InitialPSN: uint32(cfgs[q][0].SendPSN),
-			Messages: k.n, Verified: w.err == nil && k.completed == k.n && k.checked == k.n && k.bad == 0,
+			Messages: n, Verified: w.err == nil && k.completed == n && k.checked == n && k.bad == 0,
 			RDMARetx: stats[q][0].RetransmittedPackets + stats[q][1].RetransmittedPackets}
-		r.MeanS, r.MaxS = meanMax(k.durations)
+		r.MeanS, r.MaxS = k.durations.meanMax()
 		run.PerQP = append(run.PerQP, r)
 		run.RDMARetx += r.RDMARetx
+		run.RDMATimeouts += stats[q][0].Timeouts + stats[q][1].Timeouts
 	}
 	w.mu.Unlock()
+	if w.soak {
+		v := judgeSoak(&run, run.Intervals, closes, endedEarly)
+		run.Soak = &v
+	}
 	run.GoodputBps = float64(run.Bytes) * 8 / elapsed.Seconds()
 	gcancel()
 	gwWG.Wait()
@@ -497,19 +668,6 @@ func runOne(ctx context.Context, o *Options, name string, port int, pc *pathPcap
 	}
 	run.Overhead = float64(carried) / float64(run.Bytes)
 	return run, nil
-}
-
-// meanMax returns the mean and the largest of ds in seconds.
-func meanMax(ds []time.Duration) (mean, maxS float64) {
-	var sum time.Duration
-	for _, d := range ds {
-		sum += d
-		maxS = max(maxS, d.Seconds())
-	}
-	if len(ds) > 0 {
-		mean = sum.Seconds() / float64(len(ds))
-	}
-	return mean, maxS
 }
 
 // blockSpan is the time one QP's block of K packets takes at its rate.

@@ -7,11 +7,13 @@ import (
 	"io"
 	"net"
 	"net/netip"
+	"os"
 	"sync"
 	"time"
 
 	"github.com/crem-project/crem/capture"
 	"github.com/crem-project/crem/netem"
+	"github.com/crem-project/crem/psn"
 	"github.com/crem-project/crem/roce"
 )
 
@@ -34,6 +36,9 @@ type path struct {
 	// roce[i] is the sender on side i whose datagrams are RoCEv2 (the endpoint, or its
 	// gateway's relay socket), counted per destination QP and PSN (qpTally).
 	roce [2]netip.AddrPort
+	// window bounds the PSNs of one QP in flight at once: a PSN this far behind the furthest
+	// one is never sent again, and its tally is final (a soak sends PSNs without end).
+	window uint32
 }
 
 // qpTally is what the path did to the RoCEv2 datagrams of one destination QP.
@@ -43,7 +48,24 @@ type qpTally struct {
 	// message to complete (SEND and WRITE packets and READ responses; not READ requests, which a
 	// later re-issue may replace): one lost every time it was sent still arrived only if CREM
 	// restored it.
-	psns map[uint32]*[2]uint32
+	psns map[uint32][2]uint32
+	// head is the furthest PSN tallied; onlyDone counts the PSNs lost every time they were
+	// sent whose tally was final and taken out of psns.
+	head     psn.PSN
+	onlyDone uint64
+}
+
+// prune takes the PSNs more than window behind head out of the tally, counting those lost
+// every time they were sent.
+func (t *qpTally) prune(window uint32) {
+	for k, c := range t.psns {
+		if d := psn.Of(k).Forward(t.head); d > window && d < psn.Modulus/2 {
+			if c[1] == c[0] {
+				t.onlyDone++
+			}
+			delete(t.psns, k)
+		}
+	}
 }
 
 type item struct {
@@ -72,7 +94,9 @@ type pathPcap struct {
 	w  *capture.Writer
 }
 
-func newPath(ab, ba netem.Config, pc *pathPcap, a, b netip.AddrPort) (*path, error) {
+// newPath builds the path on the two sockets of its ends (bound once for the whole lab): what
+// earlier runs left in them is discarded first.
+func newPath(ab, ba netem.Config, pc *pathPcap, socks [2]*net.UDPConn) (*path, error) {
 	p := &path{start: time.Now(), pcap: pc, routes: [2]map[netip.AddrPort]netip.AddrPort{{}, {}}}
 	for i, cfg := range []netem.Config{ab, ba} {
 		l, err := netem.NewLink(cfg)
@@ -82,30 +106,36 @@ func newPath(ab, ba netem.Config, pc *pathPcap, a, b netip.AddrPort) (*path, err
 		p.dirs[i] = &direction{idx: i, link: l, in: make(chan item, 65536), p: p, stop: make(chan struct{}),
 			qps: map[uint32]*qpTally{}}
 	}
-	for i, ap := range []netip.AddrPort{a, b} {
-		s, err := net.ListenUDP("udp", net.UDPAddrFromAddrPort(ap))
-		if err != nil {
-			p.closeSockets()
-			return nil, fmt.Errorf("lab: path socket %v: %w", ap, err)
-		}
+	for i, s := range socks {
 		s.SetReadBuffer(8 << 20)
 		s.SetWriteBuffer(8 << 20)
+		if err := discardPending(s); err != nil {
+			return nil, fmt.Errorf("lab: path socket %v: %w", s.LocalAddr(), err)
+		}
 		p.sock[i] = s
 		p.addr[i] = s.LocalAddr().(*net.UDPAddr).AddrPort()
 	}
 	return p, nil
 }
 
-// route sends what from (on side) sends to to, on the other side.
-func (p *path) route(side int, from, to netip.AddrPort) { p.routes[side][from] = to }
-
-func (p *path) closeSockets() {
-	for _, s := range p.sock {
-		if s != nil {
-			s.Close()
+// discardPending reads and drops what is queued on s: the last run's senders are closed, and
+// on loopback what they sent is queued by the time their send returned.
+func discardPending(s *net.UDPConn) error {
+	buf := make([]byte, 65536)
+	s.SetReadDeadline(time.Unix(1, 0))
+	for {
+		if _, _, err := s.ReadFromUDPAddrPort(buf); err != nil {
+			if !errors.Is(err, os.ErrDeadlineExceeded) {
+				return err
+			}
+			break
 		}
 	}
+	return s.SetReadDeadline(time.Time{})
 }
+
+// route sends what from (on side) sends to to, on the other side.
+func (p *path) route(side int, from, to netip.AddrPort) { p.routes[side][from] = to }
 
 // run starts the readers and the two direction loops; routes are fixed from here on.
 func (p *path) run() {
@@ -130,6 +160,11 @@ func (p *path) read(side int) {
 	for {
 		n, from, err := p.sock[side].ReadFromUDPAddrPort(buf)
 		if err != nil {
+			select {
+			case <-d.stop: // close stopped the reads
+				return
+			default:
+			}
 			if errors.Is(err, net.ErrClosed) {
 				return
 			}
@@ -219,7 +254,7 @@ func (d *direction) tally(b []byte, lost bool) {
 	}
 	t := d.qps[h.DestQP]
 	if t == nil {
-		t = &qpTally{psns: map[uint32]*[2]uint32{}}
+		t = &qpTally{psns: map[uint32][2]uint32{}}
 		d.qps[h.DestQP] = t
 	}
 	if lost {
@@ -229,15 +264,25 @@ func (d *direction) tally(b []byte, lost bool) {
 	if !info.Source || h.OpCode == roce.OpReadRequest || h.OpCode == roce.OpCompareSwap || h.OpCode == roce.OpFetchAdd {
 		return
 	}
-	c := t.psns[uint32(h.PSN)]
-	if c == nil {
-		c = new([2]uint32)
-		t.psns[uint32(h.PSN)] = c
+	t.count(h.PSN, lost)
+	if w := d.p.window; w > 0 && uint32(len(t.psns)) > 2*w {
+		t.prune(w)
+	}
+}
+
+// count tallies one transmission of PSN p.
+func (t *qpTally) count(p psn.PSN, lost bool) {
+	// Values, not pointers: the tally allocates nothing per PSN, and a soak's map stays at the
+	// size of its window.
+	c, ok := t.psns[uint32(p)]
+	if !ok && (len(t.psns) == 0 || p.After(t.head)) {
+		t.head = p
 	}
 	c[0]++
 	if lost {
 		c[1]++
 	}
+	t.psns[uint32(p)] = c
 }
 
 // record writes one frame of the path's capture; dropped datagrams have TTL 1.
@@ -268,6 +313,7 @@ func (p *path) end() ([2]netem.Stats, map[uint32]qpFigures) {
 		for qp, t := range d.qps {
 			f := figs[qp]
 			f.lost += t.dropped
+			f.restoredOnly += t.onlyDone
 			for _, c := range t.psns {
 				if c[1] == c[0] {
 					f.restoredOnly++
@@ -280,19 +326,38 @@ func (p *path) end() ([2]netem.Stats, map[uint32]qpFigures) {
 	return s, figs
 }
 
+// lost counts the datagrams the path dropped so far, both directions.
+func (p *path) lost() uint64 {
+	var n uint64
+	for _, d := range p.dirs {
+		d.mu.Lock()
+		st := d.link.Stats()
+		d.mu.Unlock()
+		n += st.DroppedLoss + st.DroppedOverflow
+	}
+	return n
+}
+
 // qpFigures is what the path saw of the datagrams to one QP: those it lost, and the packets it
 // lost every time they were sent (that still arrived: restored by CREM).
 type qpFigures struct {
 	lost, restoredOnly uint64
 }
 
+// close stops the path's goroutines; its sockets stay bound for the next run.
 func (p *path) close() error {
-	p.closeSockets()
 	for _, d := range p.dirs {
 		close(d.stop)
 	}
+	for _, s := range p.sock {
+		s.SetReadDeadline(time.Unix(1, 0))
+	}
 	p.wg.Wait()
-	return nil
+	var errs []error
+	for _, s := range p.sock {
+		errs = append(errs, s.SetReadDeadline(time.Time{}))
+	}
+	return errors.Join(errs...)
 }
 
 // newPathPcap starts one capture for every run of the lab.

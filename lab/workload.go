@@ -2,6 +2,7 @@ package lab
 
 import (
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"sync"
 	"time"
@@ -11,22 +12,44 @@ import (
 
 // workload posts the messages of a run over its queue pairs, checks every one where it lands
 // and times each from its post to its completion at the requester. Message g goes over QP
-// g mod QPs.
+// g mod QPs. A soak's workload (Options.Duration) posts messages until it is stopped.
 type workload struct {
 	o     *Options
 	name  string
 	qps   []*qpWork
 	start time.Time
+	soak  bool
 
 	mu        sync.Mutex
+	posted    int
 	completed int
 	checked   int
 	bad       int
-	postedAt  []time.Time
-	durations []time.Duration
+	durations durations
 	err       error
 	done      chan struct{}
 	closed    bool
+	stopped   bool // a soak posts no more
+}
+
+// durations sums completion times: a soak's run has no bound on their number.
+type durations struct {
+	n        int
+	sum, max time.Duration
+}
+
+func (d *durations) add(x time.Duration) {
+	d.n++
+	d.sum += x
+	d.max = max(d.max, x)
+}
+
+// meanMax returns the mean and the largest in seconds.
+func (d durations) meanMax() (mean, maxS float64) {
+	if d.n > 0 {
+		mean = d.sum.Seconds() / float64(d.n)
+	}
+	return mean, d.max.Seconds()
 }
 
 // qpWork is one queue pair's part of a run: a requester QP and its responder.
@@ -42,15 +65,20 @@ type qpWork struct {
 	mr     *rc.MR
 
 	posted, completed, checked, bad, writes, recvs int
-	durations                                      []time.Duration
+	postedAt                                       []time.Time // of the message in each slot
+	durations                                      durations
 }
 
 func newWorkload(o *Options, name string, pairs [][2]*rc.QP) *workload {
 	n := len(pairs)
-	w := &workload{o: o, name: name, done: make(chan struct{}), postedAt: make([]time.Time, o.Messages)}
+	w := &workload{o: o, name: name, done: make(chan struct{}), soak: o.Duration > 0}
 	for q, p := range pairs {
 		k := &qpWork{w: w, q: q, qa: p[0], qb: p[1], seed: qpSeed(o.Seed, q), n: (o.Messages - q + n - 1) / n}
-		k.slots = max(1, min(k.n, (64<<20)/n/o.Size, 64))
+		if w.soak {
+			k.n = math.MaxInt
+		}
+		k.slots = min(k.n, slotsPerQP(o))
+		k.postedAt = make([]time.Time, k.slots)
 		k.bufs = make([][]byte, k.slots)
 		for j := range k.bufs {
 			k.bufs[j] = make([]byte, o.Size)
@@ -59,6 +87,10 @@ func newWorkload(o *Options, name string, pairs [][2]*rc.QP) *workload {
 	}
 	return w
 }
+
+// slotsPerQP is how many messages a QP has in flight at most, each with its memory: 64, and
+// 64 MiB shared by the QPs.
+func slotsPerQP(o *Options) int { return max(1, min((64<<20)/o.QPs/o.Size, 64)) }
 
 // qpSeed is the seed of QP q's messages: the run's own for the first, so that a run of one QP
 // moves the same data as before there were several; the others' differ, so that a message
@@ -141,7 +173,7 @@ func (k *qpWork) postAll() {
 // post posts k's next message; its ID is the message's number in the run.
 func (k *qpWork) post() {
 	w := k.w
-	if k.posted >= k.n || w.err != nil {
+	if k.posted >= k.n || w.err != nil || w.stopped {
 		return
 	}
 	i := k.posted
@@ -159,12 +191,13 @@ func (k *qpWork) post() {
 		wr.Op = rc.OpRead
 		clear(k.bufs[j])
 	}
-	w.postedAt[g] = time.Now()
+	k.postedAt[j] = time.Now()
 	if err := k.qa.PostSend(wr); err != nil {
 		w.fail(fmt.Errorf("lab: QP %d: post message %d: %w", k.q, g, err))
 		return
 	}
 	k.posted++
+	w.posted++
 }
 
 func (w *workload) fail(err error) {
@@ -181,11 +214,35 @@ func (w *workload) finish() {
 	}
 }
 
-// maybeDone ends the run once every message completed and was checked.
+// maybeDone ends the run once every message completed and was checked: all of them, or in a
+// soak every one posted before it was stopped.
 func (w *workload) maybeDone() {
-	if w.completed == w.o.Messages && w.checked+w.bad >= w.o.Messages {
+	want := w.o.Messages
+	if w.soak {
+		if !w.stopped {
+			return
+		}
+		want = w.posted
+	}
+	if w.completed == want && w.checked+w.bad >= want {
 		w.finish()
 	}
+}
+
+// stop ends a soak's posting; the run ends when the messages in flight have completed.
+func (w *workload) stop() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.stopped = true
+	w.maybeDone()
+}
+
+// want is the number of messages the run must complete and check: in a soak, those posted.
+func (w *workload) want() int {
+	if w.soak {
+		return w.posted
+	}
+	return w.o.Messages
 }
 
 // requesterDone runs under the requester host's lock for each completion of QP k.
@@ -201,11 +258,13 @@ func (k *qpWork) requesterDone(c rc.Completion) {
 		return
 	}
 	g := int(c.ID)
-	d := time.Since(w.postedAt[g])
-	w.durations = append(w.durations, d)
-	k.durations = append(k.durations, d)
+	// RC completes a QP's messages in order, and a slot takes its next message only after
+	// its last one completed: the slot's time is this message's.
+	j := (g - k.q) / len(w.qps) % k.slots
+	d := time.Since(k.postedAt[j])
+	w.durations.add(d)
+	k.durations.add(d)
 	if w.o.Op == "read" {
-		j := (g - k.q) / len(w.qps) % k.slots
 		if matches(k.bufs[j], k.seed, j) {
 			k.checked++
 			w.checked++
@@ -217,7 +276,11 @@ func (k *qpWork) requesterDone(c rc.Completion) {
 	k.completed++
 	w.completed++
 	if w.o.Progress != nil {
-		w.o.Progress(w.name, w.completed, w.o.Messages)
+		total := w.o.Messages
+		if w.soak {
+			total = 0 // no end known: the soak ends at its duration
+		}
+		w.o.Progress(w.name, w.completed, total)
 	}
 	k.post()
 	w.maybeDone()

@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/crem-project/crem/internal/fuzzcorpus"
 	"github.com/crem-project/crem/roce"
 )
 
@@ -16,6 +17,22 @@ func FuzzLearner(f *testing.F) {
 	mad, _ := roce.CMReq{LocalCommID: 1, LocalQPN: 6}.AppendMAD(nil, 1)
 	req, _ := roce.AppendGSIPacket(nil, 0xffff, 0, mad)
 	f.Add(req)
+	// The real capture's packets in order, each cut to the input's 40-octet chunks (read in
+	// place, never copied into the repository).
+	if pkts, err := fuzzcorpus.RealRoCEv2(); err == nil {
+		var in []byte
+		for i, p := range pkts {
+			c := p[:min(len(p), 40)]
+			in = append(append(in, byte(len(c)-1)), c...)
+			if i%16 == 15 {
+				f.Add(in)
+				in = nil
+			}
+		}
+		f.Add(in)
+	} else {
+		f.Logf("real capture not used: %v", err)
+	}
 	f.Fuzz(func(t *testing.T, b []byte) {
 		x := newLearner(t, func(l *Limits) { l.MaxFlows, l.MaxProbation, l.MaxCandidates, l.MaxBlocked, l.Confirm = 4, 4, 2, 4, 2 })
 		now := time.Duration(0)

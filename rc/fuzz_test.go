@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/crem-project/crem/internal/fuzzcorpus"
 	"github.com/crem-project/crem/roce"
 )
 
@@ -40,6 +41,14 @@ func FuzzResponderMemorySafety(f *testing.F) {
 		multi = append(multi, p...)
 	}
 	f.Add(multi, uint8(0))
+	// The real capture's packets (read in place, never copied into the repository).
+	if pkts, err := fuzzcorpus.RealRoCEv2(); err == nil {
+		for i, p := range pkts {
+			f.Add(p, uint8(i%3))
+		}
+	} else {
+		f.Logf("real capture not used: %v", err)
+	}
 	f.Fuzz(func(t *testing.T, in []byte, modeSel uint8) {
 		// The input is one packet, or several: a leading 0xff says "length-prefixed list"
 		// (one octet of length, then the packet), so the fuzzer can build messages of many

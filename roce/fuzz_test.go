@@ -109,13 +109,35 @@ func fuzzHeader[H interface {
 	})
 }
 
+// realHeaders returns, for each packet of the real capture (read in place; none where the
+// shared test data is absent) whose opcode carries the part has, the octets from its BTH's end
+// (from the start with has 0): the header parsers' seeds.
+func realHeaders(f *testing.F, has Headers, seeds ...[]byte) [][]byte {
+	path, err := findCapture()
+	if err != nil {
+		f.Logf("real capture not used: %v", err)
+		return seeds
+	}
+	for _, rp := range readRoCE(f, path) {
+		switch op := Opcode(rp.pkt[0]); {
+		case has == 0:
+			seeds = append(seeds, rp.pkt)
+		case op.Info().Headers&has == has && len(rp.pkt) > BTHLen:
+			seeds = append(seeds, rp.pkt[BTHLen:])
+		}
+	}
+	return seeds
+}
+
 func FuzzBTH(f *testing.F) {
-	fuzzHeader(f, true, ParseBTH, []byte("\x11\x40\xff\xff\x00\x00\x00\x45\x00\x00\x00\x00"))
+	fuzzHeader(f, true, ParseBTH, realHeaders(f, 0, []byte("\x11\x40\xff\xff\x00\x00\x00\x45\x00\x00\x00\x00"))...)
 }
 
 func FuzzRETH(f *testing.F) { fuzzHeader(f, true, ParseRETH, make([]byte, RETHLen)) }
 
-func FuzzAETH(f *testing.F) { fuzzHeader(f, true, ParseAETH, []byte{0x60, 0, 0, 1}) }
+func FuzzAETH(f *testing.F) {
+	fuzzHeader(f, true, ParseAETH, realHeaders(f, HasAETH, []byte{0x60, 0, 0, 1})...)
+}
 
 func FuzzAtomicETH(f *testing.F) { fuzzHeader(f, true, ParseAtomicETH, make([]byte, AtomicETHLen)) }
 
@@ -123,7 +145,9 @@ func FuzzAtomicAckETH(f *testing.F) {
 	fuzzHeader(f, true, ParseAtomicAckETH, make([]byte, AtomicAckETHLen))
 }
 
-func FuzzImmDt(f *testing.F) { fuzzHeader(f, true, ParseImmDt, []byte{1, 2, 3, 4}) }
+func FuzzImmDt(f *testing.F) {
+	fuzzHeader(f, true, ParseImmDt, realHeaders(f, HasImmDt, []byte{1, 2, 3, 4})...)
+}
 
 func FuzzIETH(f *testing.F) { fuzzHeader(f, true, ParseIETH, []byte{1, 2, 3, 4}) }
 
@@ -145,6 +169,13 @@ func FuzzICRC(f *testing.F) {
 	h6, _ := v6Flow.AppendIPUDP(nil, len(b))
 	f.Add(h4[:20], h4[20:], b)
 	f.Add(h6[:40], h6[40:], b)
+	if path, err := findCapture(); err == nil {
+		for _, rp := range readRoCE(f, path) {
+			f.Add(rp.ip, rp.udp, rp.pkt)
+		}
+	} else {
+		f.Logf("real capture not used: %v", err)
+	}
 	f.Fuzz(func(t *testing.T, ip, udp, pkt []byte) {
 		// The fuzzer may hand out arguments that share memory; sealing writes into pkt.
 		ip, udp, pkt = clone(ip), clone(udp), clone(pkt)

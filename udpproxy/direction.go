@@ -88,6 +88,7 @@ func (d *direction) run() {
 		d.flush(now)
 		if in == nil {
 			if d.link.InFlight() == 0 {
+				d.inFlight.Store(0) // the final Stats say so
 				return
 			}
 			if now >= drainEnd {

@@ -98,11 +98,24 @@ func (e *echoServer) addr() netip.AddrPort {
 	return e.conn.LocalAddr().(*net.UDPAddr).AddrPort()
 }
 
-// waitFor waits until the server has received n datagrams, for at most 5 s.
-func (e *echoServer) waitFor(n int) {
-	for deadline := time.Now().Add(5 * time.Second); e.count.Load() < int64(n) && time.Now().Before(deadline); {
+// patience bounds every wait of these tests for something that must happen: long enough that a
+// busy machine never reaches it, so that only a failure does.
+const patience = 30 * time.Second
+
+// eventually waits until cond holds, for at most patience; it reports whether it did.
+func eventually(cond func() bool) bool {
+	for deadline := time.Now().Add(patience); !cond(); {
+		if time.Now().After(deadline) {
+			return false
+		}
 		time.Sleep(2 * time.Millisecond)
 	}
+	return true
+}
+
+// waitFor waits until the server has received n datagrams (at most patience).
+func (e *echoServer) waitFor(n int) {
+	eventually(func() bool { return e.count.Load() >= int64(n) })
 }
 
 func (e *echoServer) arrivals() []arrival {
@@ -139,8 +152,8 @@ func startProxy(t *testing.T, cfg Config) running {
 				if err != nil {
 					t.Errorf("Run: %v", err)
 				}
-			case <-time.After(10 * time.Second):
-				t.Fatal("the proxy did not stop within 10 s")
+			case <-time.After(patience):
+				t.Fatalf("the proxy did not stop within %v", patience)
 			}
 			final = p.Stats()
 		})
@@ -173,7 +186,7 @@ func startReceiver(c *net.UDPConn) *receiver {
 		defer close(r.done)
 		buf := make([]byte, maxDatagram)
 		for {
-			c.SetReadDeadline(time.Now().Add(10 * time.Second))
+			c.SetReadDeadline(time.Now().Add(patience))
 			n, _, err := c.ReadFromUDPAddrPort(buf)
 			if err != nil {
 				return
@@ -274,7 +287,7 @@ func TestNetemEchoBothDirections(t *testing.T) {
 		}
 	}
 	for ci := range clients {
-		got := recv[ci].wait(n, 2*time.Second)
+		got := recv[ci].wait(n, patience)
 		if len(got) != n {
 			t.Fatalf("client %d got %d answers, want %d", ci, len(got), n)
 		}
@@ -341,7 +354,7 @@ func TestNetemScriptedLossDropLog(t *testing.T) {
 		}
 	}
 	wantClient := slices.Delete(slices.Clone(wantServer), 5, 6)
-	got := recvUntil(t, c, len(wantClient), 2*time.Second)
+	got := recvUntil(t, c, len(wantClient), patience)
 	st := pr.stop()
 	var atServer [][]byte
 	for _, a := range echo.arrivals() {
@@ -465,8 +478,8 @@ func cmpStr(a, b string) int {
 }
 
 // TestNetemDelay: every datagram takes at least the configured one-way delay to reach the
-// server, and its answer at least twice that to come back; the upper bound is loose, for a
-// busy machine.
+// server, and its answer at least twice that to come back. (A real clock only runs late: the
+// lower bounds hold on any machine; the link's exact times are netem's tests, in virtual time.)
 func TestNetemDelay(t *testing.T) {
 	const delay = 30 * time.Millisecond
 	echo := startEcho(t)
@@ -481,7 +494,7 @@ func TestNetemDelay(t *testing.T) {
 		if _, err := c.WriteToUDPAddrPort([]byte{byte(i)}, pr.p.Addr()); err != nil {
 			t.Fatal(err)
 		}
-		got := recvUntil(t, c, 1, 5*time.Second)
+		got := recvUntil(t, c, 1, patience)
 		rtt := time.Since(start)
 		if len(got) != 1 {
 			t.Fatalf("ping %d: no answer", i)
@@ -491,17 +504,14 @@ func TestNetemDelay(t *testing.T) {
 		if oneWay < delay || rtt < 2*delay {
 			t.Errorf("ping %d: one way %v, round trip %v; want at least %v and %v", i, oneWay, rtt, delay, 2*delay)
 		}
-		if rtt > 2*delay+2*time.Second {
-			t.Errorf("ping %d: round trip %v, far beyond %v", i, rtt, 2*delay)
-		}
 	}
 	st := pr.stop()
 	checkSums(t, "forward", st.Forward)
 	checkSums(t, "reverse", st.Reverse)
 }
 
-// TestNetemRate: at 8 Mbit/s, 100 datagrams of 1000 octets take about 100 ms to cross; the
-// test only asks for more than 70 ms and less than 3 s.
+// TestNetemRate: at 8 Mbit/s, 100 datagrams of 1000 octets take about 100 ms to cross: the
+// test asks for more than 70 ms (a lower bound, which a late clock cannot break).
 func TestNetemRate(t *testing.T) {
 	echo := startEcho(t)
 	pr := startProxy(t, Config{
@@ -509,7 +519,6 @@ func TestNetemRate(t *testing.T) {
 		ForwardLink: netem.Config{Rate: 8_000_000, QueuePackets: 1000},
 	})
 	c := dialClient(t)
-	recv := startReceiver(c)
 	const n = 100
 	msg := make([]byte, 1000)
 	start := time.Now()
@@ -519,13 +528,15 @@ func TestNetemRate(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	got := recv.wait(n, 3*time.Second)
-	if len(got) != n {
-		t.Fatalf("got %d answers, want %d", len(got), n)
-	}
+	// The server's arrivals are what the rate shapes; the answers come back unshaped, as fast
+	// as the server sends them, and a client's socket buffer on a busy machine may drop some.
+	echo.waitFor(n)
 	arr := echo.arrivals()
+	if len(arr) != n {
+		t.Fatalf("the server got %d datagrams, want %d", len(arr), n)
+	}
 	span := arr[len(arr)-1].at.Sub(start)
-	if span < 70*time.Millisecond || span > 3*time.Second {
+	if span < 70*time.Millisecond {
 		t.Errorf("100 kB at 8 Mbit/s crossed in %v, want about 100 ms", span)
 	}
 	st := pr.stop()
@@ -536,13 +547,15 @@ func TestNetemRate(t *testing.T) {
 }
 
 // TestNetemQueueOverflowAndECN: a burst into a short queue overflows it; ECN-capable datagrams
-// that find the threshold reached arrive with CE, and the counters say so and add up.
+// that find the threshold reached arrive with CE, and the counters say so and add up. At
+// 800 kbit/s a datagram takes 10 ms to leave the queue: only a burst spread over some 300 ms
+// would not overflow it.
 func TestNetemQueueOverflowAndECN(t *testing.T) {
 	echo := startEcho(t)
 	var log bytes.Buffer
 	pr := startProxy(t, Config{
 		Forward:     echo.addr().String(),
-		ForwardLink: netem.Config{Rate: 8_000_000, QueuePackets: 10, ECNThreshold: 3},
+		ForwardLink: netem.Config{Rate: 800_000, QueuePackets: 10, ECNThreshold: 3},
 		DropLog:     &log,
 	})
 	c := dialClient(t)
@@ -558,10 +571,14 @@ func TestNetemQueueOverflowAndECN(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	recv.wait(n, time.Second)
+	// Every datagram reached the link; stopping drains what it still holds.
+	if !eventually(func() bool { return pr.p.Stats().Forward.Received == n }) {
+		t.Fatalf("the proxy received %d of %d", pr.p.Stats().Forward.Received, n)
+	}
 	st := pr.stop()
 	checkSums(t, "forward", st.Forward)
 	checkSums(t, "reverse", st.Reverse)
+	recv.wait(int(st.Reverse.Forwarded), patience)
 	f := st.Forward
 	if f.DroppedOverflow == 0 || f.CEMarked == 0 || f.ECT != n {
 		t.Fatalf("forward: %+v; want overflow drops, CE marks and %d ECT", f, n)
@@ -621,21 +638,24 @@ func TestNetemSurvivesGarbage(t *testing.T) {
 			time.Sleep(time.Millisecond)
 		}
 	}
-	recvUntil(t, c, len(msgs), 500*time.Millisecond)
-	if st := pr.p.Stats(); st.Forward.Received != uint64(len(msgs)) {
-		t.Errorf("forward received %d of %d", st.Forward.Received, len(msgs))
+	if !eventually(func() bool { return pr.p.Stats().Forward.Received == uint64(len(msgs)) }) {
+		t.Errorf("forward received %d of %d", pr.p.Stats().Forward.Received, len(msgs))
 	}
 	// Still alive: ordinary datagrams still come back (the seed fixes which half is lost).
 	for range 20 {
 		c.WriteToUDPAddrPort([]byte("ping"), pr.p.Addr())
 	}
-	pongs := 0
-	for _, g := range recvUntil(t, c, 20, 500*time.Millisecond) {
-		if string(g) == "ping" {
-			pongs++
+	pong := false
+	buf := make([]byte, maxDatagram)
+	for deadline := time.Now().Add(patience); !pong && time.Now().Before(deadline); {
+		c.SetReadDeadline(deadline)
+		n, _, err := c.ReadFromUDPAddrPort(buf)
+		if err != nil {
+			break
 		}
+		pong = string(buf[:n]) == "ping"
 	}
-	if pongs == 0 {
+	if !pong {
 		t.Error("no answer after the garbage")
 	}
 	final := pr.stop()
@@ -652,31 +672,103 @@ func TestNetemSurvivesGarbage(t *testing.T) {
 	}
 }
 
-// TestNetemClientsEvictedAndExpired: the client table is bounded and forgets idle clients.
-func TestNetemClientsEvictedAndExpired(t *testing.T) {
+// TestNetemClientsEvicted: the client table is bounded: a third client evicts the one idle
+// longest. (The idle timeout is far beyond the test, so that only eviction closes a client.)
+func TestNetemClientsEvicted(t *testing.T) {
 	echo := startEcho(t)
-	pr := startProxy(t, Config{Forward: echo.addr().String(), MaxClients: 2, IdleTimeout: 200 * time.Millisecond})
+	pr := startProxy(t, Config{Forward: echo.addr().String(), MaxClients: 2, IdleTimeout: time.Hour})
+	var clients []*net.UDPConn
 	for i := range 3 {
 		c := dialClient(t)
+		clients = append(clients, c)
 		if _, err := c.WriteToUDPAddrPort([]byte{byte(i)}, pr.p.Addr()); err != nil {
 			t.Fatal(err)
 		}
-		if got := recvUntil(t, c, 1, 2*time.Second); len(got) != 1 {
+		if got := recvUntil(t, c, 1, patience); len(got) != 1 {
 			t.Fatalf("client %d: no answer", i)
 		}
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for pr.p.Stats().Clients > 0 && time.Now().Before(deadline) {
-		time.Sleep(20 * time.Millisecond)
+	pr.p.clients.mu.Lock()
+	_, first := pr.p.clients.m[clients[0].LocalAddr().(*net.UDPAddr).AddrPort()]
+	pr.p.clients.mu.Unlock()
+	st := pr.stop()
+	if st.ClientsOpened != 3 || st.ClientsEvicted != 1 || st.ClientsExpired != 0 || st.Clients != 2 || first {
+		t.Errorf("clients: opened %d, evicted %d, expired %d, now %d (the first among them: %v); want 3, 1, 0, 2 (false)",
+			st.ClientsOpened, st.ClientsEvicted, st.ClientsExpired, st.Clients, first)
+	}
+}
+
+// TestNetemClientsExpired: the janitor forgets idle clients: with a short idle timeout both
+// clients are closed once quiet, however late the machine's timers run.
+func TestNetemClientsExpired(t *testing.T) {
+	echo := startEcho(t)
+	pr := startProxy(t, Config{Forward: echo.addr().String(), IdleTimeout: 50 * time.Millisecond})
+	for i := range 2 {
+		if _, err := dialClient(t).WriteToUDPAddrPort([]byte{byte(i)}, pr.p.Addr()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if !eventually(func() bool { st := pr.p.Stats(); return st.ClientsOpened == 2 && st.Clients == 0 }) {
+		t.Fatalf("clients still open: %+v", pr.p.Stats())
 	}
 	st := pr.stop()
-	if st.ClientsOpened != 3 || st.ClientsEvicted != 1 || st.ClientsExpired != 2 || st.Clients != 0 {
-		t.Errorf("clients: opened %d, evicted %d, expired %d, now %d; want 3, 1, 2, 0",
+	if st.ClientsOpened != 2 || st.ClientsEvicted != 0 || st.ClientsExpired != 2 || st.Clients != 0 {
+		t.Errorf("clients: opened %d, evicted %d, expired %d, now %d; want 2, 0, 2, 0",
 			st.ClientsOpened, st.ClientsEvicted, st.ClientsExpired, st.Clients)
 	}
 }
 
-// TestNetemDrainOnStop: datagrams in flight when the proxy is told to stop are still delivered.
+// TestNetemIdleExpiryVirtualTime: which clients expire and which one is evicted depends only on
+// the proxy times of their last datagrams, given here (the janitor is not running): a client
+// quiet since before the cut is closed, one heard from at or after it stays, and the client
+// idle longest is the one evicted.
+func TestNetemIdleExpiryVirtualTime(t *testing.T) {
+	echo := startEcho(t)
+	p, err := New(Config{Listen: "127.0.0.1:0", Forward: echo.addr().String(), MaxClients: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	ms := time.Millisecond
+	addr := func(i int) netip.AddrPort { return netip.AddrPortFrom(loopback, uint16(40000+i)) }
+	for i, at := range []time.Duration{0, 100 * ms, 150 * ms} {
+		if _, err := p.client(addr(i), at); err != nil {
+			t.Fatal(err)
+		}
+	}
+	open := func() []netip.AddrPort {
+		p.clients.mu.Lock()
+		defer p.clients.mu.Unlock()
+		var a []netip.AddrPort
+		for k := range p.clients.m {
+			a = append(a, k)
+		}
+		slices.SortFunc(a, func(x, y netip.AddrPort) int { return x.Compare(y) })
+		return a
+	}
+	// Client 1 is heard from again at 300 ms; a new client at 310 ms evicts client 0, idle longest.
+	p.clients.m[addr(1)].last.Store(int64(300 * ms))
+	if _, err := p.client(addr(3), 310*ms); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := open(), []netip.AddrPort{addr(1), addr(2), addr(3)}; !slices.Equal(got, want) {
+		t.Fatalf("after the eviction: %v, want %v", got, want)
+	}
+	// The cut at 300 ms: client 2 (last at 150 ms) goes; 1 (at 300) and 3 (at 310) stay.
+	p.expireClients(300 * ms)
+	if got, want := open(), []netip.AddrPort{addr(1), addr(3)}; !slices.Equal(got, want) {
+		t.Fatalf("after expiring before 300 ms: %v, want %v", got, want)
+	}
+	p.expireClients(time.Hour)
+	st := p.Stats()
+	if len(open()) != 0 || st.ClientsOpened != 4 || st.ClientsEvicted != 1 || st.ClientsExpired != 3 {
+		t.Fatalf("after expiring all: %v open, %+v", open(), st)
+	}
+	p.wg.Wait() // every client's reader ended with its socket
+}
+
+// TestNetemDrainOnStop: datagrams in flight when the proxy is told to stop are still delivered,
+// and the final counters add up with none in flight.
 func TestNetemDrainOnStop(t *testing.T) {
 	echo := startEcho(t)
 	pr := startProxy(t, Config{Forward: echo.addr().String(), ForwardLink: netem.Config{Delay: 100 * time.Millisecond}})
@@ -684,14 +776,14 @@ func TestNetemDrainOnStop(t *testing.T) {
 	for i := range 10 {
 		c.WriteToUDPAddrPort([]byte{byte(i)}, pr.p.Addr())
 	}
-	deadline := time.Now().Add(2 * time.Second)
-	for pr.p.Stats().Forward.Received < 10 && time.Now().Before(deadline) {
-		time.Sleep(5 * time.Millisecond)
-	}
+	eventually(func() bool { return pr.p.Stats().Forward.Received == 10 })
 	st := pr.stop()
 	if st.Forward.Forwarded != 10 || st.Forward.Unsent != 0 {
 		t.Errorf("forward after stop: %+v; want all 10 forwarded", st.Forward)
 	}
+	// Nothing is left in flight once the drain has delivered everything (the last datagram's
+	// delivery used to leave the count of before it).
+	checkSums(t, "forward", st.Forward)
 	echo.waitFor(10)
 	if n := len(echo.arrivals()); n != 10 {
 		t.Errorf("the server got %d of 10", n)
@@ -856,7 +948,7 @@ func TestNetemDropLogWriteError(t *testing.T) {
 	for i := range 3 {
 		c.WriteToUDPAddrPort([]byte{byte(i)}, p.Addr())
 	}
-	got := recvUntil(t, c, 2, 2*time.Second)
+	got := recvUntil(t, c, 2, patience)
 	cancel()
 	if err := <-errc; err == nil || len(got) != 2 {
 		t.Errorf("Run = %v with %d answers; want a drop log error and 2 answers", err, len(got))

@@ -31,6 +31,16 @@ type syncBuf struct {
 func (s *syncBuf) Write(p []byte) (int, error) { s.mu.Lock(); defer s.mu.Unlock(); return s.b.Write(p) }
 func (s *syncBuf) String() string              { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
 
+// waitLog waits until logs hold line, for at most patience.
+func waitLog(logs *syncBuf, line string) bool {
+	for deadline := time.Now().Add(patience); !strings.Contains(logs.String(), line); time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			return false
+		}
+	}
+	return true
+}
+
 // TestGatewayTunNetns builds three network namespaces joined by veth pairs, site A (an RDMA
 // requester and gateway A), the WAN router, and site B (gateway B and an RDMA responder), with
 // addresses of 198.18.0.0/15 (the benchmarking range) inside them only. RoCEv2 between the
@@ -153,17 +163,29 @@ burst_gap = "1ms"
 	gwB := start(nsB, &logB, "gateway", "--config", conf("b", "198.18.20.1", "198.18.10.1", "cremB", "198.18.2.0/24"))
 	gwA := start(nsA, &logA, "gateway", "--config", conf("a", "198.18.10.1", "198.18.20.1", "cremA", "198.18.1.0/24"))
 	start(nsB, &logS, "perf", "serve", "--listen", "198.18.2.1:18515")
-	time.Sleep(300 * time.Millisecond)
+	// Ready when each says so: the gateways once their sockets are bound and their loops run,
+	// the server once its sockets are bound.
+	for _, w := range []struct {
+		name string
+		logs *syncBuf
+		line string
+	}{{"gateway A", &logA, "gateway running"}, {"gateway B", &logB, "gateway running"}, {"perf server", &logS, "crem perf serve: setup on"}} {
+		if !waitLog(w.logs, w.line) {
+			t.Fatalf("%s: no %q within %v: %s", w.name, w.line, patience, w.logs.String())
+		}
+	}
 	// Which packets the token bucket drops depends on timing, and a drop early in a run can fall
 	// where the RDMA transport recovers first; three verified transfers through the same
 	// gateways make a run in which CREM restores nothing vanishingly rare.
-	// The path's RTT is a millisecond, so T7's fallback timeout is about one too, and seven in
-	// a row (the default retry count) are a stall of some 8 ms, which three processes sharing a
-	// busy machine's two cores can meet: the sender gets more retries than IBTA's 7.
+	// The path's RTT is a millisecond, so T7's fallback timeout is about one too (3 SRTT, at
+	// least rc.MinRTO), and seven in a row (the default retry count) are a stall of some 8 ms,
+	// which three processes sharing a busy machine's two cores can meet: the sender gets more
+	// retries than IBTA's 7. A hundred were too few under a load of 13 (a stall of some 0.5 s,
+	// 70 percent of a run's data lost in the sockets); a thousand are some 5 s.
 	for run := 0; run < 3; run++ {
 		cmd := exec.Command("ip", "netns", "exec", nsA, os.Args[0], "perf", "write", "--server", "198.18.2.1:18515",
 			"--size", "1MiB", "--iters", "16", "--mtu", "4096", "--rate", "300Mbit", "--mode", "tcaeth", "--json", "--timeout", "40s",
-			"--retry-count", "100")
+			"--retry-count", "1000")
 		cmd.Env = append(os.Environ(), "CREM_TEST_AS_CREM=1")
 		out, err := cmd.Output()
 		if err != nil {
@@ -183,7 +205,7 @@ burst_gap = "1ms"
 			if err != nil {
 				t.Errorf("gateway exit: %v", err)
 			}
-		case <-time.After(10 * time.Second):
+		case <-time.After(patience):
 			t.Error("gateway did not stop on SIGTERM")
 		}
 	}

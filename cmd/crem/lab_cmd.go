@@ -27,7 +27,24 @@ the responder's host (message i over QP i mod N), each with its own initial PSNs
 space from --seed and its share of the RDMA rate, as NCCL and storage clients open several
 between the same two hosts; in the CREM runs one protect rule per direction covers them all.
 
-The lab picks a free CREM port in the Dynamic Ports range on 127.0.0.1-127.0.0.4 and prints it.
+With --duration D the lab soaks instead: each configuration (by default crem+tcaeth only)
+keeps its gateways, path and queue pairs for D, and its QPs post messages one after another
+until D ends (--messages is then ignored); the run ends when the messages in flight have
+completed (--timeout bounds that wait). Every --stats-interval (default 1m, or a sixth of a
+duration under 2m) it prints a line: messages verified and their octets, bad ones, the live
+heap after a collection and its objects, goroutines, open flows at both gateways and the
+flows the CRFs opened, CLOSEs, the path's losses, CREM's restorations and RDMA's
+retransmissions so far, and the longest stall of the process in the interval (how late a 10 ms
+ticker ran: a machine too busy for the lab shows there, and a QP gives up after seven timeouts
+without progress, some 0.45 s at 20 ms). At the end it judges the soak: it fails if any byte was lost or
+corrupted, if a CLOSE came before the end, if it ended before D, or if the last interval's heap
+(or heap objects) exceeds 1.5x the first interval's, its goroutines the first's + 8, or its open
+flows the first's. The first interval is the baseline: it must come after the gateways' block
+stores have filled once (some 4,096 packets per flow), which the default interval does. For
+bursty loss use a Gilbert-Elliott model: --loss 0.02 --loss-model gilbert-burst:burst=4 (or
+--loss gilbert-burst:rate=2%,burst=4).
+
+The lab binds a CREM port free on 127.0.0.1-127.0.0.4, holds it for every run, and prints it.
 
 Output: a table (completion time mean and max per message, goodput, packets lost on the path,
 restored by CREM, coded retransmission symbols sent, packets retransmitted by RDMA, and wire
@@ -35,15 +52,23 @@ overhead: all UDP payload octets the path carried, both directions, divided by t
 octets), with a progress bar when standard error is a terminal. With --json, one JSON object and
 nothing else on standard output: crem_port and runs, an array of {name, verified, messages,
 bytes, mean_s, max_s, goodput_bps, lost, restored, coded_retx, rdma_retx, overhead,
-repair_requests, requests_unknown_block, qps, per_qp}; requests_unknown_block counts the
-REPAIR_REQUESTs naming a block the sending gateway no longer held; per_qp has one object per queue pair: {qp, requester_qpn, responder_qpn,
+repair_requests, requests_unknown_block, rdma_timeouts, qps, per_qp}; requests_unknown_block
+counts the REPAIR_REQUESTs naming a block the sending gateway no longer held, rdma_timeouts the
+QPs' timer expiries that retransmitted (a few tail losses' worth, unless the machine starved the
+lab of CPU); per_qp has one object per queue pair: {qp, requester_qpn, responder_qpn,
 initial_psn, messages, verified, mean_s, max_s, lost, restored_only, rdma_retx}, where lost
 counts its datagrams the path dropped and restored_only its packets the path lost every time
-they were sent, which arrived only because CREM restored them.
-Exit status: 0 when every configuration verified, 1 when one did not, 2 for usage errors.
+they were sent, which arrived only because CREM restored them. A soak's run adds duration_s,
+intervals (one object per line printed: elapsed_s, messages, bytes, bad, posted, heap_bytes,
+heap_objects, goroutines, flows, flows_opened, closes, lost, restored, rdma_retx, max_stall_ms)
+and soak
+({pass, failures, closes}); with --json the interval lines go to standard error.
+Exit status: 0 when every configuration verified (and every soak passed), 1 when one did not,
+2 for usage errors.
 
-Example:
-  crem lab --rtt 20ms --loss 0.01 --rate 500Mbit --messages 16 --size 4MiB`
+Examples:
+  crem lab --rtt 20ms --loss 0.01 --rate 500Mbit --messages 16 --size 4MiB
+  crem lab --duration 10m --loss 0.02 --loss-model gilbert-burst:burst=4`
 
 func runLab(args []string, s stdio) int {
 	fs := newFlagSet("lab", "crem lab [flags]", labDescription, s)
@@ -61,8 +86,11 @@ func runLab(args []string, s stdio) int {
 	runs := fs.String("runs", "", "comma-separated configurations to run (default: gbn,tcaeth,crem+gbn,crem+tcaeth)")
 	pcapFile := fs.String("pcap", "", "capture the impaired path of every run to this classic pcap `FILE` (Ethernet)")
 	asJSON := fs.Bool("json", false, "print one JSON object instead of the table")
-	timeout := fs.Duration("timeout", 2*time.Minute, "give up a configuration after this long")
+	timeout := fs.Duration("timeout", 2*time.Minute, "give up a configuration after this long (with --duration: this long after it ends)")
 	qps := fs.Int("qps", lab.DefaultQPs, fmt.Sprintf("queue pairs carrying each run's messages (1 to %d; by default no more than --messages)", lab.MaxQPs))
+	duration := fs.Duration("duration", 0, "soak: repeat transfers for this long and judge heap, goroutines, flows and CLOSEs (0: move --messages once)")
+	retries := fs.Int("retry-count", 7, "timeouts without progress before a QP gives up (IBTA's retry_cnt)")
+	statsInterval := fs.Duration("stats-interval", 0, "soak: print a line every `DURATION` (default 1m, or a sixth of a --duration under 2m)")
 	if code, done := parseFlags(fs, args); done {
 		return code
 	}
@@ -76,12 +104,27 @@ func runLab(args []string, s stdio) int {
 		return 2
 	}
 	o := lab.Options{RTT: *rtt, Loss: ls, Rate: int64(rate), Seed: *seed, Messages: *messages, Size: int(size),
-		Op: *op, MTU: *mtu, Timeout: *timeout, QPs: *qps}
+		Op: *op, MTU: *mtu, Timeout: *timeout, QPs: *qps, Duration: *duration, StatsInterval: *statsInterval, RetryCount: *retries}
+	if *retries <= 0 {
+		fmt.Fprintf(s.err, "crem lab: --retry-count %d: want at least 1\n", *retries)
+		return 2
+	}
+	if *duration < 0 || *statsInterval < 0 || *statsInterval > 0 && *duration == 0 {
+		fmt.Fprintf(s.err, "crem lab: --duration %v, --stats-interval %v: want a positive --duration for a soak, and its interval no longer\n", *duration, *statsInterval)
+		return 2
+	}
+	if *duration > 0 && *statsInterval > *duration/2 {
+		fmt.Fprintf(s.err, "crem lab: --stats-interval %v: at most half of --duration %v, so that the soak has two intervals to compare\n", *statsInterval, *duration)
+		return 2
+	}
 	qpsSet := false
 	fs.Visit(func(f *flag.Flag) { qpsSet = qpsSet || f.Name == "qps" })
 	msgs := *messages
 	if msgs == 0 {
 		msgs = 16 // the lab's default
+	}
+	if *duration > 0 {
+		msgs = lab.MaxQPs // a soak's messages never run out
 	}
 	if !qpsSet {
 		o.QPs = min(*qps, max(msgs, 1))
@@ -92,6 +135,8 @@ func runLab(args []string, s stdio) int {
 	}
 	if *runs != "" {
 		o.Runs = splitList(*runs)
+	} else if *duration > 0 {
+		o.Runs = []string{"crem+tcaeth"}
 	}
 	if *pcapFile != "" {
 		f, err := os.Create(*pcapFile)
@@ -107,15 +152,35 @@ func runLab(args []string, s stdio) int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	port, err := lab.PickCREMPort(*seed)
+	ports, err := lab.ReservePorts(0)
 	if err != nil {
 		fmt.Fprintf(s.err, "crem lab: %v\n", err)
 		return 1
 	}
-	o.CREMPort = port
+	defer ports.Close()
+	o.Ports = ports
+	port := ports.Port()
 	if !*asJSON {
-		fmt.Fprintf(s.out, "CREM port %d (127.0.0.1-127.0.0.4); path: RTT %v, loss %v, rate %v; %d x %v %s over %d QPs, MTU %d\n",
-			port, *rtt, ls, rate, *messages, size, *op, o.QPs, *mtu)
+		what := fmt.Sprintf("%d x %v", *messages, size)
+		if *duration > 0 {
+			what = fmt.Sprintf("soak of %v, messages of %v", *duration, size)
+		}
+		fmt.Fprintf(s.out, "CREM port %d (127.0.0.1-127.0.0.4); path: RTT %v, loss %v, rate %v; %s %s over %d QPs, MTU %d\n",
+			port, *rtt, ls, rate, what, *op, o.QPs, *mtu)
+	}
+	if *duration > 0 {
+		// Each interval's line as it is taken: on standard output with the table, on standard
+		// error with --json (whose standard output is one JSON object).
+		lines := s.out
+		if *asJSON {
+			lines = s.err
+		}
+		o.Report = func(run string, iv lab.Interval) {
+			if o.Progress != nil {
+				fmt.Fprint(s.err, "\r\033[K")
+			}
+			fmt.Fprintf(lines, "%s %s\n", run, iv.Line())
+		}
 	}
 	res, err := lab.Lab(ctx, o)
 	if o.Progress != nil {
@@ -140,8 +205,11 @@ func runLab(args []string, s stdio) int {
 		if !r.Verified {
 			fmt.Fprintf(s.err, "crem lab: %s did not verify: %s\n", r.Name, r.Error)
 		}
+		if r.Soak != nil && !r.Soak.Pass {
+			fmt.Fprintf(s.err, "crem lab: %s soak: %s\n", r.Name, r.Soak)
+		}
 	}
-	if !res.Verified() {
+	if !res.Passed() {
 		return 1
 	}
 	return 0
@@ -169,6 +237,21 @@ func writeLabTable(w io.Writer, res lab.Result) {
 			r.GoodputBps/1e6, r.Lost, r.Restored, r.CodedRetx, r.RDMARetx, r.Overhead)
 	}
 	tw.Flush()
+	for _, r := range res.Runs {
+		if r.Soak == nil {
+			continue
+		}
+		if len(r.Intervals) == 0 {
+			fmt.Fprintf(w, "soak %s: %s: %d messages (%.1f MiB) over %.0f s, no interval taken\n",
+				r.Name, r.Soak, r.Messages, float64(r.Bytes)/(1<<20), r.DurationS)
+			continue
+		}
+		first, last := r.Intervals[0], r.Intervals[len(r.Intervals)-1]
+		fmt.Fprintf(w, "soak %s: %s: %d messages (%.1f MiB) over %.0f s; heap %.1f -> %.1f MiB (bound %.1fx), objects %d -> %d, goroutines %d -> %d (bound +%d), flows %d -> %d (bound: no growth), %d CLOSE before the end\n",
+			r.Name, r.Soak, r.Messages, float64(r.Bytes)/(1<<20), r.DurationS,
+			float64(first.HeapBytes)/(1<<20), float64(last.HeapBytes)/(1<<20), lab.SoakHeapGrowth, first.HeapObjects, last.HeapObjects,
+			first.Goroutines, last.Goroutines, lab.SoakGoroutineSlack, first.Flows, last.Flows, r.Soak.Closes)
+	}
 }
 
 // isTerminal reports whether w is a character device (a terminal).
@@ -192,6 +275,10 @@ func progressBar(w io.Writer) func(run string, done, total int) {
 			if i < n {
 				bar[i] = '#'
 			}
+		}
+		if total == 0 { // a soak: no end known but its duration
+			fmt.Fprintf(w, "\r%-12s %d messages", run, done)
+			return
 		}
 		fmt.Fprintf(w, "\r%-12s [%s] %d/%d", run, bar, done, total)
 	}

@@ -87,7 +87,7 @@ func TestLoopbackQPsIssue10(t *testing.T) {
 	loss, _ := netem.ParseLossSpec("0.02")
 	for _, op := range []string{"write", "send", "read"} {
 		o := Options{Op: op, Size: 64 << 10, Iters: 6, MTU: 1024, Mode: rc.ModeTCAETH, Rate: 1e9, Loss: loss,
-			Delay: 2 * time.Millisecond, QPs: 4, Timeout: time.Minute}
+			Delay: 2 * time.Millisecond, QPs: 4, Timeout: time.Minute, RetryCount: stallRetries}
 		var wrapQ int
 		o.Seed, wrapQ = wrapSeed(t, o.QPs, o.Iters*o.Size/o.MTU)
 		res, err := Loopback(context.Background(), o)
@@ -103,7 +103,7 @@ func TestLoopbackQPsIssue10(t *testing.T) {
 		t.Fatalf("QP seeds %d %d %d", qpSeed(9, 0), qpSeed(9, 1), qpSeed(9, 2))
 	}
 	o := Options{Op: "write", Size: 32 << 10, Iters: 4, MTU: 1024, Mode: rc.ModeGBN, Rate: 1e9, Loss: loss,
-		Delay: time.Millisecond, QPs: 3, Seed: 9, Timeout: time.Minute}
+		Delay: time.Millisecond, QPs: 3, Seed: 9, Timeout: time.Minute, RetryCount: stallRetries}
 	res, err := Loopback(context.Background(), o)
 	if err != nil {
 		t.Fatalf("gbn: %v", err)
@@ -135,7 +135,7 @@ func TestClientServerQPsIssue10(t *testing.T) {
 	defer cliHost.Close()
 	loss, _ := netem.ParseLossSpec("0.01")
 	o := Options{Op: "write", Size: 48 << 10, Iters: 5, MTU: 1024, Mode: rc.ModeSR, Rate: 1e9, Loss: loss,
-		Delay: time.Millisecond, QPs: 5, Server: setup.LocalAddr().String(), Timeout: time.Minute}
+		Delay: time.Millisecond, QPs: 5, Server: setup.LocalAddr().String(), Timeout: time.Minute, RetryCount: stallRetries}
 	var wrapQ int
 	o.Seed, wrapQ = wrapSeed(t, o.QPs, o.Iters*o.Size/o.MTU)
 	res, err := Run(context.Background(), o, cliHost)

@@ -38,6 +38,14 @@ type session struct {
 func Serve(ctx context.Context, setup *net.UDPConn, host *udp.Host, log io.Writer) error {
 	var mu sync.Mutex
 	sessions := map[uint64]*session{}
+	linger := map[uint64]*time.Timer{} // the finished sessions' removals, stopped when Serve returns
+	defer func() {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, t := range linger {
+			t.Stop()
+		}
+	}()
 	nextQPN := uint32(0x1000)
 	stop := context.AfterFunc(ctx, func() { setup.SetReadDeadline(time.Now()) })
 	defer stop()
@@ -101,12 +109,15 @@ func Serve(ctx context.Context, setup *net.UDPConn, host *udp.Host, log io.Write
 				s.result, _ = res.Append(nil)
 				fmt.Fprintf(log, "perf serve: %v: done, %d messages checked, %d bad\n", from, r.Messages, r.Bad)
 				// The QP stays a while for the client's last retransmissions, then goes.
-				time.AfterFunc(5*time.Second, func() {
+				mu.Lock()
+				linger[m.Nonce] = time.AfterFunc(5*time.Second, func() {
 					host.Remove(s.conn)
 					mu.Lock()
 					delete(sessions, m.Nonce)
+					delete(linger, m.Nonce)
 					mu.Unlock()
 				})
+				mu.Unlock()
 			}
 			setup.WriteToUDPAddrPort(s.result, from)
 		}
