@@ -73,8 +73,8 @@ func bindLoopback(t *testing.T, a netip.Addr) *net.UDPConn {
 // most 400,000 and 20 s, from 32 spoofed addresses: empty and garbage datagrams, malformed CREM
 // messages, HELLOs for new descriptors and HELLOs with the live flows' own descriptors, CLOSE and
 // REPAIR with the live flows' Flow IDs, PATH_REPORTs from an address not in reporters; and, on
-// the path, REPAIRs with forged symbols from the handshake address, each ahead of the genuine
-// symbol of its Repair Index (one for one REPAIR in four). The flows are established, and the engines' windows filled, before the
+// the path, REPAIRs with forged symbols from the handshake address, ahead of the genuine ones
+// (one for one REPAIR in four: the next Repair Index of the block, or the next block). The flows are established, and the engines' windows filled, before the
 // attack (a first 4 MiB WRITE and READ). The test checks that every byte arrives as written; that
 // no CLOSE is taken, no session started anew and no flow taken over (each CRF flow saw every
 // source of both transfers; the CRFs restore packets of every WRITE, of the READs, and in both
@@ -162,9 +162,10 @@ func TestHostileTrafficIssue11(t *testing.T) {
 	}
 
 	// The path sees the live flows' Flow IDs (in their PARAM_UPDATEs), and forges REPAIRs from
-	// the handshake address ahead of the genuine ones: for one REPAIR in four it sees, one with
-	// the same block and the next Repair Index, which the CSF has yet to send, and a symbol of
-	// random octets (RULINGS: the first symbol for a Repair Index arrives first).
+	// the handshake address ahead of the genuine ones: for one REPAIR in four it sees, one with a
+	// symbol of random octets and, in turn, the same block and the next Repair Index (which the
+	// CSF has yet to send: the first symbol of an index arrives forged), or the same Repair
+	// Index for the next block (ahead of all its sources and REPAIRs, crf E60).
 	var (
 		idMu     sync.Mutex
 		liveIDs  [2][]uint32 // side 0: the A->B flows' IDs (B's CRF), side 1: the B->A flows' (A's)
@@ -172,11 +173,6 @@ func TestHostileTrafficIssue11(t *testing.T) {
 		sent     [hKinds]atomic.Uint64
 		toCREM   [2]atomic.Uint64 // hostile datagrams sent to each gateway's CREM socket
 	)
-	// CREM_HOSTILE_FORGE=ahead forges for the block after the one seen instead (its Block
-	// Start PSN k further): the CRF takes the forged block for real, counts the genuine REPAIRs
-	// of the blocks before it late and gives their losses up to the RDMA transport (nothing
-	// wrong is delivered; restoration falls to a few percent). Not in the default run.
-	forgeAhead := os.Getenv("CREM_HOSTILE_FORGE") == "ahead"
 	var forgeN [2]int
 	forgeRng := [2]*rand.Rand{rand.New(rand.NewPCG(seed, 1)), rand.New(rand.NewPCG(seed, 2))}
 	path.tap = func(side int, b []byte) {
@@ -209,7 +205,7 @@ func TestHostileTrafficIssue11(t *testing.T) {
 		if forgeN[side]++; forgeN[side]%4 != 0 {
 			return
 		}
-		if forgeAhead {
+		if forgeN[side]%8 == 0 {
 			m.BlockStartPSN = m.BlockStartPSN.Add(int(m.K)) // the next block's, before any of its own
 		} else {
 			m.RepairIndex++ // the block's next symbol, which the CSF has not sent yet
