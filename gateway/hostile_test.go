@@ -115,7 +115,8 @@ func TestHostileTrafficIssue11(t *testing.T) {
 		s := seed*2 + uint64(i) + 1
 		cfgs[i] = netem.Config{Rate: rate, Delay: rtt / 2, QueuePackets: 100000, Loss: loss.New(s), Seed: s}
 	}
-	path := newLossyPath(t, [2]netip.AddrPort{netip.MustParseAddrPort("127.0.0.3:0"), netip.MustParseAddrPort("127.0.0.4:0")}, cfgs)
+	socks := bindCREMPort(t, addrA, addrB, netip.MustParseAddr("127.0.0.3"), netip.MustParseAddr("127.0.0.4"))
+	path := newLossyPath(t, [2]*net.UDPConn{socks[2], socks[3]}, cfgs)
 	defer path.close()
 	hostA, err := udp.Listen(netip.AddrPortFrom(addrA, 0).String(), udp.Options{SocketBuffer: 32 << 20})
 	if err != nil {
@@ -148,7 +149,7 @@ func TestHostileTrafficIssue11(t *testing.T) {
 			Policy: gateway.PolicyConfig{K: 32, M: 4, MTU: mtu, InitialRTT: (rtt + time.Millisecond).String(),
 				MaxOpenBlocks: 16, BurstGap: "2ms", Idle: "5m"}}
 		g, err := gateway.New(c, gateway.Options{Seed: seed*16 + uint64(i) + 1, BufferTrim: 500 * time.Millisecond,
-			Sockets: gateway.Sockets{CREM: bindLoopback(t, self), Relay: bindLoopback(t, self), WAN: bindLoopback(t, self)}})
+			Sockets: gateway.Sockets{CREM: socks[i], Relay: bindLoopback(t, self), WAN: bindLoopback(t, self)}})
 		if err != nil {
 			t.Fatal(err)
 		}
