@@ -3,11 +3,13 @@ package gateway
 import (
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"hash/maphash"
 	"io"
 	"log/slog"
 	"math/rand/v2"
+	"net"
 	"net/netip"
 	"runtime"
 	"sync"
@@ -26,40 +28,84 @@ type Options struct {
 	// Seed seeds the engines' random sources (nonces, Flow IDs, Request IDs); 0 takes one
 	// from the operating system.
 	Seed uint64
+	// Sockets, if set, are sockets bound beforehand that the gateway takes over instead of
+	// binding the configuration's addresses: each replaces its address in the configuration (a
+	// caller binds its ports once and hands them over, none picked, closed and bound again).
+	// The gateway closes them, New too when it fails.
+	Sockets Sockets
+	// BufferTrim is how often the packet buffers that stayed unused since the last time are
+	// released (default 15 s: memory a flood took returns within 30 s of its end).
+	BufferTrim time.Duration
+	// MaxLargeBuffers bounds the 9 KiB packet buffers held at once, the readers' own
+	// included (default 4096, 36 MiB); beyond, a large datagram is dropped as it is read
+	// (buffers_exhausted).
+	MaxLargeBuffers int
 }
+
+// Sockets are bound UDP sockets handed to New: the CREM socket and, in relay mode, the relay
+// socket of this side's endpoints and the WAN socket of the peer's relayed datagrams.
+type Sockets struct {
+	CREM, Relay, WAN *net.UDPConn
+}
+
+func (s Sockets) close() {
+	for _, c := range []*net.UDPConn{s.CREM, s.Relay, s.WAN} {
+		if c != nil {
+			c.Close()
+		}
+	}
+}
+
+const (
+	defaultBufferTrim      = 15 * time.Second
+	defaultMaxLargeBuffers = 4096
+)
 
 // Gateway is a running CREM gateway.
 type Gateway struct {
-	cfg    *resolved
-	log    *slog.Logger
-	start  time.Time
-	seed   uint64
-	hseed  maphash.Seed
-	crem   *sock
-	local  *sock // relay: this side's endpoints
-	wan    *sock // relay: the peer gateway's data
-	shards []*shard
-	route  router
-	pcap   *pcapRec
-	c      counters
-	free   chan *pkt // buffers for reuse: steady traffic allocates none
-	tun    *tunPath
+	cfg       *resolved
+	log       *slog.Logger
+	start     time.Time
+	seed      uint64
+	hseed     maphash.Seed
+	crem      *sock
+	local     *sock // relay: this side's endpoints
+	wan       *sock // relay: the peer gateway's data
+	shards    []*shard
+	route     router
+	pcap      *pcapRec
+	c         counters
+	small     *bufPool // buffers for reuse: steady traffic allocates none
+	large     *bufPool
+	trimEvery time.Duration
+	tun       *tunPath
 
 	closeOnce sync.Once
-	done      chan struct{}
+	sockOnce  sync.Once
+	done      chan struct{} // closed when the loops are to end
 	wg        sync.WaitGroup
-	// rawReaders read socket descriptors directly: they stop before the sockets close.
-	rawReaders sync.WaitGroup
+
+	life     sync.Mutex // guards state
+	state    int
+	stop     chan struct{} // Close asks a running gateway to stop
+	stopOnce sync.Once
+	finished chan struct{} // closed when Run returns
+
+	testReceiver func(*receiver) // tests: adjusts each reader as it is made
 }
 
 // counters are the gateway's own outcomes (the engines count theirs).
 type counters struct {
-	rx, tx                  [4]atomic.Uint64 // per socket kind
+	rx, tx [4]atomic.Uint64 // per socket kind
+	// Of the datagrams received, those handed to a shard and those dropped (for whatever
+	// reason: not routable, a queue full, no buffer, truncated): rx = handed + dropped.
+	handed, dropped         [4]atomic.Uint64
 	rxBytes, txBytes        [4]atomic.Uint64
 	socketDrops             [4]atomic.Uint64 // the kernel's drops per socket (SO_RXQ_OVFL)
 	writeErrors, readErrors atomic.Uint64
 	truncated, shardFull    atomic.Uint64
-	buffersAllocated        atomic.Uint64 // packet buffers ever allocated; grows only with the deepest queue
+	buffersExhausted        atomic.Uint64 // large datagrams dropped as read: MaxLargeBuffers held
+	memoryReturned          atomic.Uint64 // trims that handed a flood's buffers back to the system
 	// CREM messages the router could not give to a shard (the nodes count their own).
 	cremMalformed, cremUnknownFlw atomic.Uint64
 	cremDiscarded                 atomic.Uint64
@@ -92,35 +138,54 @@ func (p *pkt) data() []byte { return p.buf[:p.n] }
 // New validates the configuration, opens the sockets (an address in use is a ConfigError)
 // and starts nothing yet; Run starts it.
 func New(c Config, o Options) (*Gateway, error) {
+	for _, h := range []struct {
+		conn *net.UDPConn
+		addr *string
+	}{{o.Sockets.CREM, &c.CREMAddress}, {o.Sockets.Relay, &c.Relay.Listen}, {o.Sockets.WAN, &c.Relay.WANListen}} {
+		if h.conn != nil {
+			*h.addr = h.conn.LocalAddr().String()
+		}
+	}
 	r, err := c.resolve()
 	if err != nil {
+		o.Sockets.close()
 		return nil, err
 	}
 	log := o.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	g := &Gateway{cfg: r, log: log, start: time.Now(), seed: o.Seed, hseed: maphash.MakeSeed(), done: make(chan struct{})}
+	g := &Gateway{cfg: r, log: log, start: time.Now(), seed: o.Seed, hseed: maphash.MakeSeed(), done: make(chan struct{}),
+		stop: make(chan struct{}), finished: make(chan struct{})}
 	if g.seed == 0 {
 		g.seed = rand.Uint64()
 	}
-	g.free = make(chan *pkt, 16384)
+	maxLarge := o.MaxLargeBuffers
+	if maxLarge <= 0 {
+		maxLarge = defaultMaxLargeBuffers
+	}
+	g.small, g.large = newBufPool(smallSize, 0, prewarmSmall), newBufPool(bufSize, maxLarge, prewarmLarge)
+	g.trimEvery = o.BufferTrim
+	if g.trimEvery <= 0 {
+		g.trimEvery = defaultBufferTrim
+	}
 	g.route.init()
 	ok := false
 	defer func() {
 		if !ok {
 			g.closeSockets()
+			o.Sockets.close()
 		}
 	}()
-	if g.crem, err = listen("crem_address", r.crem, kindCREM); err != nil {
+	if g.crem, err = listen("crem_address", r.crem, kindCREM, o.Sockets.CREM); err != nil {
 		return nil, err
 	}
 	switch r.mode {
 	case "relay":
-		if g.local, err = listen("relay.listen", r.listen, kindLocal); err != nil {
+		if g.local, err = listen("relay.listen", r.listen, kindLocal, o.Sockets.Relay); err != nil {
 			return nil, err
 		}
-		if g.wan, err = listen("relay.wan_listen", r.wanListen, kindWAN); err != nil {
+		if g.wan, err = listen("relay.wan_listen", r.wanListen, kindWAN, o.Sockets.WAN); err != nil {
 			return nil, err
 		}
 	case "tun":
@@ -169,98 +234,148 @@ func (g *Gateway) WANAddr() netip.AddrPort {
 
 func (g *Gateway) now() time.Duration { return time.Since(g.start) }
 
-// Run drives the gateway until ctx ends, then closes every flow with CLOSE reason 0 (normal
-// end), sends what the engines want sent, and closes the sockets.
+// Run drives the gateway until ctx ends or Close is called, then closes every flow with CLOSE
+// reason 0 (normal end), sends what the engines want sent, and closes the sockets. A loop that
+// ends before (a socket that fails for good) stops the gateway the same way, and Run returns
+// why. Run may be called once.
 func (g *Gateway) Run(ctx context.Context) error {
-	for _, sh := range g.shards {
-		g.wg.Add(1)
-		go func() { defer g.wg.Done(); sh.loop() }()
+	g.life.Lock()
+	if g.state != stateNew {
+		g.life.Unlock()
+		return errRunAgain
 	}
-	var readers sync.WaitGroup
+	g.state = stateRunning
+	g.life.Unlock()
+	defer close(g.finished)
+
+	ended := make(chan error, 8) // loops that ended before the stop, and why
+	run := func(wg *sync.WaitGroup, f func() error) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := f(); err != nil {
+				select {
+				case <-g.done: // ending was asked for
+				default:
+					select {
+					case ended <- err:
+					default:
+					}
+				}
+			}
+		}()
+	}
+	for _, sh := range g.shards {
+		run(&g.wg, func() error { sh.loop(); return nil })
+	}
+	run(&g.wg, func() error { g.trimLoop(g.trimEvery); return nil })
+	// Readers of sockets through Go's poller stop when the sockets close; pairLoop reads the
+	// descriptors directly and must stop before (rawReaders).
+	var readers, rawReaders sync.WaitGroup
 	if g.wan != nil {
-		readers.Add(3) // this side's reader and pairLoop's two waiters
-		g.rawReaders.Add(1)
-		go g.pairLoop(g.crem, g.wan, &readers)
-		go func() { defer readers.Done(); g.readLoop(g.local) }()
+		run(&rawReaders, func() error { return g.pairLoop(g.crem, g.wan, run, &readers) })
+		run(&readers, func() error { return g.readLoop(g.local) })
 	} else {
-		readers.Add(1)
-		go func() { defer readers.Done(); g.readLoop(g.crem) }()
+		run(&readers, func() error { return g.readLoop(g.crem) })
 	}
 	if g.tun != nil {
-		readers.Add(1)
-		go func() { defer readers.Done(); g.tunLoop() }()
+		run(&readers, func() error { g.tunLoop(); return errors.New("gateway: tun: the device was closed") })
 	}
-	g.log.Info("gateway running", "crem", g.crem.addr, "peer", g.cfg.peer, "mode", g.cfg.mode, "shards", len(g.shards))
-	<-ctx.Done()
-	g.log.Info("gateway stopping: closing flows")
+	g.log.Info("gateway running", "crem", g.crem.addr, "peer", g.cfg.peer, "mode", g.cfg.mode, "shards", len(g.shards),
+		"relay_listen", g.RelayAddr(), "wan_listen", g.WANAddr())
+	var err error
+	select {
+	case <-ctx.Done():
+		g.log.Info("gateway stopping: closing flows")
+	case <-g.stop:
+		g.log.Info("gateway closed: closing flows")
+	case err = <-ended:
+		g.log.Error("gateway stopping: a loop ended", "err", err)
+	}
 	for _, sh := range g.shards {
 		sh.closeAll()
 	}
 	g.closeOnce.Do(func() { close(g.done) })
 	g.wg.Wait()
-	g.rawReaders.Wait()
+	rawReaders.Wait()
 	g.closeSockets()
 	readers.Wait()
+	for _, sh := range g.shards {
+		sh.publish(g.now()) // the final counters, exact: no shard runs any more
+	}
 	st := g.Stats()
 	g.log.Info("gateway stopped", "flows", st.Flows, "csf_sources", st.Sender.Sources, "csf_repair_sent", st.Sender.RepairSent,
 		"csf_retx_sent", st.Sender.RetxSent, "csf_unprotected", st.Sender.Unprotected,
 		"crf_flows", st.Receiver.FlowsOpened, "crf_sources", st.Receiver.Flows.Sources, "crf_repairs", st.Receiver.Flows.Repairs,
 		"crf_restored", st.Receiver.Flows.Restored, "crf_icrc_mismatch", st.Receiver.Flows.ICRCMismatch,
 		"close_sent", st.Sender.CloseSent+st.Receiver.CloseSent, "write_errors", st.Gateway["write_errors"])
+	g.life.Lock()
+	g.state = stateDone
+	g.life.Unlock()
 	if g.pcap != nil {
-		return g.pcap.flush()
+		err = errors.Join(err, g.pcap.flush())
 	}
+	return err
+}
+
+var errRunAgain = errors.New("gateway: Run called again, or after Close")
+
+// Lifetime states.
+const (
+	stateNew = iota
+	stateRunning
+	stateDone // stopped, or closed without running
+)
+
+// Close stops the gateway: a running one as the end of Run's context does (Close waits for Run
+// to return), one that never ran by closing its sockets. It may be called more than once.
+func (g *Gateway) Close() error {
+	g.life.Lock()
+	switch g.state {
+	case stateNew:
+		g.state = stateDone
+		g.life.Unlock()
+		g.closeOnce.Do(func() { close(g.done) })
+		g.closeSockets()
+		return nil
+	case stateRunning:
+		g.stopOnce.Do(func() { close(g.stop) })
+		g.life.Unlock()
+		<-g.finished
+		return nil
+	}
+	g.life.Unlock()
 	return nil
 }
 
+// closeSockets closes every socket and the TUN device, once.
 func (g *Gateway) closeSockets() {
-	for _, s := range []*sock{g.crem, g.local, g.wan} {
-		if s != nil {
-			s.conn.Close()
+	g.sockOnce.Do(func() {
+		for _, s := range []*sock{g.crem, g.local, g.wan} {
+			if s != nil {
+				s.conn.Close()
+			}
 		}
-	}
-	if g.tun != nil {
-		g.tun.close()
-	}
-}
-
-// pktSlab is how many buffers one allocation adds when the free list runs dry: a burst that
-// queues deeper than any before costs two allocations per slab, not one per packet.
-const pktSlab = 64
-
-func (g *Gateway) getPkt() *pkt {
-	select {
-	case p := <-g.free:
-		return p
-	default:
-	}
-	ps := make([]pkt, pktSlab)
-	bufs := make([]byte, pktSlab*bufSize)
-	for i := range ps {
-		ps[i].buf = bufs[i*bufSize : (i+1)*bufSize : (i+1)*bufSize]
-	}
-	g.c.buffersAllocated.Add(pktSlab)
-	for i := 1; i < pktSlab; i++ {
-		select {
-		case g.free <- &ps[i]:
-		default: // the free list is full: the rest of the slab goes
+		if g.tun != nil {
+			g.tun.close()
 		}
-	}
-	return &ps[0]
-}
-
-func (g *Gateway) putPkt(p *pkt) {
-	p.n, p.ce = 0, false
-	select {
-	case g.free <- p:
-	default: // more buffers than the free list holds: let them go
-	}
+	})
 }
 
 // accept counts a received datagram and hands it to its shard; false keeps the buffer with
 // the caller (dropped, counted).
 func (g *Gateway) accept(s *sock, p *pkt) bool {
 	g.c.rx[s.kind].Add(1)
+	if g.hand(s, p) {
+		g.c.handed[s.kind].Add(1)
+		return true
+	}
+	g.c.dropped[s.kind].Add(1)
+	return false
+}
+
+// hand gives a received datagram to its shard; false when it is dropped (counted by why).
+func (g *Gateway) hand(s *sock, p *pkt) bool {
 	if p.n > len(p.buf) || p.n >= bufSize {
 		g.c.truncated.Add(1)
 		return false
@@ -370,7 +485,9 @@ func (g *Gateway) pairHash(a, b netip.Addr) int {
 	return int(h.Sum64() % uint64(len(g.shards)))
 }
 
-// router maps Flow IDs and HELLO nonces to shards.
+// router maps Flow IDs and HELLO nonces to shards. Each entry mirrors one of a node's tables
+// (its CSFs' Flow IDs and latest nonces, its CRF's Flow IDs), which are bounded and expire: the
+// node takes out what it no longer has.
 type router struct {
 	mu    sync.RWMutex
 	crf   map[uint32]int // Flow IDs this gateway's CRFs assigned
@@ -402,17 +519,32 @@ func (r *router) set32(m *map[uint32]int, k uint32, v int) {
 	r.mu.Unlock()
 }
 
-func (r *router) del32(m *map[uint32]int, k uint32) {
+// del32 takes out k if shard v holds it (two shards' CRFs may draw one Flow ID).
+func (r *router) del32(m *map[uint32]int, k uint32, v int) {
 	r.mu.Lock()
-	delete(*m, k)
+	if cur, ok := (*m)[k]; ok && cur == v {
+		delete(*m, k)
+	}
 	r.mu.Unlock()
 }
 
 func (r *router) setNonce(k uint64, v int) {
 	r.mu.Lock()
-	if len(r.nonce) > 1<<16 {
-		clear(r.nonce) // bounded: a nonce matters only until its HELLO_ACK
-	}
 	r.nonce[k] = v
 	r.mu.Unlock()
+}
+
+func (r *router) delNonce(k uint64, v int) {
+	r.mu.Lock()
+	if cur, ok := r.nonce[k]; ok && cur == v {
+		delete(r.nonce, k)
+	}
+	r.mu.Unlock()
+}
+
+// sizes returns the entries of each map.
+func (r *router) sizes() (crf, csf, nonce int) {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return len(r.crf), len(r.csf), len(r.nonce)
 }

@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"reflect"
+	"slices"
 	"strings"
 	"time"
 	"unicode"
@@ -17,6 +18,7 @@ import (
 	"github.com/crem-project/crem/pairing"
 	"github.com/crem-project/crem/psn"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
@@ -28,17 +30,35 @@ type Stats struct {
 	Pairing  pairing.Stats // which reverse QP belongs to which flow, summed over the shards
 	Flows    int           // outbound flows with a CSF
 	Gateway  map[string]uint64
+	// Live is what the gateway holds now: sessions, flows, tables and buffers.
+	Live Levels
 }
 
-// Stats sums the counters of every shard.
+// Stats sums the counters of every shard as the shards last published them (at most
+// publishEvery old while the gateway runs, exact once Run has returned). It takes no lock of
+// the data path.
 func (g *Gateway) Stats() Stats {
 	st := Stats{Gateway: g.ownCounters()}
 	var ns NodeStats
 	for _, sh := range g.shards {
-		sh.mu.Lock()
-		sh.n.addStats(&st, &ns)
-		sh.mu.Unlock()
+		sn := sh.snapshot()
+		addCounters(&st.Sender, &sn.sender)
+		addCounters(&st.Receiver, &sn.receiver)
+		addCounters(&st.Pairing, &sn.pairing)
+		addCounters(&ns, &sn.node)
+		st.Flows += sn.flows
+		l := &st.Live
+		l.CSFEstablished += sn.levels.CSFEstablished
+		l.CSFSessions += sn.levels.CSFSessions
+		l.CRFFlows += sn.levels.CRFFlows
+		l.CRFPending += sn.levels.CRFPending
+		l.CRFKeptBytes += sn.levels.CRFKeptBytes
+		l.CRFHeldBytes += sn.levels.CRFHeldBytes
+		l.Senders += sn.levels.Senders
+		l.ReceiverRoutes += sn.levels.ReceiverRoutes
+		l.Nonces += sn.levels.Nonces
 	}
+	st.Live.BuffersSmall, st.Live.BuffersLarge = g.small.heldCount(), g.large.heldCount()
 	ns.addTo(st.Gateway)
 	return st
 }
@@ -48,8 +68,10 @@ func (g *Gateway) ownCounters() map[string]uint64 {
 	m := map[string]uint64{
 		"write_errors": c.writeErrors.Load(), "read_errors": c.readErrors.Load(),
 		"truncated": c.truncated.Load(), "shard_queue_full": c.shardFull.Load(),
-		"buffers_allocated": c.buffersAllocated.Load(),
-		"crem_malformed":    c.cremMalformed.Load(), "crem_unknown_flow": c.cremUnknownFlw.Load(),
+		"buffers_allocated": g.small.allocated.Load() + g.large.allocated.Load(),
+		"buffers_released":  g.small.released.Load() + g.large.released.Load(),
+		"buffers_exhausted": c.buffersExhausted.Load(), "memory_returned": c.memoryReturned.Load(),
+		"crem_malformed": c.cremMalformed.Load(), "crem_unknown_flow": c.cremUnknownFlw.Load(),
 		"crem_discarded": c.cremDiscarded.Load(), "not_roce": c.notRoCE.Load(),
 	}
 	for k, n := range kindNames {
@@ -58,26 +80,10 @@ func (g *Gateway) ownCounters() map[string]uint64 {
 		m["rx_bytes_"+n] = c.rxBytes[k].Load()
 		m["tx_bytes_"+n] = c.txBytes[k].Load()
 		m["socket_drops_"+n] = c.socketDrops[k].Load()
+		m["handed_"+n] = c.handed[k].Load()
+		m["dropped_"+n] = c.dropped[k].Load()
 	}
 	return m
-}
-
-// addInto adds every unsigned counter of src into dst (same struct type), recursively.
-func addInto(dst, src reflect.Value) {
-	switch src.Kind() {
-	case reflect.Uint64:
-		dst.SetUint(dst.Uint() + src.Uint())
-	case reflect.Struct:
-		for i := range src.NumField() {
-			if dst.Field(i).CanSet() {
-				addInto(dst.Field(i), src.Field(i))
-			}
-		}
-	case reflect.Array:
-		for i := range src.Len() {
-			addInto(dst.Index(i), src.Index(i))
-		}
-	}
 }
 
 // snake turns a Go field name into a metric name part: RepairSent -> repair_sent.
@@ -113,6 +119,29 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 	emitStruct(ch, "crem_pairing_", reflect.ValueOf(st.Pairing))
 	ch <- prometheus.MustNewConstMetric(prometheus.NewDesc("crem_gateway_flows", "outbound flows with a CSF", nil, nil),
 		prometheus.GaugeValue, float64(st.Flows))
+	l := st.Live
+	live := prometheus.NewDesc("crem_gateway_live_flows", "flows protected now: CSF sessions established, flows the CRF serves", []string{"half"}, nil)
+	ch <- prometheus.MustNewConstMetric(live, prometheus.GaugeValue, float64(l.CSFEstablished), "csf")
+	ch <- prometheus.MustNewConstMetric(live, prometheus.GaugeValue, float64(l.CRFFlows), "crf")
+	ch <- prometheus.MustNewConstMetric(prometheus.NewDesc("crem_gateway_csf_sessions", "CSFs asking for a session (HELLO) or established", nil, nil),
+		prometheus.GaugeValue, float64(l.CSFSessions))
+	ch <- prometheus.MustNewConstMetric(prometheus.NewDesc("crem_gateway_crf_pending_sessions", "CRF sessions pending since their HELLO, unproven", nil, nil),
+		prometheus.GaugeValue, float64(l.CRFPending))
+	crfMem := prometheus.NewDesc("crem_gateway_crf_bytes", "octets the CRFs keep: repair symbols (kept), packets held for in-order delivery (held)", []string{"what"}, nil)
+	ch <- prometheus.MustNewConstMetric(crfMem, prometheus.GaugeValue, float64(l.CRFKeptBytes), "kept")
+	ch <- prometheus.MustNewConstMetric(crfMem, prometheus.GaugeValue, float64(l.CRFHeldBytes), "held")
+	tables := prometheus.NewDesc("crem_gateway_table_entries", "entries of the gateway's bounded tables", []string{"table"}, nil)
+	for _, t := range []struct {
+		name string
+		v    int
+	}{{"csf", l.Senders}, {"crf_routes", l.ReceiverRoutes}, {"nonces", l.Nonces}} {
+		ch <- prometheus.MustNewConstMetric(tables, prometheus.GaugeValue, float64(t.v), t.name)
+	}
+	bufs := prometheus.NewDesc("crem_gateway_buffers_held", "packet buffers held, free or in use", []string{"size"}, nil)
+	ch <- prometheus.MustNewConstMetric(bufs, prometheus.GaugeValue, float64(l.BuffersSmall), "small")
+	ch <- prometheus.MustNewConstMetric(bufs, prometheus.GaugeValue, float64(l.BuffersLarge), "large")
+	ch <- prometheus.MustNewConstMetric(prometheus.NewDesc("crem_gateway_buffer_bytes", "octets of packet buffers held", nil, nil),
+		prometheus.GaugeValue, float64(l.BuffersSmall*smallSize+l.BuffersLarge*bufSize))
 	c.perFlow(ch)
 	for k, v := range st.Gateway {
 		ch <- prometheus.MustNewConstMetric(prometheus.NewDesc("crem_gateway_"+k+"_total", "gateway counter "+k, nil, nil),
@@ -143,11 +172,15 @@ func emitStruct(ch chan<- prometheus.Metric, prefix string, v reflect.Value) {
 	}
 }
 
-// ServeMetrics serves /metrics and /healthz on addr until ctx ends.
+// ServeMetrics serves /metrics and /healthz on addr until ctx ends. /metrics has the
+// gateway's collector and the Go runtime's and the process's (go_*, process_*).
 func (g *Gateway) ServeMetrics(ctx context.Context, ln net.Listener) error {
 	reg := prometheus.NewRegistry()
-	if err := reg.Register(g.Collector()); err != nil {
-		return fmt.Errorf("gateway: metrics: %w", err)
+	for _, c := range []prometheus.Collector{g.Collector(), collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})} {
+		if err := reg.Register(c); err != nil {
+			return fmt.Errorf("gateway: metrics: %w", err)
+		}
 	}
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
@@ -175,64 +208,53 @@ func (g *Gateway) ServeMetrics(ctx context.Context, ln net.Listener) error {
 // MetricsAddress returns the configured metrics address ("" for none).
 func (g *Gateway) MetricsAddress() string { return g.cfg.metricsAddr }
 
-// maxLabelledFlows bounds the per-flow series: with more flows only the sums are exposed.
-const maxLabelledFlows = 64
-
-// perFlow emits a few counters per flow, labelled, while the number of flows stays bounded.
+// perFlow emits a few counters per flow, labelled, for the busiest flows of each half
+// (maxLabelledFlows of each, by smoothed source rate) as the shards last published.
 func (c collector) perFlow(ch chan<- prometheus.Metric) {
-	type csfRow struct {
-		src, dst, qp string
-		st           csf.Stats
-		state        csf.State
-	}
-	type crfRow struct {
-		id string
-		st crf.FlowStats
-	}
 	var outs []csfRow
 	var ins []crfRow
 	for _, sh := range c.g.shards {
-		sh.mu.Lock()
-		for _, s := range sh.n.list {
-			outs = append(outs, csfRow{s.key.Src.String(), s.key.Dst.String(), fmt.Sprint(s.key.DestQP), s.s.Stats(), s.s.State()})
-		}
-		if len(ins) <= maxLabelledFlows {
-			for _, id := range sh.n.recv.Flows() {
-				if fs, ok := sh.n.recv.FlowStats(id); ok {
-					ins = append(ins, crfRow{fmt.Sprintf("%#08x", id), fs})
-				}
-			}
-		}
-		sh.mu.Unlock()
+		sn := sh.snapshot()
+		outs = append(outs, sn.csfRows...)
+		ins = append(ins, sn.crfRows...)
 	}
-	if len(outs) <= maxLabelledFlows {
-		l := []string{"src", "dst", "qp"}
-		for _, r := range outs {
-			for _, m := range []struct {
-				name string
-				v    uint64
-			}{{"sources", r.st.Sources}, {"sources_unprotected", r.st.SourcesUnprotected}, {"repair_sent", r.st.RepairSent},
-				{"retx_sent", r.st.RetxSent}, {"source_copy_sent", r.st.SourceCopySent}, {"requests_received", r.st.RequestsReceived},
-				{"unprotected", r.st.Unprotected}, {"repair_denied_budget", r.st.RepairDeniedBudget}} {
-				ch <- prometheus.MustNewConstMetric(prometheus.NewDesc("crem_csf_flow_"+m.name+"_total", "per flow: csf.Stats", l, nil),
-					prometheus.CounterValue, float64(m.v), r.src, r.dst, r.qp)
-			}
-			ch <- prometheus.MustNewConstMetric(prometheus.NewDesc("crem_csf_flow_state", "per flow: the session state (0 idle, 1 hello, 2 unprotected, 3 established, 4 closed)", l, nil),
-				prometheus.GaugeValue, float64(r.state), r.src, r.dst, r.qp)
+	slices.SortStableFunc(outs, func(a, b csfRow) int { return busier(a.rate, b.rate, a.st.Sources, b.st.Sources) })
+	slices.SortStableFunc(ins, func(a, b crfRow) int { return busier(a.rate, b.rate, a.st.Sources, b.st.Sources) })
+	outs, ins = outs[:min(len(outs), maxLabelledFlows)], ins[:min(len(ins), maxLabelledFlows)]
+	l := []string{"src", "dst", "qp"}
+	for _, r := range outs {
+		src, dst, qp := r.key.Src.String(), r.key.Dst.String(), fmt.Sprint(r.key.DestQP)
+		for _, m := range []struct {
+			name string
+			v    uint64
+		}{{"sources", r.st.Sources}, {"sources_unprotected", r.st.SourcesUnprotected}, {"repair_sent", r.st.RepairSent},
+			{"retx_sent", r.st.RetxSent}, {"source_copy_sent", r.st.SourceCopySent}, {"requests_received", r.st.RequestsReceived},
+			{"unprotected", r.st.Unprotected}, {"repair_denied_budget", r.st.RepairDeniedBudget}} {
+			ch <- prometheus.MustNewConstMetric(prometheus.NewDesc("crem_csf_flow_"+m.name+"_total", "per flow: csf.Stats", l, nil),
+				prometheus.CounterValue, float64(m.v), src, dst, qp)
 		}
+		ch <- prometheus.MustNewConstMetric(prometheus.NewDesc("crem_csf_flow_state", "per flow: the session state (0 idle, 1 hello, 2 unprotected, 3 established, 4 closed)", l, nil),
+			prometheus.GaugeValue, float64(r.state), src, dst, qp)
+		ch <- prometheus.MustNewConstMetric(prometheus.NewDesc("crem_csf_flow_source_rate", "per flow: sources per second, smoothed over 10 s (ranks the busiest)", l, nil),
+			prometheus.GaugeValue, r.rate, src, dst, qp)
 	}
-	if len(ins) <= maxLabelledFlows {
-		l := []string{"flow_id"}
-		for _, r := range ins {
-			for _, m := range []struct {
-				name string
-				v    uint64
-			}{{"sources", r.st.Sources}, {"restored", r.st.Restored}, {"icrc_mismatch", r.st.ICRCMismatch},
-				{"abandoned", r.st.Abandoned}, {"blocks_evicted", r.st.BlocksEvicted}, {"requests", r.st.Requests}} {
-				ch <- prometheus.MustNewConstMetric(prometheus.NewDesc("crem_crf_flow_"+m.name+"_total", "per flow: crf.FlowStats", l, nil),
-					prometheus.CounterValue, float64(m.v), r.id)
-			}
+	seen := map[uint32]bool{} // two shards' CRFs may have drawn one Flow ID: one series
+	for _, r := range ins {
+		if seen[r.id] {
+			continue
 		}
+		seen[r.id] = true
+		id := fmt.Sprintf("%#08x", r.id)
+		for _, m := range []struct {
+			name string
+			v    uint64
+		}{{"sources", r.st.Sources}, {"restored", r.st.Restored}, {"icrc_mismatch", r.st.ICRCMismatch},
+			{"abandoned", r.st.Abandoned}, {"blocks_evicted", r.st.BlocksEvicted}, {"requests", r.st.Requests}} {
+			ch <- prometheus.MustNewConstMetric(prometheus.NewDesc("crem_crf_flow_"+m.name+"_total", "per flow: crf.FlowStats", []string{"flow_id"}, nil),
+				prometheus.CounterValue, float64(m.v), id)
+		}
+		ch <- prometheus.MustNewConstMetric(prometheus.NewDesc("crem_crf_flow_source_rate", "per flow: sources per second, smoothed over 10 s (ranks the busiest)", []string{"flow_id"}, nil),
+			prometheus.GaugeValue, r.rate, id)
 	}
 }
 

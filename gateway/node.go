@@ -6,7 +6,6 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"net/netip"
-	"reflect"
 	"time"
 
 	"github.com/crem-project/crem/crf"
@@ -41,23 +40,55 @@ type Node struct {
 	stats    NodeStats
 	scratch  []byte // a TUN delivery: the template and the packet
 	onEvent  func(pairing.Event)
+	// rxRoutes are the Flow IDs of the node's CRF entered in routes, each with when it was
+	// last seen serving a flow (or announced): a sweep takes out those of released flows.
+	rxRoutes map[uint32]time.Duration
+	sweepAt  time.Duration // the next sweep of the tables
+	at       time.Duration // the latest now a caller gave
+	gone     csf.Stats     // the counters of CSFs removed from the table
+	// warnedNoPort: the rules whose HELLO refusal (no src_port) has been logged.
+	warnedNoPort []bool
 }
+
+// Table bounds and expiry (protocol notes: every table a peer or a flood can grow is bounded
+// and expires).
+const (
+	sweepEvery = time.Second
+	// maxSenders bounds the CSFs of a node: beyond, a new flow goes unprotected (counted)
+	// unless a closed CSF can make room.
+	maxSenders = 4096
+	// maxRxRoutes bounds the CRF Flow IDs routed to a node. A Flow ID stays routed while the
+	// CRF serves it (FlowStats: a flow, or a session pending since its HELLO_ACK), and
+	// routeGrace after: the last messages of a released flow are refused by the CRF, counted
+	// there, rather than as unknown at the router.
+	maxRxRoutes = 4096
+	routeGrace  = 2 * time.Second
+	// A CSF whose flow sent nothing for the idle timeout (C15, at least minQuiet) stops asking
+	// for a session (HELLO every hold-off); closed, it leaves the table lingerPerQuiet idle
+	// timeouts after the flow's last source.
+	minQuiet       = time.Second
+	lingerPerQuiet = 4
+)
 
 // sender is one protected flow leaving toward the peer.
 type sender struct {
-	s      *csf.Sender
-	key    flow.Key
-	desc   flow.Descriptor
-	rule   rule
-	flowID uint32
+	s        *csf.Sender
+	key      flow.Key
+	desc     flow.Descriptor
+	rule     rule
+	flowID   uint32
+	nonce    uint64 // the nonce of its latest HELLO, routed to it while hasNonce
+	hasNonce bool
+	lastSeen time.Duration // its latest source packet
+	rate     rates         // its smoothed source rate, for the busiest flows' series
 }
 
 // routes is told the Flow IDs and nonces that address a node's engines, so that a gateway with
 // several nodes routes each CREM message to its node. A lone node needs none.
 type routes interface {
-	senderFlowID(id uint32, add bool) // a Flow ID the peer's CRF assigned to one of the node's CSFs
-	receiverFlowID(id uint32)         // a Flow ID the node's CRF assigned
-	helloNonce(n uint64)              // the nonce of a HELLO one of the node's CSFs sent
+	senderFlowID(id uint32, add bool)   // a Flow ID the peer's CRF assigned to one of the node's CSFs
+	receiverFlowID(id uint32, add bool) // a Flow ID the node's CRF assigned
+	helloNonce(n uint64, add bool)      // the nonce of the latest HELLO of one of the node's CSFs
 }
 
 // NodeStats are a Node's own outcomes (its engines count theirs: Node.Stats adds them).
@@ -86,6 +117,13 @@ type NodeStats struct {
 	// ReadsAskedAgain counts READ requests behind their flow's next PSN told to the CRF of the
 	// responses (G25); ReadsAgainUnpaired those it could not tell, the flow not yet paired.
 	ReadsAskedAgain, ReadsAgainUnpaired uint64
+	// RoutesExpired counts CRF Flow IDs taken out of the routing table, their flow released
+	// (or never opened) for routeGrace.
+	RoutesExpired uint64
+	// SendersQuiet counts CSFs that stopped asking for a session (HELLO), their flow quiet for
+	// the idle timeout; SendersExpired CSFs removed, closed and quiet for four times that;
+	// FlowsRefusedFull flows left unprotected, the table of CSFs full (maxSenders).
+	SendersQuiet, SendersExpired, FlowsRefusedFull uint64
 }
 
 // NodeOptions are what NewNode needs besides the configuration.
@@ -125,13 +163,14 @@ func NewNode(c Config, o NodeOptions) (*Node, error) {
 
 func newNode(r *resolved, log *slog.Logger, seed uint64, idx int, rt routes) (*Node, error) {
 	n := &Node{cfg: r, log: log, senders: map[flow.Key]*sender{}, byFlowID: map[uint32]*sender{},
-		byNonce: map[uint64]*sender{}, rng: rand.New(rand.NewPCG(seed, uint64(idx)+1)), routes: rt}
+		byNonce: map[uint64]*sender{}, rng: rand.New(rand.NewPCG(seed, uint64(idx)+1)), routes: rt,
+		rxRoutes: map[uint32]time.Duration{}, warnedNoPort: make([]bool, len(r.rules))}
 	n.limits = flow.DefaultLimits()
 	n.limits.MaxK, n.limits.MaxM, n.limits.MaxOpenBlocks = r.maxK, r.maxM, r.maxOpen
 	n.limits.MaxT = max(n.limits.MaxT, r.mtu+128)
 	rr := rand.New(rand.NewPCG(seed, uint64(idx)+1<<32))
 	recv, err := crf.New(crf.WithRandom(rr.Uint64), crf.WithLimits(n.limits), crf.WithInitialRTT(r.initialRTT),
-		crf.WithSettings(n.settings))
+		crf.WithSettings(n.settings), crf.WithLogger(log))
 	if err != nil {
 		return nil, fmt.Errorf("gateway: receiver function: %w", err)
 	}
@@ -147,7 +186,7 @@ func newNode(r *resolved, log *slog.Logger, seed uint64, idx int, rt routes) (*N
 // settings chooses a new inbound flow's local settings when its HELLO arrives.
 func (n *Node) settings(d flow.Descriptor) (crf.Settings, bool) {
 	c := n.cfg
-	for _, r := range c.rules {
+	for i, r := range c.rules {
 		if !r.match(d.Src, d.Dst, 0, d.DestQP) {
 			continue
 		}
@@ -158,7 +197,11 @@ func (n *Node) settings(d flow.Descriptor) (crf.Settings, bool) {
 			// Relay mode checks restored packets under the logical header (C12), whose UDP
 			// source port only the configuration can tell the receiving side.
 			n.stats.HelloRefusedNoPort++
-			n.log.Warn("HELLO refused: checking restored packets under the logical header needs the flow's src_port in a protect rule", "src", d.Src, "dst", d.Dst, "qp", d.DestQP)
+			if !n.warnedNoPort[i] { // once per rule: a flood of such HELLOs logs one line
+				n.warnedNoPort[i] = true
+				n.log.Warn("HELLO refused: checking restored packets under the logical header needs the flow's src_port in a protect rule (logged once for the rule; hello_refused_no_src_port counts them)",
+					"rule", i, "src", d.Src, "dst", d.Dst, "qp", d.DestQP)
+			}
 			return crf.Settings{}, false
 		}
 		return s, true
@@ -188,7 +231,9 @@ func (n *Node) Outbound(now time.Duration, src, dst netip.Addr, srcPort uint16, 
 	if !isSource(pkt[0]) {
 		return
 	}
+	n.at = now
 	if s := n.senderFor(now, flow.Key{Src: src, Dst: dst, DestQP: destQP(pkt)}, srcPort); s != nil {
+		s.lastSeen = now
 		if roce.Opcode(pkt[0]) == roce.OpReadRequest {
 			n.readAskedAgain(now, s, pkt)
 		}
@@ -358,6 +403,7 @@ func (n *Node) Tun(now time.Duration, b []byte, ce bool) bool {
 
 // CREM takes a CREM message received on the CREM port from from.
 func (n *Node) CREM(now time.Duration, from netip.AddrPort, b []byte, ce bool) {
+	n.at = now
 	if len(b) < wire.HeaderLen || b[0]>>4 != wire.Version {
 		n.stats.CREMDiscarded++
 		return
@@ -468,6 +514,10 @@ func (n *Node) senderFor(now time.Duration, k flow.Key, srcPort uint16) *sender 
 		}
 		return nil
 	}
+	if len(n.list) >= maxSenders && !n.evictSender(now) {
+		n.stats.FlowsRefusedFull++
+		return nil
+	}
 	d := flow.Descriptor{Kind: wire.FlowKindRoCEv2, Src: k.Src, Dst: k.Dst, DestQP: qp, SrcPort: srcPort}
 	opts := []csf.Option{csf.WithFlow(d), csf.WithCRF(c.peer), csf.WithRandom(n.rng.Uint64),
 		csf.WithConfig(wire.SchemeCauchy, c.k, c.m, 0), csf.WithRDMAMTU(c.mtu), csf.WithLimits(n.limits),
@@ -489,7 +539,7 @@ func (n *Node) senderFor(now time.Duration, k flow.Key, srcPort uint16) *sender 
 		n.senders[k] = nil
 		return nil
 	}
-	s = &sender{s: cs, key: k, desc: d, rule: *ru}
+	s = &sender{s: cs, key: k, desc: d, rule: *ru, lastSeen: now}
 	n.senders[k] = s
 	n.list = append(n.list, s)
 	if ru.reverseQP != 0 {
@@ -521,6 +571,10 @@ func (n *Node) Tick(now time.Duration) {
 		n.pair.Expire(now)
 		n.applyPairings()
 	}
+	n.at = now
+	if n.sweepAt <= now && n.hasTables() {
+		n.sweep(now)
+	}
 }
 
 // NextDeadline returns when Tick should next be called, if ever.
@@ -537,6 +591,7 @@ func (n *Node) NextDeadline() (time.Duration, bool) {
 		consider(s.s.NextDeadline())
 	}
 	consider(n.pair.NextDeadline())
+	consider(n.sweepAt, n.hasTables())
 	return next, has
 }
 
@@ -576,13 +631,7 @@ func (n *Node) Drain(out func(Datagram)) {
 		s.s.Drain(func(d flow.Datagram) {
 			if len(d.Payload) > 0 && wire.Type(d.Payload[0]&0x0f) == wire.TypeHello {
 				if h, err := wire.ParseHello(d.Payload); err == nil {
-					if len(n.byNonce) > 1<<16 {
-						clear(n.byNonce) // bounded: a nonce matters only until its HELLO_ACK
-					}
-					n.byNonce[h.SenderNonce] = s
-					if n.routes != nil {
-						n.routes.helloNonce(h.SenderNonce)
-					}
+					n.setNonce(s, h.SenderNonce)
 				}
 			}
 			out(Datagram{Kind: ToCREM, To: d.To, Payload: d.Payload})
@@ -590,7 +639,7 @@ func (n *Node) Drain(out func(Datagram)) {
 	}
 	n.recv.Drain(func(d flow.Datagram) {
 		if n.routes != nil && len(d.Payload) >= wire.HeaderLen && wire.Type(d.Payload[0]&0x0f) == wire.TypeHelloAck {
-			n.routes.receiverFlowID(binary.BigEndian.Uint32(d.Payload[4:8]))
+			n.routeReceiver(binary.BigEndian.Uint32(d.Payload[4:8]))
 		}
 		out(Datagram{Kind: ToCREM, To: d.To, Payload: d.Payload})
 	})
@@ -673,13 +722,16 @@ func (n *Node) Stats() Stats {
 
 // addStats adds the node's engines' counters into st and its own into ns.
 func (n *Node) addStats(st *Stats, ns *NodeStats) {
+	addCounters(&st.Sender, &n.gone)
 	for _, s := range n.list {
-		addInto(reflect.ValueOf(&st.Sender).Elem(), reflect.ValueOf(s.s.Stats()))
+		cs := s.s.Stats()
+		addCounters(&st.Sender, &cs)
 	}
 	st.Flows += len(n.list)
-	addInto(reflect.ValueOf(&st.Receiver).Elem(), reflect.ValueOf(n.recv.Stats()))
-	addInto(reflect.ValueOf(&st.Pairing).Elem(), reflect.ValueOf(n.pair.Stats()))
-	addInto(reflect.ValueOf(ns).Elem(), reflect.ValueOf(n.stats))
+	rs, ps := n.recv.Stats(), n.pair.Stats()
+	addCounters(&st.Receiver, &rs)
+	addCounters(&st.Pairing, &ps)
+	addCounters(ns, &n.stats)
 }
 
 // addTo adds the counters into m under the gateway's metric names.
@@ -693,7 +745,10 @@ func (ns *NodeStats) addTo(m map[string]uint64) {
 		"crem_discarded": ns.CREMDiscarded, "crem_malformed": ns.CREMMalformed, "crem_unknown_flow": ns.CREMUnknownFlow,
 		"reverse_to_sender": ns.ReverseToSender, "reverse_to_none": ns.ReverseToNone,
 		"sender_reverse_qp_set": ns.SenderReverseQPSet, "sender_reverse_qp_cleared": ns.SenderReverseQPCleared,
-		"pairing_events": ns.PairingEventsLogged,
+		"pairing_events":    ns.PairingEventsLogged,
+		"reads_asked_again": ns.ReadsAskedAgain, "reads_again_unpaired": ns.ReadsAgainUnpaired,
+		"routes_expired": ns.RoutesExpired, "senders_quiet": ns.SendersQuiet, "senders_expired": ns.SendersExpired,
+		"flows_refused_table_full": ns.FlowsRefusedFull,
 	} {
 		m[k] += v
 	}
@@ -707,3 +762,124 @@ func (n *Node) setReverseQP(s *sender, qp uint32) {
 	s.s.SetReverseQP(qp)
 	n.stats.SenderReverseQPSet++
 }
+
+// setNonce routes the nonce of a CSF's latest HELLO to it, and no longer its previous one: a
+// CSF has one nonce routed at a time, the table is as large as the table of CSFs.
+func (n *Node) setNonce(s *sender, nonce uint64) {
+	if s.hasNonce && s.nonce == nonce {
+		return
+	}
+	n.dropNonce(s)
+	s.nonce, s.hasNonce = nonce, true
+	n.byNonce[nonce] = s
+	if n.routes != nil {
+		n.routes.helloNonce(nonce, true)
+	}
+}
+
+func (n *Node) dropNonce(s *sender) {
+	if !s.hasNonce {
+		return
+	}
+	s.hasNonce = false
+	if n.byNonce[s.nonce] == s {
+		delete(n.byNonce, s.nonce)
+		if n.routes != nil {
+			n.routes.helloNonce(s.nonce, false)
+		}
+	}
+}
+
+// routeReceiver enters a Flow ID the CRF announced (HELLO_ACK) in the routes; at the bound it
+// first takes out every Flow ID with no flow behind it.
+func (n *Node) routeReceiver(id uint32) {
+	if _, ok := n.rxRoutes[id]; !ok && len(n.rxRoutes) >= maxRxRoutes {
+		n.sweepRoutes(n.at, true)
+	}
+	n.rxRoutes[id] = n.at
+	n.routes.receiverFlowID(id, true)
+}
+
+func (n *Node) hasTables() bool { return len(n.list) > 0 || len(n.rxRoutes) > 0 }
+
+// sweep takes out of the tables what has expired.
+func (n *Node) sweep(now time.Duration) {
+	n.sweepAt = now + sweepEvery
+	n.sweepRoutes(now, false)
+	n.sweepSenders(now)
+}
+
+// sweepRoutes takes out the Flow IDs whose flow the CRF no longer serves: released (CLOSE,
+// idle, a new session) for routeGrace, or at once with force.
+func (n *Node) sweepRoutes(now time.Duration, force bool) {
+	for id, t := range n.rxRoutes {
+		if _, ok := n.recv.FlowStats(id); ok {
+			n.rxRoutes[id] = now
+			continue
+		}
+		if force || now-t >= routeGrace {
+			delete(n.rxRoutes, id)
+			n.routes.receiverFlowID(id, false)
+			n.stats.RoutesExpired++
+		}
+	}
+}
+
+func (n *Node) quietAfter() time.Duration { return max(n.cfg.idle, minQuiet) }
+
+// sweepSenders stops the CSFs of quiet flows from asking for a session, and removes those
+// closed and quiet for long.
+func (n *Node) sweepSenders(now time.Duration) {
+	quiet := n.quietAfter()
+	kept := n.list[:0]
+	for _, s := range n.list {
+		switch st := s.s.State(); {
+		case st == csf.StateClosed || st == csf.StateIdle:
+			if now-s.lastSeen >= lingerPerQuiet*quiet {
+				n.removeSender(s)
+				continue
+			}
+		case st != csf.StateEstablished && now-s.lastSeen >= quiet:
+			// HELLO every hold-off for a flow that sends nothing protects nothing; its next
+			// source starts a session again. (An established session closes itself, C15.)
+			s.s.Close(now, wire.ReasonIdle)
+			n.learnFlowID(s)
+			n.stats.SendersQuiet++
+		}
+		kept = append(kept, s)
+	}
+	clear(n.list[len(kept):])
+	n.list = kept
+}
+
+// evictSender makes room in a full table of CSFs: the closed one quiet longest goes.
+func (n *Node) evictSender(now time.Duration) bool {
+	at := -1
+	for i, s := range n.list {
+		if st := s.s.State(); (st == csf.StateClosed || st == csf.StateIdle) && (at < 0 || s.lastSeen < n.list[at].lastSeen) {
+			at = i
+		}
+	}
+	if at < 0 {
+		return false
+	}
+	n.removeSender(n.list[at])
+	n.list = append(n.list[:at], n.list[at+1:]...)
+	return true
+}
+
+// removeSender forgets a CSF (the caller takes it off n.list), keeping its counters.
+func (n *Node) removeSender(s *sender) {
+	addCounters(&n.gone, ptr(s.s.Stats()))
+	n.dropNonce(s)
+	if s.flowID != 0 {
+		delete(n.byFlowID, s.flowID)
+		if n.routes != nil {
+			n.routes.senderFlowID(s.flowID, false)
+		}
+	}
+	delete(n.senders, s.key)
+	n.stats.SendersExpired++
+}
+
+func ptr[T any](v T) *T { return &v }

@@ -37,21 +37,26 @@ func (g *Gateway) newReceiver(s *sock, n int) (*receiver, error) {
 		return nil, err
 	}
 	var serr error
-	rc.Control(func(fd uintptr) {
+	if err := rc.Control(func(fd uintptr) {
 		serr = unix.SetsockoptInt(int(fd), unix.IPPROTO_IP, unix.IP_RECVTOS, 1)
 		unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_RXQ_OVFL, 1) // best effort: a counter
 		if s.addr.Addr().Is6() {
 			serr = unix.SetsockoptInt(int(fd), unix.IPPROTO_IPV6, unix.IPV6_RECVTCLASS, 1)
 		}
-	})
+	}); err != nil {
+		return nil, err
+	}
 	if serr != nil {
 		return nil, fmt.Errorf("gateway: %v: IP_RECVTOS: %w", s, serr)
 	}
 	r := &receiver{s: s, rc: rc, b: mmsg.NewBatch(n, oobSpace), ps: make([]*pkt, n), fd: -1}
 	for i := range r.ps {
-		r.ps[i] = g.getPkt()
+		r.ps[i] = g.large.get(true)
 	}
 	r.readFn = r.recvmmsg
+	if g.testReceiver != nil {
+		g.testReceiver(r)
+	}
 	return r, nil
 }
 
@@ -79,7 +84,7 @@ func (r *receiver) read(wait bool) (int, error) {
 	}
 	r.wait = wait
 	if r.fd >= 0 {
-		r.recvmmsg(uintptr(r.fd))
+		r.readFn(uintptr(r.fd))
 	} else if err := r.rc.Read(r.readFn); err != nil {
 		return 0, err
 	}
@@ -112,34 +117,31 @@ func (g *Gateway) dispatch(r *receiver, n int) {
 		g.c.socketDrops[r.s.kind].Store(uint64(r.drops))
 	}
 	for i := range n {
-		p := r.ps[i]
-		if g.accept(r.s, p) {
-			r.ps[i] = g.getPkt()
-		}
+		g.handOn(r.s, r.ps[i], &r.ps[i])
 	}
 }
 
-// readLoop reads one socket until it is closed.
-func (g *Gateway) readLoop(s *sock) {
+// readLoop reads one socket until it is closed; a read that fails is tried again after a
+// pause (readPause). It returns why it ended: nil when the gateway stops.
+func (g *Gateway) readLoop(s *sock) error {
 	r, err := g.newReceiver(s, 32)
 	if err != nil {
-		g.log.Error("reader", "err", err)
-		return
+		return fmt.Errorf("gateway: %v: reader: %w", s, err)
 	}
+	var pause readPause
 	for {
 		n, err := r.read(true)
 		if err != nil {
 			if errors.Is(err, net.ErrClosed) {
-				return
+				return fmt.Errorf("gateway: %v: socket closed", s)
 			}
 			g.c.readErrors.Add(1)
-			select {
-			case <-g.done:
-				return
-			default:
+			if !pause.wait(g) {
+				return nil
 			}
 			continue
 		}
+		pause.reset()
 		g.dispatch(r, n)
 	}
 }
@@ -148,28 +150,28 @@ func (g *Gateway) readLoop(s *sock) {
 // each round reads the CREM socket first and then drains the data socket, and hands on the
 // data first, so that a REPAIR is never handed on ahead of a source the kernel had received
 // before it (the CRF would restore a packet that is already here). Two goroutines wait for the
-// sockets in Go's poller (they read nothing) and wake it. It reads the descriptors directly, so
-// Run stops it (g.rawReaders) before it closes the sockets.
-// waiters has two counts for the two waiting goroutines.
-func (g *Gateway) pairLoop(crem, data *sock, waiters *sync.WaitGroup) {
-	defer g.rawReaders.Done()
+// sockets in Go's poller (they read nothing) and wake it; run starts them among waiters. It
+// reads the descriptors directly, so Run stops it before it closes the sockets. Each round
+// looks for the stop first: sockets that never empty do not hold it up.
+func (g *Gateway) pairLoop(crem, data *sock, run func(*sync.WaitGroup, func() error), waiters *sync.WaitGroup) error {
 	rc, err := g.newReceiver(crem, 32)
 	if err != nil {
-		g.log.Error("reader", "err", err)
-		return
+		return fmt.Errorf("gateway: %v: reader: %w", crem, err)
 	}
 	rd, err := g.newReceiver(data, 32)
 	if err != nil {
-		g.log.Error("reader", "err", err)
-		return
+		return fmt.Errorf("gateway: %v: reader: %w", data, err)
 	}
 	for _, r := range []*receiver{rc, rd} {
-		r.rc.Control(func(fd uintptr) { r.fd = int(fd) })
+		var fd int
+		if err := r.rc.Control(func(d uintptr) { fd = int(d) }); err != nil {
+			return fmt.Errorf("gateway: %v: reader: %w", r.s, err)
+		}
+		r.fd = fd
 	}
 	wake := make(chan struct{}, 1)
 	for _, r := range []*receiver{rc, rd} {
-		go func() {
-			defer waiters.Done()
+		run(waiters, func() error {
 			armed := false
 			wait := func(uintptr) bool {
 				armed = !armed
@@ -178,26 +180,31 @@ func (g *Gateway) pairLoop(crem, data *sock, waiters *sync.WaitGroup) {
 			for {
 				armed = false
 				if err := r.rc.Read(wait); err != nil {
-					return // closed
+					return fmt.Errorf("gateway: %v: socket closed", r.s)
 				}
 				select {
 				case wake <- struct{}{}:
 				default:
 				}
 			}
-		}()
+		})
 	}
+	var pause readPause
 	for {
-		nc, errc := rc.read(false)
-		if errc != nil {
-			g.c.readErrors.Add(1)
+		select {
+		case <-g.done:
+			return nil
+		default:
 		}
+		nc, errc := rc.read(false)
+		failed := errc != nil
 		// Everything the data socket held when the CREM messages were read goes first.
 		total := 0
 		for range 64 {
 			nd, errd := rd.read(false)
 			if errd != nil {
-				g.c.readErrors.Add(1)
+				failed = true
+				break
 			}
 			g.dispatch(rd, nd)
 			total += nd
@@ -206,11 +213,19 @@ func (g *Gateway) pairLoop(crem, data *sock, waiters *sync.WaitGroup) {
 			}
 		}
 		g.dispatch(rc, nc)
+		if failed {
+			g.c.readErrors.Add(1)
+			if !pause.wait(g) {
+				return nil
+			}
+			continue
+		}
+		pause.reset()
 		if nc == 0 && total == 0 {
 			select {
 			case <-wake:
 			case <-g.done:
-				return
+				return nil
 			}
 		}
 	}

@@ -4,7 +4,10 @@ import (
 	"net"
 	"net/netip"
 	"sync"
+	"sync/atomic"
 	"time"
+
+	"github.com/crem-project/crem/crf"
 )
 
 // shard drives one Node, the engines of the flows whose address pair hashes to it, with the
@@ -23,6 +26,15 @@ type shard struct {
 	hasNext   bool
 	batch     []*pkt
 	cremBatch []*pkt
+
+	// What the shard publishes for Stats and the metrics (snapshot.go).
+	snap                   atomic.Pointer[snapshot]
+	pubAt, pubLast         time.Duration
+	dirty                  bool
+	ranks                  []rank
+	crfRates, crfRatesNext map[uint32]rates
+	fp                     crf.Footprint
+	fpAt                   time.Duration
 }
 
 // outq is a batch of datagrams waiting for one socket.
@@ -32,12 +44,14 @@ type outq struct {
 }
 
 func newShard(g *Gateway, idx int) (*shard, error) {
-	sh := &shard{g: g, idx: idx, in: make(chan *pkt, 8192), addrs: map[netip.AddrPort]*net.UDPAddr{}}
+	sh := &shard{g: g, idx: idx, in: make(chan *pkt, 8192), addrs: map[netip.AddrPort]*net.UDPAddr{},
+		crfRates: map[uint32]rates{}, crfRatesNext: map[uint32]rates{}}
 	n, err := newNode(g.cfg, g.log, g.seed, idx, shardRoutes{g, idx})
 	if err != nil {
 		return nil, err
 	}
 	sh.n = n
+	sh.publish(0)
 	return sh, nil
 }
 
@@ -51,12 +65,25 @@ func (r shardRoutes) senderFlowID(id uint32, add bool) {
 	if add {
 		r.g.route.set32(&r.g.route.csf, id, r.idx)
 	} else {
-		r.g.route.del32(&r.g.route.csf, id)
+		r.g.route.del32(&r.g.route.csf, id, r.idx)
 	}
 }
 
-func (r shardRoutes) receiverFlowID(id uint32) { r.g.route.set32(&r.g.route.crf, id, r.idx) }
-func (r shardRoutes) helloNonce(n uint64)      { r.g.route.setNonce(n, r.idx) }
+func (r shardRoutes) receiverFlowID(id uint32, add bool) {
+	if add {
+		r.g.route.set32(&r.g.route.crf, id, r.idx)
+	} else {
+		r.g.route.del32(&r.g.route.crf, id, r.idx)
+	}
+}
+
+func (r shardRoutes) helloNonce(n uint64, add bool) {
+	if add {
+		r.g.route.setNonce(n, r.idx)
+	} else {
+		r.g.route.delNonce(n, r.idx)
+	}
+}
 
 func (sh *shard) loop() {
 	timer := time.NewTimer(time.Hour)
@@ -112,6 +139,9 @@ func (sh *shard) loop() {
 		}
 		sh.mu.Lock()
 		d, ok := sh.next, sh.hasNext
+		if sh.dirty && (!ok || sh.pubAt < d) {
+			d, ok = sh.pubAt, true // what happened gets published, even if nothing follows
+		}
 		sh.mu.Unlock()
 		if !timer.Stop() {
 			select {
@@ -152,12 +182,17 @@ func (sh *shard) handle(now time.Duration, p *pkt) {
 	}
 }
 
-// after runs the due timers, drains the node and sends what it wants sent.
+// after runs the due timers, drains the node, sends what it wants sent, and publishes the
+// node's counters when it is time.
 func (sh *shard) after(now time.Duration) {
 	sh.n.Tick(now)
 	sh.drain()
 	sh.flush()
 	sh.next, sh.hasNext = sh.n.NextDeadline()
+	sh.dirty = true
+	if now >= sh.pubAt {
+		sh.publish(now)
+	}
 }
 
 func (sh *shard) drain() {
@@ -179,7 +214,7 @@ func (sh *shard) send(kind int, to netip.AddrPort, b []byte) {
 		sh.g.c.writeErrors.Add(1)
 		return
 	}
-	p := sh.g.getPkt()
+	p := sh.g.getPkt(len(b))
 	p.n = copy(p.buf, b)
 	sh.queue(kind, to, p)
 }

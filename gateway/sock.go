@@ -27,14 +27,17 @@ type sock struct {
 	kind int
 }
 
-// listen binds a UDP socket; failing to bind (an address in use) is a configuration error.
-func listen(field string, ap netip.AddrPort, kind int) (*sock, error) {
-	c, err := net.ListenUDP("udp", net.UDPAddrFromAddrPort(ap))
-	if err != nil {
-		if errors.Is(err, syscall.EADDRINUSE) {
-			return nil, configErr("%s %v: address already in use", field, ap)
+// listen binds a UDP socket, or takes over c if not nil; failing to bind (an address in use)
+// is a configuration error.
+func listen(field string, ap netip.AddrPort, kind int, c *net.UDPConn) (*sock, error) {
+	if c == nil {
+		var err error
+		if c, err = net.ListenUDP("udp", net.UDPAddrFromAddrPort(ap)); err != nil {
+			if errors.Is(err, syscall.EADDRINUSE) {
+				return nil, configErr("%s %v: address already in use", field, ap)
+			}
+			return nil, configErr("%s %v: %v", field, ap, err)
 		}
-		return nil, configErr("%s %v: %v", field, ap, err)
 	}
 	for _, size := range []int{8 << 20, 4 << 20, 1 << 20} {
 		if c.SetReadBuffer(size) == nil {

@@ -89,44 +89,56 @@ func (t *tunPath) send(b []byte) error {
 	return unix.Sendto(t.raw, b, 0, sa)
 }
 
-// tunLoop reads packets from the device and hands each to its shard.
+// tunLoop reads packets from the device and hands each to its shard (small ones copied into
+// small buffers, as handOn does).
 func (g *Gateway) tunLoop() {
+	p := g.large.get(true)
+	var pause readPause
 	for {
-		p := g.getPkt()
 		n, err := g.tun.dev.Read(p.buf)
 		if err != nil {
-			g.putPkt(p)
 			if errors.Is(err, os.ErrClosed) {
 				return
 			}
-			select {
-			case <-g.done:
-				return
-			default:
-			}
 			g.c.readErrors.Add(1)
+			if !pause.wait(g) {
+				return
+			}
 			continue
 		}
-		p.n, p.kind = n, kindTun
+		pause.reset()
 		g.c.rx[kindTun].Add(1)
 		g.c.rxBytes[kindTun].Add(uint64(n))
-		b := p.data()
+		b := p.buf[:n]
 		if n < 20 || b[0]>>4 != 4 {
 			g.c.notRoCE.Add(1)
-			g.putPkt(p)
+			g.c.dropped[kindTun].Add(1)
 			continue
 		}
 		src, dst := netip.AddrFrom4([4]byte(b[12:16])), netip.AddrFrom4([4]byte(b[16:20]))
-		p.ce = b[1]&3 == 3
 		if g.pcap != nil {
 			g.pcap.recordIP(b)
 		}
+		q := p
+		if n <= smallSize {
+			q = g.small.get(true)
+			copy(q.buf, b)
+		} else if r := g.large.get(false); r != nil {
+			p = r
+		} else {
+			g.c.buffersExhausted.Add(1)
+			g.c.dropped[kindTun].Add(1)
+			continue
+		}
+		q.n, q.kind, q.ce = n, kindTun, b[1]&3 == 3
 		sh := g.shards[g.pairHash(src, dst)]
 		select {
-		case sh.in <- p:
+		case sh.in <- q:
+			g.c.handed[kindTun].Add(1)
 		default:
 			g.c.shardFull.Add(1)
-			g.putPkt(p)
+			g.c.dropped[kindTun].Add(1)
+			g.putPkt(q)
 		}
 	}
 }

@@ -9,7 +9,8 @@ import (
 )
 
 // FuzzLearner: any sequence of packets in either direction (cut from the input, 40 octets or
-// fewer each, a few QPs and PSNs) never panics, keeps the tables within their bounds, and never
+// fewer each, a few QPs and PSNs) never panics, keeps the tables within their bounds (flows,
+// probation, candidates and blocked QPs; paired ones are at most the flows), and never
 // offers a packet to a flow its QP is not paired with.
 func FuzzLearner(f *testing.F) {
 	f.Add([]byte{0x0a, 0, 0, 0, 0, 0, 0, 5, 0, 0, 0, 1, 0x11, 0, 0, 0, 0, 0, 0, 6, 0, 0, 0, 1})
@@ -33,7 +34,7 @@ func FuzzLearner(f *testing.F) {
 		f.Logf("real capture not used: %v", err)
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
-		x := newLearner(t, func(l *Limits) { l.MaxFlows, l.MaxProbation, l.MaxCandidates, l.Confirm = 4, 4, 2, 2 })
+		x := newLearner(t, func(l *Limits) { l.MaxFlows, l.MaxProbation, l.MaxCandidates, l.MaxBlocked, l.Confirm = 4, 4, 2, 4, 2 })
 		now := time.Duration(0)
 		for len(b) > 0 {
 			n := int(b[0]%40) + 1
@@ -51,7 +52,7 @@ func FuzzLearner(f *testing.F) {
 					t.Fatalf("offered to %v, paired with %#x %v", k, qp, paired)
 				}
 			}
-			if flows, rev, pend := x.Tables(); flows > 4 || rev > 4+2+4 || pend > 4096 {
+			if flows, rev, pend := x.Tables(); flows > 4 || rev > 4+2+4+4 || pend > 4096 {
 				t.Fatalf("tables %d %d %d", flows, rev, pend)
 			}
 			if now > 5*time.Second {

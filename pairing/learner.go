@@ -34,8 +34,10 @@ type Limits struct {
 	// a reverse QP that confirms against the same flow.
 	Stale time.Duration
 	// Table bounds: forward flows tracked, reverse QPs with one observation (the oldest are
-	// evicted first), reverse QPs with more (refused beyond), CM REQs waiting for their REP.
-	MaxFlows, MaxProbation, MaxCandidates, MaxPending int
+	// evicted first), reverse QPs with more (refused beyond), CM REQs waiting for their REP,
+	// reverse QPs blocked (beyond, a QP struck out is forgotten instead: it starts on
+	// probation again, so a flood of stray QPs cannot grow the table for BlockFor).
+	MaxFlows, MaxProbation, MaxCandidates, MaxPending, MaxBlocked int
 	// Expiry: a flow with no request for FlowIdle, a candidate with no evidence for
 	// CandidateIdle, a REQ with no REP for PendingIdle. Sweep is how often Expire runs.
 	FlowIdle, CandidateIdle, PendingIdle, Sweep time.Duration
@@ -44,7 +46,7 @@ type Limits struct {
 // DefaultLimits returns the numbers of protocol notes G17-G20.
 func DefaultLimits() Limits {
 	return Limits{MTU: 4096, Window: 1 << 20, Confirm: 8, Strikes: 4, BlockFor: 10 * time.Second, Unpair: 4, Reorder: 64,
-		Stale: 5 * time.Second, MaxFlows: 1 << 16, MaxProbation: 4096, MaxCandidates: 1024, MaxPending: 4096,
+		Stale: 5 * time.Second, MaxFlows: 1 << 16, MaxProbation: 4096, MaxCandidates: 1024, MaxPending: 4096, MaxBlocked: 4096,
 		FlowIdle: 60 * time.Second, CandidateIdle: 10 * time.Second, PendingIdle: 30 * time.Second, Sweep: time.Second}
 }
 
@@ -56,7 +58,7 @@ func (l Limits) validate() error {
 		return fmt.Errorf("pairing: Window %d: want 1 to 2^22", l.Window)
 	case l.Confirm < 1 || l.Strikes < 1 || l.Unpair < 1:
 		return errors.New("pairing: Confirm, Strikes and Unpair must be at least 1")
-	case l.MaxFlows < 1 || l.MaxProbation < 1 || l.MaxCandidates < 1 || l.MaxPending < 1:
+	case l.MaxFlows < 1 || l.MaxProbation < 1 || l.MaxCandidates < 1 || l.MaxPending < 1 || l.MaxBlocked < 1:
 		return errors.New("pairing: every table bound must be at least 1")
 	case l.BlockFor <= 0 || l.Stale <= 0 || l.FlowIdle <= 0 || l.CandidateIdle <= 0 || l.PendingIdle <= 0 || l.Sweep <= 0:
 		return errors.New("pairing: every duration must be positive")
@@ -136,6 +138,7 @@ type Stats struct {
 	Backward         uint64 // before the QP's last counted PSN: nothing within Reorder, a strike beyond
 	Strikes          uint64 // a candidate contradicted (another flow's range, or none)
 	Blocked          uint64 // reverse QPs blocked after Strikes strikes
+	BlockedForgotten uint64 // reverse QPs struck out while MaxBlocked were blocked: forgotten, not blocked
 	BlockedDropped   uint64 // packets of a blocked QP
 	ProbationEvicted uint64 // one-observation candidates evicted for newer ones
 	CandidatesFull   uint64 // a candidate not promoted: the table was full
@@ -243,6 +246,7 @@ type Learner struct {
 	nring   int
 	gen     uint32
 	ncand   int // reverse entries in state candidate
+	nblock  int // reverse entries in state blocked
 	events  []Event
 	stats   Stats
 	sweepAt time.Duration
@@ -613,7 +617,15 @@ func (x *Learner) strike(r *rev, now time.Duration) bool {
 			x.ncand--
 		}
 		r.state, r.until, r.cand = blocked, now+x.l.BlockFor, nil
-		x.stats.Blocked++
+		switch {
+		case x.revs[r.key] != r:
+		case x.nblock >= x.l.MaxBlocked:
+			delete(x.revs, r.key)
+			x.stats.BlockedForgotten++
+		default:
+			x.nblock++
+			x.stats.Blocked++
+		}
 		return true
 	}
 	return false
@@ -644,6 +656,9 @@ func (x *Learner) deleteRev(r *rev) {
 		x.ncand--
 	}
 	if x.revs[r.key] == r {
+		if r.state == blocked {
+			x.nblock--
+		}
 		delete(x.revs, r.key)
 	}
 	r.state = blocked // inert if still referenced

@@ -480,3 +480,43 @@ func TestShortAndOtherPackets(t *testing.T) {
 	}
 	_ = netip.Addr{}
 }
+
+// TestBlockedBoundedIssue11: stray reverse QPs struck out (one response in a flow's range,
+// then responses in none) are blocked up to MaxBlocked; beyond, they are forgotten, so the
+// reverse table stays within its bounds however many come within BlockFor. Before, every one
+// stayed blocked for BlockFor: a flood grew the table by its rate times ten seconds.
+func TestBlockedBoundedIssue11(t *testing.T) {
+	x := newLearner(t, func(l *Limits) { l.MaxProbation, l.MaxCandidates, l.MaxBlocked = 8, 4, 16 })
+	for j := range 64 {
+		x.Forward(0, hostA, hostB, write(0x42, psn.PSN(1000+j)))
+	}
+	most := 0
+	for i := range 1000 {
+		qp := uint32(0x10000 + i)
+		x.Reverse(time.Millisecond, hostB, hostA, ack(qp, 1010)) // in the flow's range
+		for j := range 4 {
+			x.Reverse(time.Millisecond, hostB, hostA, ack(qp, psn.PSN(0x400000+j))) // in none
+		}
+		_, rev, _ := x.Tables()
+		most = max(most, rev)
+	}
+	st := x.Stats()
+	if bound := 8 + 4 + 16 + 1; most > bound {
+		t.Fatalf("reverse table reached %d entries, bound %d (%+v)", most, bound, st)
+	}
+	if st.Blocked != 16 || st.BlockedForgotten != 1000-16 {
+		t.Fatalf("blocked %d, forgotten %d: want 16 and %d", st.Blocked, st.BlockedForgotten, 1000-16)
+	}
+	// Once the blocks expire there is room again.
+	x.Expire(time.Millisecond + DefaultLimits().BlockFor)
+	if _, rev, _ := x.Tables(); rev != 0 {
+		t.Fatalf("%d reverse entries after the blocks expired", rev)
+	}
+	x.Reverse(time.Minute, hostB, hostA, ack(0x20000, 1010))
+	for j := range 4 {
+		x.Reverse(time.Minute, hostB, hostA, ack(0x20000, psn.PSN(0x400000+j)))
+	}
+	if st := x.Stats(); st.Blocked != 17 {
+		t.Fatalf("a QP struck out after the blocks expired: blocked %d, want 17", st.Blocked)
+	}
+}

@@ -59,9 +59,11 @@ type Host struct {
 	// Counters of datagrams no QP took.
 	unknownQP, runts uint64
 
-	wake   chan struct{}
-	closed chan struct{}
-	wg     sync.WaitGroup
+	wake      chan struct{}
+	closed    chan struct{}
+	closeOnce sync.Once
+	closeErr  error
+	wg        sync.WaitGroup
 }
 
 // Conn is one QP on a host and its peer.
@@ -111,21 +113,21 @@ func Listen(addr string, opt Options) (*Host, error) {
 func (h *Host) LocalAddr() netip.AddrPort { return h.local }
 
 // Close stops the host, closes its socket and flushes the pcap. It returns the first pcap error.
+// It may be called more than once, from any goroutine: every call waits for the host to stop
+// and returns the same error.
 func (h *Host) Close() error {
-	select {
-	case <-h.closed:
-		return nil
-	default:
-	}
-	close(h.closed)
-	h.sock.Close()
-	h.wg.Wait()
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if h.pbuf != nil && h.err == nil {
-		h.err = h.pbuf.Flush()
-	}
-	return h.err
+	h.closeOnce.Do(func() {
+		close(h.closed)
+		h.sock.Close()
+		h.wg.Wait()
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		if h.pbuf != nil && h.err == nil {
+			h.err = h.pbuf.Flush()
+		}
+		h.closeErr = h.err
+	})
+	return h.closeErr
 }
 
 // Dropped returns the datagrams that named no QP of this host and those too short for a BTH.
@@ -253,14 +255,23 @@ func (c *Conn) write(pkt []byte) {
 func (h *Host) readLoop() {
 	defer h.wg.Done()
 	buf := make([]byte, 65536)
+	pause := time.Duration(0)
 	for {
 		n, _, err := h.sock.ReadFromUDPAddrPort(buf)
 		if err != nil {
 			if errors.Is(err, net.ErrClosed) {
 				return
 			}
+			// An error that lasts (a broken socket) must not spin: back off up to 100 ms.
+			pause = min(max(2*pause, time.Millisecond), 100*time.Millisecond)
+			select {
+			case <-h.closed:
+				return
+			case <-time.After(pause):
+			}
 			continue
 		}
+		pause = 0
 		pkt := buf[:n]
 		h.mu.Lock()
 		if n < roce.BTHLen+roce.ICRCLen {

@@ -2,7 +2,9 @@ package udp
 
 import (
 	"bytes"
+	"errors"
 	"net/netip"
+	"sync"
 	"testing"
 	"time"
 
@@ -76,5 +78,44 @@ func TestLoopbackSharedSocket(t *testing.T) {
 	}
 	if c := ca.Counts(); c.Sent == 0 {
 		t.Fatal("nothing counted")
+	}
+}
+
+type failingWriter struct{}
+
+func (failingWriter) Write([]byte) (int, error) { return 0, errors.New("disk full") }
+
+// TestCloseTwiceIssue11: Close may be called again, and from several goroutines at once: no
+// panic, every call returns once the host has stopped, and every call reports the pcap's error
+// (a second call used to return nil).
+func TestCloseTwiceIssue11(t *testing.T) {
+	h, err := Listen("127.0.0.1:0", Options{Pcap: failingWriter{}})
+	if err != nil {
+		t.Skipf("no UDP on loopback: %v", err)
+	}
+	if err := h.Close(); err == nil {
+		t.Fatal("Close: want the pcap's error")
+	}
+	if err := h.Close(); err == nil {
+		t.Fatal("Close again: want the pcap's error again")
+	}
+	for range 20 {
+		h, err := Listen("127.0.0.1:0", Options{Pcap: failingWriter{}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var wg sync.WaitGroup
+		errs := make(chan error, 8)
+		for range 8 {
+			wg.Add(1)
+			go func() { defer wg.Done(); errs <- h.Close() }()
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			if err == nil {
+				t.Fatal("a concurrent Close returned no error")
+			}
+		}
 	}
 }
