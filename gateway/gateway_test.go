@@ -69,18 +69,21 @@ func newSink(t *testing.T) *sink {
 
 func (s *sink) addr() string { return s.c.LocalAddr().String() }
 
-func freeUDP(t testing.TB) string {
+// boundUDP binds a UDP socket on 127.0.0.1: one to hand to a gateway (gateway.Options.Sockets),
+// or an address where nothing answers (it is never read; closed at the test's end).
+func boundUDP(t testing.TB) *net.UDPConn {
 	c, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
 	if err != nil {
 		t.Fatal(err)
 	}
-	a := c.LocalAddr().String()
-	c.Close()
-	return a
+	t.Cleanup(func() { c.Close() })
+	return c
 }
 
-func start(t *testing.T, c gateway.Config) (*gateway.Gateway, context.CancelFunc, chan struct{}) {
-	g, err := gateway.New(c, gateway.Options{Seed: 7})
+func addrOf(c *net.UDPConn) string { return c.LocalAddr().String() }
+
+func start(t *testing.T, c gateway.Config, socks gateway.Sockets) (*gateway.Gateway, context.CancelFunc, chan struct{}) {
+	g, err := gateway.New(c, gateway.Options{Seed: 7, Sockets: socks})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -102,10 +105,10 @@ func send(t *testing.T, to netip.AddrPort, from *net.UDPConn, b []byte) {
 // metrics; garbage on the CREM port is counted and changes nothing.
 func TestUnreachablePeerAndGarbage(t *testing.T) {
 	peerData, target := newSink(t), newSink(t)
-	c := gateway.Config{CREMAddress: freeUDP(t), Peer: freeUDP(t), Shards: 2,
+	c := gateway.Config{Peer: addrOf(boundUDP(t)), Shards: 2,
 		Relay:  gateway.RelayConfig{Listen: "127.0.0.1:0", Target: target.addr(), WANListen: "127.0.0.1:0", PeerData: peerData.addr()},
 		Policy: gateway.PolicyConfig{HelloHoldOff: "200ms"}}
-	g, _, _ := start(t, c)
+	g, _, _ := start(t, c, gateway.Sockets{CREM: boundUDP(t)})
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -162,12 +165,14 @@ func TestUnreachablePeerAndGarbage(t *testing.T) {
 // sends CLOSE reason 0, which gateway B's CRF receives.
 func TestCloseOnStop(t *testing.T) {
 	target := newSink(t)
-	aCREM, bCREM, bWAN := freeUDP(t), freeUDP(t), freeUDP(t)
+	aCREM, bCREM, bWAN := boundUDP(t), boundUDP(t), boundUDP(t)
 	rule := []gateway.ProtectRule{{SrcPort: 5000}}
-	b, _, _ := start(t, gateway.Config{CREMAddress: bCREM, Peer: aCREM, Protect: rule,
-		Relay: gateway.RelayConfig{Listen: "127.0.0.1:0", Target: target.addr(), WANListen: bWAN, PeerData: "127.0.0.1:9"}})
-	a, cancelA, doneA := start(t, gateway.Config{CREMAddress: aCREM, Peer: bCREM, Protect: rule,
-		Relay: gateway.RelayConfig{Listen: "127.0.0.1:0", Target: "127.0.0.1:9", WANListen: "127.0.0.1:0", PeerData: bWAN}})
+	b, _, _ := start(t, gateway.Config{Peer: addrOf(aCREM), Protect: rule,
+		Relay: gateway.RelayConfig{Listen: "127.0.0.1:0", Target: target.addr(), PeerData: "127.0.0.1:9"}},
+		gateway.Sockets{CREM: bCREM, WAN: bWAN})
+	a, cancelA, doneA := start(t, gateway.Config{Peer: addrOf(bCREM), Protect: rule,
+		Relay: gateway.RelayConfig{Listen: "127.0.0.1:0", Target: "127.0.0.1:9", WANListen: "127.0.0.1:0", PeerData: addrOf(bWAN)}},
+		gateway.Sockets{CREM: aCREM})
 	ep, _ := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 5000})
 	if ep == nil {
 		t.Skip("port 5000 busy")
@@ -201,9 +206,9 @@ func TestCloseOnStop(t *testing.T) {
 func TestPcap(t *testing.T) {
 	peerData := newSink(t)
 	var buf bytes.Buffer
-	c := gateway.Config{CREMAddress: freeUDP(t), Peer: freeUDP(t),
+	c := gateway.Config{Peer: addrOf(boundUDP(t)),
 		Relay: gateway.RelayConfig{Listen: "127.0.0.1:0", Target: "127.0.0.1:9", WANListen: "127.0.0.1:0", PeerData: peerData.addr()}}
-	g, err := gateway.New(c, gateway.Options{Pcap: &buf, Seed: 1})
+	g, err := gateway.New(c, gateway.Options{Pcap: &buf, Seed: 1, Sockets: gateway.Sockets{CREM: boundUDP(t)}})
 	if err != nil {
 		t.Fatal(err)
 	}

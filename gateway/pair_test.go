@@ -12,7 +12,7 @@ import (
 // it to target. stop ends both and waits for them.
 func startRelayPair(tb testing.TB, target string, rule []gateway.ProtectRule, pol gateway.PolicyConfig) (a, b *gateway.Gateway, stop func()) {
 	tb.Helper()
-	aCREM, bCREM, bWAN := freeUDP(tb), freeUDP(tb), freeUDP(tb)
+	aCREM, bCREM, bWAN := boundUDP(tb), boundUDP(tb), boundUDP(tb)
 	ctx, cancel := context.WithCancel(context.Background())
 	var done []chan struct{}
 	stop = func() {
@@ -21,8 +21,8 @@ func startRelayPair(tb testing.TB, target string, rule []gateway.ProtectRule, po
 			<-d
 		}
 	}
-	mk := func(c gateway.Config) *gateway.Gateway {
-		g, err := gateway.New(c, gateway.Options{Seed: 1})
+	mk := func(c gateway.Config, socks gateway.Sockets) *gateway.Gateway {
+		g, err := gateway.New(c, gateway.Options{Seed: 1, Sockets: socks})
 		if err != nil {
 			stop()
 			tb.Fatal(err)
@@ -32,9 +32,11 @@ func startRelayPair(tb testing.TB, target string, rule []gateway.ProtectRule, po
 		go func() { defer close(d); g.Run(ctx) }()
 		return g
 	}
-	b = mk(gateway.Config{CREMAddress: bCREM, Peer: aCREM, Protect: rule, Shards: 1, Policy: pol,
-		Relay: gateway.RelayConfig{Listen: "127.0.0.1:0", Target: target, WANListen: bWAN, PeerData: "127.0.0.1:9"}})
-	a = mk(gateway.Config{CREMAddress: aCREM, Peer: bCREM, Protect: rule, Shards: 1, Policy: pol,
-		Relay: gateway.RelayConfig{Listen: "127.0.0.1:0", Target: "127.0.0.1:9", WANListen: "127.0.0.1:0", PeerData: bWAN}})
+	b = mk(gateway.Config{Peer: addrOf(aCREM), Protect: rule, Shards: 1, Policy: pol,
+		Relay: gateway.RelayConfig{Listen: "127.0.0.1:0", Target: target, PeerData: "127.0.0.1:9"}},
+		gateway.Sockets{CREM: bCREM, WAN: bWAN})
+	a = mk(gateway.Config{Peer: addrOf(bCREM), Protect: rule, Shards: 1, Policy: pol,
+		Relay: gateway.RelayConfig{Listen: "127.0.0.1:0", Target: "127.0.0.1:9", WANListen: "127.0.0.1:0", PeerData: addrOf(bWAN)}},
+		gateway.Sockets{CREM: aCREM})
 	return a, b, stop
 }
