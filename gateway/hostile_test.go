@@ -1,7 +1,6 @@
 package gateway_test
 
 import (
-	"context"
 	"encoding/binary"
 	"fmt"
 	"math/rand/v2"
@@ -21,7 +20,6 @@ import (
 	"github.com/crem-project/crem/flow"
 	"github.com/crem-project/crem/gateway"
 	"github.com/crem-project/crem/internal/testenv"
-	"github.com/crem-project/crem/netem"
 	"github.com/crem-project/crem/psn"
 	"github.com/crem-project/crem/rc"
 	"github.com/crem-project/crem/rc/udp"
@@ -55,16 +53,6 @@ func liveHeap(collect bool) uint64 {
 	s := []metrics.Sample{{Name: "/gc/heap/live:bytes"}}
 	metrics.Read(s)
 	return s[0].Value.Uint64()
-}
-
-// bindLoopback binds a UDP socket on a (port 0: the system's choice).
-func bindLoopback(t *testing.T, a netip.Addr) *net.UDPConn {
-	t.Helper()
-	c, err := net.ListenUDP("udp", net.UDPAddrFromAddrPort(netip.AddrPortFrom(a, 0)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return c
 }
 
 // TestHostileTrafficIssue11: a gateway pair in relay mode on loopback (4 RC queue pairs, 2
@@ -108,59 +96,10 @@ func TestHostileTrafficIssue11(t *testing.T) {
 		maxAttack  = 20 * time.Second
 	)
 	rng := rand.New(rand.NewPCG(seed, 0x11))
-	addrA, addrB := netip.MustParseAddr("127.0.0.1"), netip.MustParseAddr("127.0.0.2")
-	var cfgs [2]netem.Config
-	for i := range cfgs {
-		loss, _ := netem.ParseLossSpec("0.02")
-		s := seed*2 + uint64(i) + 1
-		cfgs[i] = netem.Config{Rate: rate, Delay: rtt / 2, QueuePackets: 100000, Loss: loss.New(s), Seed: s}
-	}
-	socks := bindCREMPort(t, addrA, addrB, netip.MustParseAddr("127.0.0.3"), netip.MustParseAddr("127.0.0.4"))
-	path := newLossyPath(t, [2]*net.UDPConn{socks[2], socks[3]}, cfgs)
-	defer path.close()
-	hostA, err := udp.Listen(netip.AddrPortFrom(addrA, 0).String(), udp.Options{SocketBuffer: 32 << 20})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer hostA.Close()
-	hostB, err := udp.Listen(netip.AddrPortFrom(addrB, 0).String(), udp.Options{SocketBuffer: 32 << 20})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer hostB.Close()
-
-	f := false
-	rules := []gateway.ProtectRule{
-		{Src: addrA.String(), Dst: addrB.String(), SrcPort: int(hostA.LocalAddr().Port()), Ordered: &f},
-		{Src: addrB.String(), Dst: addrA.String(), SrcPort: int(hostB.LocalAddr().Port()), Ordered: &f},
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	var gwWG sync.WaitGroup
-	defer func() { cancel(); gwWG.Wait() }()
-	var gws [2]*gateway.Gateway
-	for i, self := range []netip.Addr{addrA, addrB} {
-		host, other := hostA, addrB
-		if i == 1 {
-			host, other = hostB, addrA
-		}
-		c := gateway.Config{Peer: path.addr[i].String(), Shards: 2, Protect: rules,
-			Relay: gateway.RelayConfig{Target: host.LocalAddr().String(), PeerData: path.addr[i].String(),
-				LocalEndpoint: self.String(), RemoteEndpoint: other.String()},
-			Policy: gateway.PolicyConfig{K: 32, M: 4, MTU: mtu, InitialRTT: (rtt + time.Millisecond).String(),
-				MaxOpenBlocks: 16, BurstGap: "2ms", Idle: "5m"}}
-		g, err := gateway.New(c, gateway.Options{Seed: seed*16 + uint64(i) + 1, BufferTrim: 500 * time.Millisecond,
-			Sockets: gateway.Sockets{CREM: socks[i], Relay: bindLoopback(t, self), WAN: bindLoopback(t, self)}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		gws[i] = g
-		gwWG.Add(1)
-		go func() { defer gwWG.Done(); g.Run(ctx) }()
-	}
-	for i := range 2 {
-		path.routes[i][gws[i].CREMAddr()] = gws[1-i].CREMAddr()
-		path.routes[i][gws[i].WANAddr()] = gws[1-i].WANAddr()
-	}
+	p := newRelayPair(t, relaySetup{seed: seed, loss: "0.02", rate: rate, rtt: rtt, mtu: mtu, shards: 2, maxOpenBlocks: 16,
+		bufferTrim: 500 * time.Millisecond})
+	addrA, addrB, hostA, hostB, path, gws := p.addrA, p.addrB, p.hostA, p.hostB, p.path, p.gws
+	var err error
 
 	// The path sees the live flows' Flow IDs (in their PARAM_UPDATEs), and forges REPAIRs from
 	// the handshake address ahead of the genuine ones: for one REPAIR in four it sees, one with a

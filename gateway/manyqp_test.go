@@ -93,6 +93,98 @@ func bindCREMPort(t *testing.T, addrs ...netip.Addr) []*net.UDPConn {
 	return nil
 }
 
+// relaySetup says what a relayPair is made of.
+type relaySetup struct {
+	seed          uint64
+	loss          string // each direction's loss, a netem loss specification
+	rate          int64  // bit/s
+	rtt           time.Duration
+	mtu           int
+	shards        int
+	maxOpenBlocks int
+	bufferTrim    time.Duration // 0: the gateway's default
+}
+
+// relayPair is two gateways in relay mode on loopback: A (127.0.0.1) in front of hostA, B
+// (127.0.0.2) in front of hostB, their CREM and WAN sockets joined by a lossyPath (on 127.0.0.3
+// and 127.0.0.4). Every socket is bound once and handed over; everything stops when the test
+// ends. The caller sets the path's tap, if any, and runs the path.
+type relayPair struct {
+	addrA, addrB netip.Addr
+	hostA, hostB *udp.Host
+	path         *lossyPath
+	gws          [2]*gateway.Gateway
+}
+
+func newRelayPair(t *testing.T, s relaySetup) *relayPair {
+	t.Helper()
+	p := &relayPair{addrA: netip.MustParseAddr("127.0.0.1"), addrB: netip.MustParseAddr("127.0.0.2")}
+	var cfgs [2]netem.Config
+	for i := range cfgs {
+		loss, err := netem.ParseLossSpec(s.loss)
+		if err != nil {
+			t.Fatal(err)
+		}
+		seed := s.seed*2 + uint64(i) + 1
+		cfgs[i] = netem.Config{Rate: s.rate, Delay: s.rtt / 2, QueuePackets: 100000, Loss: loss.New(seed), Seed: seed}
+	}
+	socks := bindCREMPort(t, p.addrA, p.addrB, netip.MustParseAddr("127.0.0.3"), netip.MustParseAddr("127.0.0.4"))
+	p.path = newLossyPath(t, [2]*net.UDPConn{socks[2], socks[3]}, cfgs)
+	t.Cleanup(p.path.close)
+	var err error
+	if p.hostA, err = udp.Listen(netip.AddrPortFrom(p.addrA, 0).String(), udp.Options{SocketBuffer: 32 << 20}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.hostA.Close() })
+	if p.hostB, err = udp.Listen(netip.AddrPortFrom(p.addrB, 0).String(), udp.Options{SocketBuffer: 32 << 20}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.hostB.Close() })
+
+	f := false
+	rules := []gateway.ProtectRule{
+		{Src: p.addrA.String(), Dst: p.addrB.String(), SrcPort: int(p.hostA.LocalAddr().Port()), Ordered: &f},
+		{Src: p.addrB.String(), Dst: p.addrA.String(), SrcPort: int(p.hostB.LocalAddr().Port()), Ordered: &f},
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	t.Cleanup(func() { cancel(); wg.Wait() })
+	for i, self := range []netip.Addr{p.addrA, p.addrB} {
+		host, other := p.hostA, p.addrB
+		if i == 1 {
+			host, other = p.hostB, p.addrA
+		}
+		c := gateway.Config{Peer: p.path.addr[i].String(), Shards: s.shards, Protect: rules,
+			Relay: gateway.RelayConfig{Target: host.LocalAddr().String(), PeerData: p.path.addr[i].String(),
+				LocalEndpoint: self.String(), RemoteEndpoint: other.String()},
+			Policy: gateway.PolicyConfig{K: 32, M: 4, MTU: s.mtu, InitialRTT: (s.rtt + time.Millisecond).String(),
+				MaxOpenBlocks: s.maxOpenBlocks, BurstGap: "2ms", Idle: "5m"}}
+		g, err := gateway.New(c, gateway.Options{Seed: s.seed*16 + uint64(i) + 1, BufferTrim: s.bufferTrim,
+			Sockets: gateway.Sockets{CREM: socks[i], Relay: bindLoopback(t, self), WAN: bindLoopback(t, self)}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		p.gws[i] = g
+		wg.Add(1)
+		go func() { defer wg.Done(); g.Run(ctx) }()
+	}
+	for i := range 2 {
+		p.path.routes[i][p.gws[i].CREMAddr()] = p.gws[1-i].CREMAddr()
+		p.path.routes[i][p.gws[i].WANAddr()] = p.gws[1-i].WANAddr()
+	}
+	return p
+}
+
+// bindLoopback binds a UDP socket on a (port 0: the system's choice).
+func bindLoopback(t *testing.T, a netip.Addr) *net.UDPConn {
+	t.Helper()
+	c, err := net.ListenUDP("udp", net.UDPAddrFromAddrPort(netip.AddrPortFrom(a, 0)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
 func (p *lossyPath) now() time.Duration { return time.Since(p.start) }
 
 // run starts the readers and the links; routes are fixed from here on.
@@ -247,61 +339,9 @@ func TestRelayManyQPsIssue10(t *testing.T) {
 		rate    = 3e9 // the path; the QPs share it
 	)
 	rng := rand.New(rand.NewPCG(seed, 0xc9))
-	addrA, addrB := netip.MustParseAddr("127.0.0.1"), netip.MustParseAddr("127.0.0.2")
-	socks := bindCREMPort(t, addrA, addrB, netip.MustParseAddr("127.0.0.3"), netip.MustParseAddr("127.0.0.4"))
-	var cfgs [2]netem.Config
-	for i := range cfgs {
-		loss, _ := netem.ParseLossSpec("0.01")
-		s := seed*2 + uint64(i) + 1
-		cfgs[i] = netem.Config{Rate: rate, Delay: rtt / 2, QueuePackets: 100000, Loss: loss.New(s), Seed: s}
-	}
-	path := newLossyPath(t, [2]*net.UDPConn{socks[2], socks[3]}, cfgs)
-	defer path.close()
-	ends := path.addr
-	hostA, err := udp.Listen(netip.AddrPortFrom(addrA, 0).String(), udp.Options{SocketBuffer: 32 << 20})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer hostA.Close()
-	hostB, err := udp.Listen(netip.AddrPortFrom(addrB, 0).String(), udp.Options{SocketBuffer: 32 << 20})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer hostB.Close()
-
-	f := false
-	rules := []gateway.ProtectRule{
-		{Src: addrA.String(), Dst: addrB.String(), SrcPort: int(hostA.LocalAddr().Port()), Ordered: &f},
-		{Src: addrB.String(), Dst: addrA.String(), SrcPort: int(hostB.LocalAddr().Port()), Ordered: &f},
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	var gwWG sync.WaitGroup
-	defer func() { cancel(); gwWG.Wait() }()
-	var gws [2]*gateway.Gateway
-	for i, self := range []netip.Addr{addrA, addrB} {
-		host, other := hostA, addrB
-		if i == 1 {
-			host, other = hostB, addrA
-		}
-		c := gateway.Config{Peer: ends[i].String(),
-			Shards: 1, Protect: rules,
-			Relay: gateway.RelayConfig{Listen: netip.AddrPortFrom(self, 0).String(), Target: host.LocalAddr().String(),
-				WANListen: netip.AddrPortFrom(self, 0).String(), PeerData: ends[i].String(),
-				LocalEndpoint: self.String(), RemoteEndpoint: other.String()},
-			Policy: gateway.PolicyConfig{K: 32, M: 4, MTU: mtu, InitialRTT: (rtt + time.Millisecond).String(),
-				MaxOpenBlocks: 256, BurstGap: "2ms", Idle: "5m"}}
-		g, err := gateway.New(c, gateway.Options{Seed: seed*16 + uint64(i) + 1, Sockets: gateway.Sockets{CREM: socks[i]}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		gws[i] = g
-		gwWG.Add(1)
-		go func() { defer gwWG.Done(); g.Run(ctx) }()
-	}
-	for i := range 2 {
-		path.routes[i][gws[i].CREMAddr()] = gws[1-i].CREMAddr()
-		path.routes[i][gws[i].WANAddr()] = gws[1-i].WANAddr()
-	}
+	p := newRelayPair(t, relaySetup{seed: seed, loss: "0.01", rate: rate, rtt: rtt, mtu: mtu, shards: 1, maxOpenBlocks: 256})
+	addrA, addrB, hostA, hostB, path, gws := p.addrA, p.addrB, p.hostA, p.hostB, p.path, p.gws
+	var err error
 	path.run()
 
 	type qpRun struct {
