@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/crem-project/crem/cremtest"
-	"github.com/crem-project/crem/csf"
 	"github.com/crem-project/crem/wire"
 )
 
@@ -17,16 +16,7 @@ import (
 // losses.
 func TestForgedRepairAheadIssue11(t *testing.T) {
 	for _, attack := range []bool{false, true} {
-		p, err := cremtest.NewPair(cremtest.Config{Seed: 5,
-			Sender: []csf.Option{csf.WithConfig(wire.SchemeCauchy, 8, 2, 0), csf.WithAdaptation(false)}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		p.Start()
-		p.RunFor(20 * time.Millisecond)
-		if _, ok := p.Sender.Config(); !ok {
-			t.Fatal("not established")
-		}
+		p := establishedPair(t, 5, 8, 2)
 		rng := rand.New(rand.NewPCG(7, 8))
 		forged, seen, injecting := 0, 0, false
 		p.Link.Filter = func(pk *cremtest.Packet) cremtest.Fate {

@@ -130,16 +130,7 @@ func TestHelloFloodIssue11(t *testing.T) {
 // genuine symbol, a surplus one, or the coded retransmission it asks for.
 func TestForgedRepairSurvivedIssue11(t *testing.T) {
 	for _, forge := range []bool{true, false} {
-		p, err := cremtest.NewPair(cremtest.Config{Seed: 3,
-			Sender: []csf.Option{csf.WithConfig(wire.SchemeCauchy, 4, 1, 0), csf.WithAdaptation(false)}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		p.Start()
-		p.RunFor(20 * time.Millisecond)
-		if _, ok := p.Sender.Config(); !ok {
-			t.Fatal("not established")
-		}
+		p := establishedPair(t, 3, 4, 1)
 		done := false
 		p.Link.Filter = func(pk *cremtest.Packet) cremtest.Fate {
 			if pk.Kind == cremtest.RDMA && pk.Dir == cremtest.Forward && pk.N == 1 {
@@ -168,4 +159,21 @@ func TestForgedRepairSurvivedIssue11(t *testing.T) {
 			t.Fatalf("forged %v: outcome %+v\n%+v", forge, o, st)
 		}
 	}
+}
+
+// establishedPair is a real CSF and CRF (cremtest.Pair) with the seed, a fixed Cauchy k, m and
+// no adaptation, run until the CSF's configuration is acknowledged.
+func establishedPair(t *testing.T, seed uint64, k, m int) *cremtest.Pair {
+	t.Helper()
+	p, err := cremtest.NewPair(cremtest.Config{Seed: seed,
+		Sender: []csf.Option{csf.WithConfig(wire.SchemeCauchy, k, m, 0), csf.WithAdaptation(false)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Start()
+	p.RunFor(20 * time.Millisecond)
+	if _, ok := p.Sender.Config(); !ok {
+		t.Fatal("not established")
+	}
+	return p
 }
