@@ -14,6 +14,7 @@ package reporter
 import (
 	"errors"
 	"fmt"
+	"math"
 	"net/netip"
 	"time"
 
@@ -131,14 +132,25 @@ type pending struct {
 type bucket struct {
 	tokens float64
 	last   time.Duration
+	// delay is the port's queueing delay as last told (QueueDelay), least the smallest seen.
+	delay, least time.Duration
+	haveDelay    bool
+}
+
+// sent is what the reporter remembers of a flow's last report.
+type sent struct {
+	at    time.Duration
+	delay time.Duration // the port's queueing delay then
+	has   bool          // delay was known
+	// period numbers the flow's reports (Marking Period Number of method 3).
+	period uint32
 }
 
 // Reporter is the engine. It is not safe for concurrent use.
 type Reporter struct {
 	cfg      Config
 	flows    map[FlowKey]*pending
-	lastSent map[FlowKey]time.Duration
-	periods  map[FlowKey]uint32
+	lastSent map[FlowKey]sent
 	ports    map[int]*bucket
 	out      []Datagram
 	stats    Stats
@@ -149,8 +161,7 @@ func New(cfg Config) (*Reporter, error) {
 	if err := cfg.defaults(); err != nil {
 		return nil, err
 	}
-	return &Reporter{cfg: cfg, flows: map[FlowKey]*pending{}, lastSent: map[FlowKey]time.Duration{},
-		periods: map[FlowKey]uint32{}, ports: map[int]*bucket{}}, nil
+	return &Reporter{cfg: cfg, flows: map[FlowKey]*pending{}, lastSent: map[FlowKey]sent{}, ports: map[int]*bucket{}}, nil
 }
 
 // Stats returns the counters.
@@ -182,8 +193,8 @@ func (r *Reporter) pendingFor(now time.Duration, key FlowKey, port int) *pending
 		return nil
 	}
 	due := now + r.cfg.Aggregation
-	if last, ok := r.lastSent[key]; ok && last+r.cfg.FlowInterval > due {
-		due = last + r.cfg.FlowInterval
+	if last, ok := r.lastSent[key]; ok && last.at+r.cfg.FlowInterval > due {
+		due = last.at + r.cfg.FlowInterval
 		r.stats.DeferredFlow++
 	}
 	pd := &pending{key: key, port: port, due: due}
@@ -263,25 +274,61 @@ func (r *Reporter) Tick(now time.Duration) {
 		}
 		r.send(now, pd)
 		delete(r.flows, key)
-		r.lastSent[key] = now
 	}
 	// Forget flows whose last report is older than the per-flow interval: bounded memory.
 	if len(r.lastSent) > r.cfg.MaxFlows {
 		for key, t := range r.lastSent {
-			if now-t >= r.cfg.FlowInterval {
+			if now-t.at >= r.cfg.FlowInterval {
 				delete(r.lastSent, key)
 			}
 		}
 	}
 }
 
-// takePortToken spends one report of the port's budget, or says how long until one is there.
-func (r *Reporter) takePortToken(now time.Duration, port int) time.Duration {
+// QueueDelay tells the reporter the queueing delay a packet meets on port now (the sojourn time
+// of the packet just dequeued, or the backlog over the drain rate). Reports then carry, in Queue
+// Delay Change, the change of the port's delay since the flow's previous report; a flow's first
+// report compares with the least delay the port has shown (its standing queue). Without it,
+// Queue Delay Change is 0.
+func (r *Reporter) QueueDelay(now time.Duration, port int, d time.Duration) {
+	b := r.bucketFor(now, port)
+	b.delay = d
+	if !b.haveDelay || d < b.least {
+		b.least = d
+	}
+	b.haveDelay = true
+}
+
+func (r *Reporter) bucketFor(now time.Duration, port int) *bucket {
 	b, ok := r.ports[port]
 	if !ok {
+		if len(r.ports) >= maxPorts {
+			// A node has few ports; beyond the bound, ports share the last bucket.
+			port = -1
+			if b, ok = r.ports[port]; ok {
+				return b
+			}
+		}
 		b = &bucket{tokens: float64(r.cfg.PortBurst), last: now}
 		r.ports[port] = b
 	}
+	return b
+}
+
+// portBucket returns the bucket port uses, or nil.
+func (r *Reporter) portBucket(port int) *bucket {
+	if b, ok := r.ports[port]; ok {
+		return b
+	}
+	return r.ports[-1]
+}
+
+// maxPorts bounds the port buckets.
+const maxPorts = 1024
+
+// takePortToken spends one report of the port's budget, or says how long until one is there.
+func (r *Reporter) takePortToken(now time.Duration, port int) time.Duration {
+	b := r.bucketFor(now, port)
 	b.tokens += now.Seconds()*r.cfg.PortRate - b.last.Seconds()*r.cfg.PortRate
 	if b.tokens > float64(r.cfg.PortBurst) {
 		b.tokens = float64(r.cfg.PortBurst)
@@ -316,10 +363,22 @@ func (r *Reporter) maxPayload(to netip.Addr) int {
 }
 
 func (r *Reporter) send(now time.Duration, pd *pending) {
-	r.periods[pd.key]++
-	period := r.periods[pd.key]
+	var change int32
+	last, hadLast := r.lastSent[pd.key]
+	this := sent{at: now, period: last.period + 1}
+	period := this.period
+	if b := r.portBucket(pd.port); b != nil && b.haveDelay {
+		this.delay, this.has = b.delay, true
+		base := b.least
+		if hadLast && last.has {
+			base = last.delay
+		}
+		change = clampUS(b.delay - base)
+	}
+	r.lastSent[pd.key] = this
 	for i := 0; i < pd.own; i++ {
 		pd.hops[i].MarkingPeriodNumber = period
+		pd.hops[i].QueueDelayChangeUS = change
 	}
 	msg := wire.PathReport{Truncated: pd.trunc, Method: wire.MethodNodeDrops, Source: pd.key.Src,
 		Destination: pd.key.Dst, FlowLabel: pd.key.FlowLabel, Hops: pd.hops}
@@ -363,4 +422,16 @@ func (r *Reporter) Drain(out func(Datagram)) {
 		out(d)
 	}
 	r.out = r.out[:0]
+}
+
+// clampUS is d in microseconds, within the 32 bits of Queue Delay Change.
+func clampUS(d time.Duration) int32 {
+	us := d.Microseconds()
+	switch {
+	case us > math.MaxInt32:
+		return math.MaxInt32
+	case us < math.MinInt32:
+		return math.MinInt32
+	}
+	return int32(us)
 }

@@ -258,3 +258,39 @@ func FuzzForward(f *testing.F) {
 		})
 	})
 }
+
+// TestQueueDelayChangeC10: Queue Delay Change is the change of the port's queueing delay since
+// the flow's previous report; a first report compares with the least delay the port showed.
+func TestQueueDelayChangeC10(t *testing.T) {
+	r := newReporter(t, Config{NodeID: 3})
+	r.QueueDelay(0, 1, 200*time.Microsecond)
+	r.QueueDelay(time.Microsecond, 1, 700*time.Microsecond)
+	r.Drop(time.Microsecond, flowA, 1, 0x10, wire.CauseCongestion)
+	r.Tick(time.Millisecond)
+	got := drain(t, r)
+	if len(got) != 1 {
+		t.Fatalf("sent %d reports", len(got))
+	}
+	if h := parse(t, got[0]).Hops[0]; h.QueueDelayChangeUS != 500 || h.MarkingPeriodNumber != 1 {
+		t.Fatalf("first report: change %d us, period %d; want 500 us against the least delay, period 1",
+			h.QueueDelayChangeUS, h.MarkingPeriodNumber)
+	}
+	r.QueueDelay(3*time.Millisecond, 1, 400*time.Microsecond)
+	r.Drop(3*time.Millisecond, flowA, 1, 0x20, wire.CauseCongestion)
+	r.Tick(4 * time.Millisecond)
+	got = drain(t, r)
+	if len(got) != 1 {
+		t.Fatalf("sent %d reports", len(got))
+	}
+	if h := parse(t, got[0]).Hops[0]; h.QueueDelayChangeUS != -300 || h.MarkingPeriodNumber != 2 {
+		t.Fatalf("second report: change %d us, period %d; want -300 us against the previous report, period 2",
+			h.QueueDelayChangeUS, h.MarkingPeriodNumber)
+	}
+	// Without delays told, the change is 0.
+	r2 := newReporter(t, Config{NodeID: 3})
+	r2.Drop(0, flowA, 1, 0x10, wire.CauseCorruption)
+	r2.Tick(time.Millisecond)
+	if h := parse(t, drain(t, r2)[0]).Hops[0]; h.QueueDelayChangeUS != 0 {
+		t.Fatalf("change %d us with no delay known", h.QueueDelayChangeUS)
+	}
+}
