@@ -723,6 +723,9 @@ func runOne(ctx context.Context, o *Options, name string, ports *Ports, pc *path
 			r.Rejected += st.Sender.PathReportsRejected
 			r.PSNs += st.Sender.PathReportDrops
 		}
+		if taken := run.PathReports + r.Rejected; r.Sent > taken {
+			r.Unclaimed = r.Sent - taken
+		}
 		run.Reporter = &r
 	}
 	for q := range run.PerQP {

@@ -48,6 +48,10 @@ type ReporterRun struct {
 	// no flow of theirs), PSNs the dropped PSNs named in those they accepted.
 	Rejected uint64 `json:"rejected"`
 	PSNs     uint64 `json:"psns"`
+	// Unclaimed are the reports sent that no CSF took or rejected: for flows no CSF protects,
+	// as the ACK direction of WRITEs and SENDs, whose packets are no CREM sources (the gateway
+	// counts them as CREM messages for no flow), and any still in flight when the run ended.
+	Unclaimed uint64 `json:"unclaimed"`
 }
 
 // pathReporter is the path's reporter node (PATH_REPORT method 3, node-local drops): the

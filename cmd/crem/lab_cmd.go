@@ -75,9 +75,10 @@ path_reports, report_repair, qps, per_qp}; path_reports counts the PATH_REPORTs 
 gateways accepted and report_repair the repair symbols they sent for them (both 0 in a run
 without a reporter), and a run with a reporter adds reporter: {address, drops, corruption,
 congestion, reports, sent, send_errors, truncated, deferred_flow, deferred_port,
-flows_overflow, hold_s, held_overflow, rejected, psns}: the RoCEv2 drops it was told of (by
-cause), the reports it made, sent and failed to send, its limits at work, the hold, the reports
-the CSFs rejected, and the dropped PSNs the accepted ones named; requests_unknown_block
+flows_overflow, hold_s, held_overflow, rejected, psns, unclaimed}: the RoCEv2 drops it was told
+of (by cause), the reports it made, sent and failed to send, its limits at work, the hold, the
+reports the CSFs rejected, the dropped PSNs the accepted ones named, and the reports no CSF took
+(for flows no CSF protects, as the ACK direction of a WRITE); requests_unknown_block
 counts the REPAIR_REQUESTs naming a block the sending gateway no longer held, rdma_timeouts the
 QPs' timer expiries that retransmitted (a few tail losses' worth, unless the machine starved the
 lab of CPU); per_qp has one object per queue pair: {qp, requester_qpn, responder_qpn,

@@ -226,7 +226,7 @@ func TestLabReporterJSONC16(t *testing.T) {
 	}
 	rep, _ := res.Runs[4]["reporter"].(map[string]any)
 	for _, k := range []string{"address", "drops", "corruption", "congestion", "reports", "sent", "send_errors", "truncated",
-		"deferred_flow", "deferred_port", "flows_overflow", "hold_s", "held_overflow", "rejected", "psns"} {
+		"deferred_flow", "deferred_port", "flows_overflow", "hold_s", "held_overflow", "rejected", "psns", "unclaimed"} {
 		if _, ok := rep[k]; !ok {
 			t.Errorf("reporter lacks %s: %v", k, rep)
 		}
