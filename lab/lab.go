@@ -29,7 +29,7 @@ import (
 // Configurations are the runs of the lab, in order.
 var Configurations = []string{"gbn", "tcaeth", "crem+gbn", "crem+tcaeth"}
 
-// ReporterRun is the run Options.Reporter adds after Configurations: crem+tcaeth with a path
+// ReporterConfiguration is the run Options.Reporter adds after Configurations: crem+tcaeth with a path
 // reporter in the path. "+reporter" may follow any CREM configuration in Options.Runs.
 const ReporterConfiguration = "crem+tcaeth+reporter"
 
