@@ -29,8 +29,8 @@ import (
 // Configurations are the runs of the lab, in order.
 var Configurations = []string{"gbn", "tcaeth", "crem+gbn", "crem+tcaeth"}
 
-// ReporterConfiguration is the run Options.Reporter adds after Configurations: crem+tcaeth with a path
-// reporter in the path. "+reporter" may follow any CREM configuration in Options.Runs.
+// ReporterConfiguration is the run Options.Reporter adds after Configurations: crem+tcaeth
+// with a path reporter in the path. "+reporter" may follow any CREM configuration in Runs.
 const ReporterConfiguration = "crem+tcaeth+reporter"
 
 // Options describe the lab. Zero values take the defaults of `crem lab`.
