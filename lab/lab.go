@@ -15,6 +15,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/netip"
+	"strings"
 	"sync"
 	"time"
 
@@ -28,6 +29,10 @@ import (
 // Configurations are the runs of the lab, in order.
 var Configurations = []string{"gbn", "tcaeth", "crem+gbn", "crem+tcaeth"}
 
+// ReporterConfiguration is the run Options.Reporter adds after Configurations: crem+tcaeth
+// with a path reporter in the path. "+reporter" may follow any CREM configuration in Runs.
+const ReporterConfiguration = "crem+tcaeth+reporter"
+
 // Options describe the lab. Zero values take the defaults of `crem lab`.
 type Options struct {
 	RTT      time.Duration  // default 20 ms
@@ -40,8 +45,19 @@ type Options struct {
 	MTU      int    // RDMA MTU, default 4096
 	// K and M are the gateways' block size and first repair count (defaults 32 and 4).
 	K, M int
-	// Runs selects configurations (default: all four).
+	// Runs selects configurations (default: all four, and ReporterConfiguration with Reporter).
 	Runs []string
+	// Reporter adds ReporterConfiguration to the default runs: the path becomes an on-path node
+	// with a path reporter (PATH_REPORT method 3, node-local drops) that tells the flow's CSF of
+	// every RoCEv2 datagram it drops, and the gateways accept its reports (C14, C16).
+	Reporter bool
+	// ReportHold delays each drop before the reporter hears of it: 0 takes the default, one
+	// block's span (K packets at a QP's rate), after which the dropped PSN's block has closed
+	// at its CSF (a CSF sends extra repair for the PSNs of closed blocks only, C16 as
+	// implemented); negative reports at once (the reporter's own 50 us aggregation only). The
+	// report helps when it reaches the CSF after the block closed and its extra repair reaches
+	// the CRF before the CRF's reorder allowance ends (protocol notes).
+	ReportHold time.Duration
 	// Pcap, if set, receives the impaired path of every run as one classic pcap file.
 	Pcap io.Writer
 	// Progress, if set, is called as messages complete.
@@ -107,6 +123,12 @@ type Run struct {
 	// RDMATimeouts counts the QPs' timer expiries that retransmitted: on these paths a few tail
 	// losses' worth, unless the machine starved the lab's timers of CPU.
 	RDMATimeouts uint64 `json:"rdma_timeouts"`
+	// PathReports are the PATH_REPORTs the CSFs of both gateways accepted, ReportRepair the
+	// ordinary repair symbols they sent because a path report named dropped PSNs (C16): 0 in a
+	// run without a reporter. Reporter is what the run's reporter did.
+	PathReports  uint64       `json:"path_reports"`
+	ReportRepair uint64       `json:"report_repair"`
+	Reporter     *ReporterRun `json:"reporter,omitempty"`
 	// QPs and PerQP describe the queue pairs; the figures above are the run's, over all of them.
 	QPs   int     `json:"qps"`
 	PerQP []QPRun `json:"per_qp"`
@@ -206,9 +228,12 @@ func (o *Options) defaults() error {
 	}
 	if len(o.Runs) == 0 {
 		o.Runs = Configurations
+		if o.Reporter {
+			o.Runs = append(append([]string(nil), Configurations...), ReporterConfiguration)
+		}
 	}
 	for _, r := range o.Runs {
-		if _, _, err := parseRun(r); err != nil {
+		if _, err := parseRun(r); err != nil {
 			return err
 		}
 	}
@@ -246,18 +271,33 @@ func (o *Options) defaults() error {
 	return nil
 }
 
-func parseRun(name string) (crem bool, mode rc.Mode, err error) {
-	switch name {
+// runKind is what a configuration's name says.
+type runKind struct {
+	crem     bool
+	mode     rc.Mode
+	reporter bool // a path reporter in the path ("+reporter", CREM runs only)
+}
+
+func parseRun(name string) (runKind, error) {
+	base, reporter := strings.CutSuffix(name, "+reporter")
+	var k runKind
+	switch base {
 	case "gbn":
-		return false, rc.ModeGBN, nil
+		k = runKind{mode: rc.ModeGBN}
 	case "tcaeth":
-		return false, rc.ModeTCAETH, nil
+		k = runKind{mode: rc.ModeTCAETH}
 	case "crem+gbn":
-		return true, rc.ModeGBN, nil
+		k = runKind{crem: true, mode: rc.ModeGBN}
 	case "crem+tcaeth":
-		return true, rc.ModeTCAETH, nil
+		k = runKind{crem: true, mode: rc.ModeTCAETH}
+	default:
+		return k, fmt.Errorf("lab: configuration %q: want gbn, tcaeth, crem+gbn, crem+tcaeth or %s", name, ReporterConfiguration)
 	}
-	return false, 0, fmt.Errorf("lab: configuration %q: want gbn, tcaeth, crem+gbn or crem+tcaeth", name)
+	if reporter && !k.crem {
+		return k, fmt.Errorf("lab: configuration %q: a path reporter needs CREM (crem+gbn+reporter or %s)", name, ReporterConfiguration)
+	}
+	k.reporter = reporter
+	return k, nil
 }
 
 // Loopback addresses of the lab: the requester's side, the responder's side, and the path's
@@ -346,6 +386,10 @@ func pathConfigs(o *Options) (ab, ba netem.Config) {
 	return mk(o.Seed*2 + 1), mk(o.Seed*2 + 2)
 }
 
+// labBurstGap is the gateways' burst gap (C5): the RDMA senders' pacer sends in bursts of up
+// to 1 ms on real sockets, and a block closes on a longer gap only, so that blocks fill up to k.
+const labBurstGap = 2 * time.Millisecond
+
 // rcRate is the RDMA senders' preset rate: 80 percent of the path, leaving room for the
 // ACKs and CREM's repair (every configuration uses the same rate).
 func rcRate(o *Options) int64 { return o.Rate * 8 / 10 }
@@ -362,7 +406,8 @@ func initialPSNs(seed uint64, q int) (a, b psn.PSN) {
 func runOne(ctx context.Context, o *Options, name string, ports *Ports, pc *pathPcap) (Run, error) {
 	port := ports.Port()
 	run := Run{Name: name, Messages: o.Messages, Bytes: int64(o.Messages) * int64(o.Size), QPs: o.QPs}
-	crem, mode, _ := parseRun(name)
+	kind, _ := parseRun(name)
+	crem, mode := kind.crem, kind.mode
 	ab, ba := pathConfigs(o)
 	// The path's two ends listen on the CREM port: every CREM message of the lab is addressed
 	// to it (the relayed RoCEv2 datagrams share the sockets, so their order is kept).
@@ -371,6 +416,14 @@ func runOne(ctx context.Context, o *Options, name string, ports *Ports, pc *path
 		return run, err
 	}
 	defer p.close()
+	if kind.reporter {
+		// The figures are taken once the path has stopped counting (below); this only makes
+		// sure the reporter's goroutine and socket end with the run.
+		if p.rep, err = newPathReporter(port, p.start, reportHold(o, rcRate(o)/int64(o.QPs))); err != nil {
+			return run, err
+		}
+		defer p.rep.close()
+	}
 	if o.Duration > 0 {
 		// A QP has at most its slots' messages in flight: twice their PSNs bound what the path
 		// must remember of a soak's PSNs.
@@ -437,13 +490,18 @@ func runOne(ctx context.Context, o *Options, name string, ports *Ports, pc *path
 		}
 		// The RDMA senders' pacer sends in bursts of up to 1 ms on real sockets: a block
 		// closes on a longer gap only (C5), so that blocks fill up to k.
-		burstGap := 2 * time.Millisecond
+		burstGap := labBurstGap
 		var reorder time.Duration
 		if ordered {
 			// A go-back-N receiver NAKs the first packet after a gap: the CRF's hold (C7 a)
 			// also waits for one coded retransmission round, and still ends well before the
 			// requester's retransmission timeout (3 SRTT).
 			reorder = 3 * o.RTT / 2
+		}
+		// With a reporter in the path, the CSFs accept PATH_REPORT from its address only (C14).
+		var reporters []string
+		if p.rep != nil {
+			reporters = []string{p.rep.addr().Addr().String()}
 		}
 		mkcfg := func(self, other netip.Addr, pathSelf netip.AddrPort, host *udp.Host, pathData netip.AddrPort) gateway.Config {
 			return gateway.Config{CREMAddress: netip.AddrPortFrom(self, uint16(port)).String(), Peer: pathSelf.String(),
@@ -452,7 +510,8 @@ func runOne(ctx context.Context, o *Options, name string, ports *Ports, pc *path
 					WANListen: netip.AddrPortFrom(self, 0).String(), PeerData: pathData.String(),
 					LocalEndpoint: self.String(), RemoteEndpoint: other.String()},
 				Policy: gateway.PolicyConfig{K: o.K, M: o.M, MTU: o.MTU, InitialRTT: (o.RTT + time.Millisecond).String(),
-					MaxOpenBlocks: maxOpen(o, rate), BurstGap: burstGap.String(), Reorder: reorder.String()}}
+					MaxOpenBlocks: maxOpen(o, rate), BurstGap: burstGap.String(), Reorder: reorder.String()},
+				Reporters: reporters}
 		}
 		log := o.Logger
 		for i, c := range []gateway.Config{
@@ -652,8 +711,23 @@ func runOne(ctx context.Context, o *Options, name string, ports *Ports, pc *path
 		run.CodedRetx += st.Sender.RetxSent
 		run.RepairRequests += st.Sender.RequestsReceived
 		run.RequestsUnknownBlock += st.Sender.RequestsUnknownBlock
+		run.PathReports += st.Sender.PathReports
+		run.ReportRepair += st.Sender.ExtraSent
 	}
 	ps, figs := p.end()
+	if p.rep != nil {
+		// The path counts no drop after end: the reporter's figures are the run's.
+		r := p.rep.close()
+		for _, g := range gws {
+			st := g.Stats()
+			r.Rejected += st.Sender.PathReportsRejected
+			r.PSNs += st.Sender.PathReportDrops
+		}
+		if taken := run.PathReports + r.Rejected; r.Sent > taken {
+			r.Unclaimed = r.Sent - taken
+		}
+		run.Reporter = &r
+	}
 	for q := range run.PerQP {
 		r := &run.PerQP[q]
 		for _, qpn := range []uint32{r.RequesterQPN, r.ResponderQPN} {
@@ -668,6 +742,17 @@ func runOne(ctx context.Context, o *Options, name string, ports *Ports, pc *path
 	}
 	run.Overhead = float64(carried) / float64(run.Bytes)
 	return run, nil
+}
+
+// reportHold is the reporter's hold of a run (Options.ReportHold).
+func reportHold(o *Options, rate int64) time.Duration {
+	switch {
+	case o.ReportHold < 0:
+		return 0
+	case o.ReportHold > 0:
+		return o.ReportHold
+	}
+	return blockSpan(o, rate)
 }
 
 // blockSpan is the time one QP's block of K packets takes at its rate.

@@ -15,6 +15,7 @@ import (
 	"github.com/crem-project/crem/netem"
 	"github.com/crem-project/crem/psn"
 	"github.com/crem-project/crem/roce"
+	"github.com/crem-project/crem/wire"
 )
 
 // path is the impaired path between the two sides: one netem link per direction, carrying
@@ -39,6 +40,10 @@ type path struct {
 	// window bounds the PSNs of one QP in flight at once: a PSN this far behind the furthest
 	// one is never sent again, and its tally is final (a soak sends PSNs without end).
 	window uint32
+	// rep, if set, makes the path an on-path node with a path reporter: each direction is one
+	// of its ports, every RoCEv2 datagram it drops is reported to the flow's source, and every
+	// datagram sent into a direction tells the reporter that port's queueing delay.
+	rep *pathReporter
 }
 
 // qpTally is what the path did to the RoCEv2 datagrams of one destination QP.
@@ -213,12 +218,16 @@ func (d *direction) loop() {
 			d.mu.Lock()
 			now := p.now()
 			to := p.dest(d.idx, it.from)
-			lost := d.link.Send(now, netem.Packet{Data: it.data, ID: packAddr(to)}) != netem.Queued
+			if p.rep != nil {
+				p.rep.queueDelay(now, d.idx, d.link.QueueDelay(now))
+			}
+			v := d.link.Send(now, netem.Packet{Data: it.data, ID: packAddr(to)})
+			lost := v != netem.Queued
 			if lost && !d.ended {
 				p.record(it.from, to, it.data, true)
 			}
 			if it.from == p.roce[d.idx] && !d.ended {
-				d.tally(it.data, lost)
+				d.tally(it.from, to, it.data, v)
 			}
 			d.link.Deliver(now, out)
 			d.mu.Unlock()
@@ -246,11 +255,21 @@ func (d *direction) loop() {
 	}
 }
 
-// tally counts a RoCEv2 datagram sent into the link under its destination QP and PSN.
-func (d *direction) tally(b []byte, lost bool) {
+// tally counts a RoCEv2 datagram sent into the link under its destination QP and PSN, and
+// tells the path's reporter, if any, of a drop: the flow is the datagram's addresses as the
+// path sees them and its destination QP, the port this direction.
+func (d *direction) tally(from, to netip.AddrPort, b []byte, v netem.Verdict) {
 	h, _, err := roce.ParseBTH(b)
 	if err != nil {
 		return
+	}
+	lost := v != netem.Queued
+	if lost && d.p.rep != nil {
+		cause := wire.CauseCorruption
+		if v == netem.DroppedOverflow {
+			cause = wire.CauseCongestion
+		}
+		d.p.rep.drop(d.p.now(), d.idx, from, to, h.DestQP, h.PSN, cause)
 	}
 	t := d.qps[h.DestQP]
 	if t == nil {

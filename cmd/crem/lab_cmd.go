@@ -44,15 +44,41 @@ stores have filled once (some 4,096 packets per flow), which the default interva
 bursty loss use a Gilbert-Elliott model: --loss 0.02 --loss-model gilbert-burst:burst=4 (or
 --loss gilbert-burst:rate=2%,burst=4).
 
+With --reporter the lab adds the run crem+tcaeth+reporter after the others: crem+tcaeth with a
+path reporter in the path. The impaired path becomes an on-path node (each direction one of its
+ports) that reports every RoCEv2 datagram it drops, Cause corruption for the loss model and
+congestion for queue overflow, with node-local drop accounting (PATH_REPORT method 3), to the
+CREM port of the flow's source address: the flow is the datagram's addresses as the path sees
+them (the gateways', the flows' logical endpoints) and its destination QP, and the node's
+queueing delay gives Queue Delay Change. The reports go out from the reporter's own socket on
+127.0.0.5, the only address the gateways accept PATH_REPORT from; a CSF answers the dropped PSNs
+of a closed block with extra ordinary repair at once, before the receiver asks. CREM messages
+are not reported. The node hears of each drop --report-hold later (default auto: one block's
+span, --k packets at a QP's rate, so that the block has closed at its CSF; 0: at once, then only
+the reporter's 50 us aggregation). "+reporter" may follow crem+gbn too, and --runs selects
+these runs by name with or without --reporter. --k and --m set the gateways' block size and
+first repair count (32 and 4); a small --m makes blocks lose more than m under bursty loss, which
+is where a path report saves a round trip (--m 1 is XOR parity, for which no extra repair is
+sent).
+
 The lab binds a CREM port free on 127.0.0.1-127.0.0.4, holds it for every run, and prints it.
 
 Output: a table (completion time mean and max per message, goodput, packets lost on the path,
-restored by CREM, coded retransmission symbols sent, packets retransmitted by RDMA, and wire
+restored by CREM, coded retransmission symbols sent, packets retransmitted by RDMA, wire
 overhead: all UDP payload octets the path carried, both directions, divided by the message
-octets), with a progress bar when standard error is a terminal. With --json, one JSON object and
-nothing else on standard output: crem_port and runs, an array of {name, verified, messages,
-bytes, mean_s, max_s, goodput_bps, lost, restored, coded_retx, rdma_retx, overhead,
-repair_requests, requests_unknown_block, rdma_timeouts, qps, per_qp}; requests_unknown_block
+octets, and report repair: the ordinary repair symbols the gateways sent because a path report
+named dropped PSNs, 0 without a reporter), with a progress bar when standard error is a
+terminal. With --json, one JSON object and nothing else on standard output: crem_port and runs,
+an array of {name, verified, messages, bytes, mean_s, max_s, goodput_bps, lost, restored,
+coded_retx, rdma_retx, overhead, repair_requests, requests_unknown_block, rdma_timeouts,
+path_reports, report_repair, qps, per_qp}; path_reports counts the PATH_REPORTs the CSFs of both
+gateways accepted and report_repair the repair symbols they sent for them (both 0 in a run
+without a reporter), and a run with a reporter adds reporter: {address, drops, corruption,
+congestion, reports, sent, send_errors, truncated, deferred_flow, deferred_port,
+flows_overflow, hold_s, held_overflow, rejected, psns, unclaimed}: the RoCEv2 drops it was told
+of (by cause), the reports it made, sent and failed to send, its limits at work, the hold, the
+reports the CSFs rejected, the dropped PSNs the accepted ones named, and the reports no CSF took
+(for flows no CSF protects, as the ACK direction of a WRITE); requests_unknown_block
 counts the REPAIR_REQUESTs naming a block the sending gateway no longer held, rdma_timeouts the
 QPs' timer expiries that retransmitted (a few tail losses' worth, unless the machine starved the
 lab of CPU); per_qp has one object per queue pair: {qp, requester_qpn, responder_qpn,
@@ -68,7 +94,8 @@ Exit status: 0 when every configuration verified (and every soak passed), 1 when
 
 Examples:
   crem lab --rtt 20ms --loss 0.01 --rate 500Mbit --messages 16 --size 4MiB
-  crem lab --duration 10m --loss 0.02 --loss-model gilbert-burst:burst=4`
+  crem lab --duration 10m --loss 0.02 --loss-model gilbert-burst:burst=4
+  crem lab --reporter --loss 0.02 --loss-model gilbert-burst:burst=4`
 
 func runLab(args []string, s stdio) int {
 	fs := newFlagSet("lab", "crem lab [flags]", labDescription, s)
@@ -83,7 +110,11 @@ func runLab(args []string, s stdio) int {
 	fs.Var(&size, "size", "message size (4MiB)")
 	op := fs.String("op", "write", "RDMA operation: write, send or read")
 	mtu := fs.Int("mtu", 4096, "RDMA MTU")
-	runs := fs.String("runs", "", "comma-separated configurations to run (default: gbn,tcaeth,crem+gbn,crem+tcaeth)")
+	runs := fs.String("runs", "", "comma-separated configurations to run (default: gbn,tcaeth,crem+gbn,crem+tcaeth, and crem+tcaeth+reporter with --reporter)")
+	withReporter := fs.Bool("reporter", false, "add the run crem+tcaeth+reporter: a path reporter in the path tells the CSFs of the RoCEv2 packets it drops")
+	reportHold := fs.String("report-hold", "auto", "how long after a drop the path's reporter hears of it: auto (one block's span at a QP's rate) or a Go `DURATION` (0: at once)")
+	k := fs.Int("k", 0, "the gateways' block size, 1 to 64 (default 32)")
+	m := fs.Int("m", 0, "the gateways' first repair count per block, 1 to 16 (default 4; 1 is XOR parity, which extra repair does not use)")
 	pcapFile := fs.String("pcap", "", "capture the impaired path of every run to this classic pcap `FILE` (Ethernet)")
 	asJSON := fs.Bool("json", false, "print one JSON object instead of the table")
 	timeout := fs.Duration("timeout", 2*time.Minute, "give up a configuration after this long (with --duration: this long after it ends)")
@@ -104,7 +135,23 @@ func runLab(args []string, s stdio) int {
 		return 2
 	}
 	o := lab.Options{RTT: *rtt, Loss: ls, Rate: int64(rate), Seed: *seed, Messages: *messages, Size: int(size),
-		Op: *op, MTU: *mtu, Timeout: *timeout, QPs: *qps, Duration: *duration, StatsInterval: *statsInterval, RetryCount: *retries}
+		Op: *op, MTU: *mtu, Timeout: *timeout, QPs: *qps, Duration: *duration, StatsInterval: *statsInterval, RetryCount: *retries,
+		Reporter: *withReporter, K: *k, M: *m}
+	if *reportHold != "auto" {
+		d, err := time.ParseDuration(*reportHold)
+		if err != nil || d < 0 {
+			fmt.Fprintf(s.err, "crem lab: --report-hold %q: want auto or a duration of 0 or more\n", *reportHold)
+			return 2
+		}
+		o.ReportHold = d
+		if d == 0 {
+			o.ReportHold = -1 // at once
+		}
+	}
+	if *k < 0 || *k > 64 || *m < 0 || *m > 16 {
+		fmt.Fprintf(s.err, "crem lab: --k %d, --m %d: want k 1 to 64 and m 1 to 16 (0: the defaults, 32 and 4)\n", *k, *m)
+		return 2
+	}
 	if *retries <= 0 {
 		fmt.Fprintf(s.err, "crem lab: --retry-count %d: want at least 1\n", *retries)
 		return 2
@@ -137,6 +184,9 @@ func runLab(args []string, s stdio) int {
 		o.Runs = splitList(*runs)
 	} else if *duration > 0 {
 		o.Runs = []string{"crem+tcaeth"}
+		if *withReporter {
+			o.Runs = append(o.Runs, lab.ReporterConfiguration)
+		}
 	}
 	if *pcapFile != "" {
 		f, err := os.Create(*pcapFile)
@@ -231,10 +281,10 @@ func splitList(s string) []string {
 
 func writeLabTable(w io.Writer, res lab.Result) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "run\tverified\tmean s\tmax s\tgoodput Mbit/s\tlost\trestored\tcoded retx\tRDMA retx\toverhead\t")
+	fmt.Fprintln(tw, "run\tverified\tmean s\tmax s\tgoodput Mbit/s\tlost\trestored\tcoded retx\tRDMA retx\toverhead\treport repair\t")
 	for _, r := range res.Runs {
-		fmt.Fprintf(tw, "%s\t%v\t%.3f\t%.3f\t%.1f\t%d\t%d\t%d\t%d\t%.3f\t\n", r.Name, r.Verified, r.MeanS, r.MaxS,
-			r.GoodputBps/1e6, r.Lost, r.Restored, r.CodedRetx, r.RDMARetx, r.Overhead)
+		fmt.Fprintf(tw, "%s\t%v\t%.3f\t%.3f\t%.1f\t%d\t%d\t%d\t%d\t%.3f\t%d\t\n", r.Name, r.Verified, r.MeanS, r.MaxS,
+			r.GoodputBps/1e6, r.Lost, r.Restored, r.CodedRetx, r.RDMARetx, r.Overhead, r.ReportRepair)
 	}
 	tw.Flush()
 	for _, r := range res.Runs {

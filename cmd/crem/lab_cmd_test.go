@@ -185,3 +185,76 @@ func TestLabSoakTableAndFailureIssue11(t *testing.T) {
 		}
 	}
 }
+
+// crem lab --reporter --json: the run crem+tcaeth+reporter follows the four default runs; every
+// run has path_reports and report_repair (0 without a reporter) next to every earlier field, and
+// the reporter's run has its reporter object, whose reports went out from the reporter's address.
+func TestLabReporterJSONC16(t *testing.T) {
+	code, out, errs := runCmd("lab", "--json", "--reporter", "--rtt", "4ms", "--loss", "0.05", "--rate", "200Mbit", "--messages", "2",
+		"--size", "256KiB", "--seed", "5", "--retry-count", "100")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	var res struct {
+		Runs []map[string]any
+	}
+	dec := json.NewDecoder(strings.NewReader(out))
+	if err := dec.Decode(&res); err != nil || dec.More() {
+		t.Fatalf("not one JSON object (%v): %q", err, out)
+	}
+	var names []string
+	for _, r := range res.Runs {
+		names = append(names, r["name"].(string))
+	}
+	if strings.Join(names, ",") != "gbn,tcaeth,crem+gbn,crem+tcaeth,crem+tcaeth+reporter" {
+		t.Fatalf("runs %v", names)
+	}
+	for _, r := range res.Runs {
+		for _, k := range []string{"name", "verified", "messages", "bytes", "mean_s", "max_s", "goodput_bps", "lost", "restored", "coded_retx",
+			"rdma_retx", "overhead", "repair_requests", "requests_unknown_block", "rdma_timeouts", "path_reports", "report_repair", "qps", "per_qp"} {
+			if _, ok := r[k]; !ok {
+				t.Errorf("%s lacks %s", r["name"], k)
+			}
+		}
+		if r["verified"] != true {
+			t.Errorf("%s did not verify: %v", r["name"], r["error"])
+		}
+		_, has := r["reporter"]
+		if r["name"] != "crem+tcaeth+reporter" && (r["path_reports"] != 0.0 || r["report_repair"] != 0.0 || has) {
+			t.Errorf("%s has no reporter: %v", r["name"], r)
+		}
+	}
+	rep, _ := res.Runs[4]["reporter"].(map[string]any)
+	for _, k := range []string{"address", "drops", "corruption", "congestion", "reports", "sent", "send_errors", "truncated",
+		"deferred_flow", "deferred_port", "flows_overflow", "hold_s", "held_overflow", "rejected", "psns", "unclaimed"} {
+		if _, ok := rep[k]; !ok {
+			t.Errorf("reporter lacks %s: %v", k, rep)
+		}
+	}
+	if a, _ := rep["address"].(string); !strings.HasPrefix(a, "127.0.0.5:") || rep["drops"] == 0.0 || rep["sent"] != rep["reports"] ||
+		rep["send_errors"] != 0.0 || rep["rejected"] != 0.0 {
+		t.Errorf("reporter %v", rep)
+	}
+}
+
+// The table gains the report repair column; the reporter's flags are checked before anything
+// runs.
+func TestLabReporterTableAndUsage(t *testing.T) {
+	code, out, errs := runCmd("lab", "--rtt", "4ms", "--loss", "0.05", "--messages", "2", "--size", "256KiB", "--runs",
+		"crem+tcaeth,crem+tcaeth+reporter", "--k", "8", "--m", "2", "--report-hold", "0", "--retry-count", "100")
+	if code != 0 || !regexp.MustCompile(`(?m)overhead +report repair$`).MatchString(out) ||
+		!regexp.MustCompile(`(?m)^ +crem\+tcaeth +true .* 0$`).MatchString(out) ||
+		!regexp.MustCompile(`(?m)^ +crem\+tcaeth\+reporter +true .* \d+$`).MatchString(out) {
+		t.Fatalf("exit %d: %s %s", code, out, errs)
+	}
+	for _, args := range [][]string{{"--report-hold", "soon"}, {"--report-hold", "-1ms"}, {"--k", "65"}, {"--m", "17"}, {"--m", "-1"},
+		{"--runs", "tcaeth+reporter"}} {
+		if code, _, _ := runCmd(append([]string{"lab"}, args...)...); code != 2 {
+			t.Errorf("%q: exit %d, want 2", args, code)
+		}
+	}
+	if code, out, errs := runCmd("lab", "--help"); code != 0 || !strings.Contains(out+errs, "crem+tcaeth+reporter") ||
+		!strings.Contains(out+errs, "report_repair") || !strings.Contains(out+errs, "--report-hold") {
+		t.Errorf("--help: exit %d: %s %s", code, out, errs)
+	}
+}
