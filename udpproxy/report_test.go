@@ -5,18 +5,24 @@ package udpproxy
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"net"
 	"net/netip"
+	"runtime"
+	"runtime/debug"
 	"slices"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/crem-project/crem/internal/testenv"
+
 	"github.com/crem-project/crem/netem"
 	"github.com/crem-project/crem/psn"
 	"github.com/crem-project/crem/reporter"
+	"github.com/crem-project/crem/roce"
 	"github.com/crem-project/crem/wire"
 )
 
@@ -180,7 +186,8 @@ func TestReportDropsMethod3PathReports(t *testing.T) {
 }
 
 // TestReportOverflowCauseCongestion: datagrams that find the queue full are reported with
-// Cause congestion (RULINGS C1), every one of them, with the PSNs the drop log names.
+// Cause congestion (RULINGS C1), every one of them, with the PSNs the drop log names, and the
+// report carries the growth of the queueing delay (C10).
 func TestReportOverflowCauseCongestion(t *testing.T) {
 	echo := startEcho(t)
 	csf := startCSF(t)
@@ -246,6 +253,13 @@ func TestReportOverflowCauseCongestion(t *testing.T) {
 	}
 	if st.Report.Reporter.Drops != over {
 		t.Errorf("engine fed %d drops, want %d", st.Report.Reporter.Drops, over)
+	}
+	// The flow's first report compares the queueing delay at the drops (a full queue) with the
+	// least the link showed (its first datagram alone in the queue): it grew.
+	for _, g := range csf.reports() {
+		if h := g.rep.Hops[0]; h.MarkingPeriodNumber == 1 && h.QueueDelayChangeUS <= 0 {
+			t.Errorf("first report's Queue Delay Change %d us, want the growth of a full queue", h.QueueDelayChangeUS)
+		}
 	}
 }
 
@@ -394,5 +408,106 @@ func TestReportConfigErrorsC14(t *testing.T) {
 	defer p.Close()
 	if p.ReportAddr().IsValid() {
 		t.Error("ReportAddr without a reporter")
+	}
+}
+
+// TestReportSteadyStateAllocs: with both methods on, forwarding RoCEv2 datagrams without loss
+// still allocates next to nothing per datagram (marking counts in place; only reports
+// allocate).
+func TestReportSteadyStateAllocs(t *testing.T) {
+	if testing.Short() || testenv.Race {
+		t.Skip("short mode, or the race detector, which allocates")
+	}
+	echo := startEchoRecording(t, false)
+	csf := startCSF(t)
+	pr := startProxy(t, Config{Forward: echo.addr().String(), ForwardLink: netem.Config{Delay: time.Millisecond},
+		Report: &ReportConfig{Reporter: reporter.Config{Port: csf.port()}, Drops: true, Marking: 20 * time.Millisecond,
+			MarkingDelayThreshold: -1}})
+	c := dialClient(t)
+	msg := rocePacket(t, 7, 1, make([]byte, 1100))
+	buf := make([]byte, 2048)
+	round := func(n int) {
+		for i := range n {
+			c.WriteToUDPAddrPort(msg, pr.p.Addr())
+			if i%8 == 7 {
+				for range 8 {
+					c.SetReadDeadline(time.Now().Add(patience))
+					if _, _, err := c.ReadFromUDPAddrPort(buf); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+		}
+	}
+	round(400)
+	defer debug.SetGCPercent(debug.SetGCPercent(-1))
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	const n = 2000
+	round(n)
+	runtime.ReadMemStats(&after)
+	perPacket := float64(after.Mallocs-before.Mallocs) / n
+	t.Logf("%.3f allocations per round trip (whole process)", perPacket)
+	if perPacket > 0.5 {
+		t.Errorf("%.2f allocations per round trip; want next to none", perPacket)
+	}
+	st := pr.stop()
+	if m := st.Report.Marking; m.Entered != 2*(n+400) || m.Left != m.Entered || m.Lost != 0 || m.Periods == 0 {
+		t.Errorf("marking %+v", m)
+	}
+}
+
+// BenchmarkNetemRelayReporting is BenchmarkNetemRelay with RoCEv2 datagrams and the reporter
+// on, both methods (marking every 10ms): what the measurement costs per crossing.
+func BenchmarkNetemRelayReporting(b *testing.B) {
+	echoConn, err := net.ListenUDP("udp4", net.UDPAddrFromAddrPort(netip.AddrPortFrom(loopback, 0)))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer echoConn.Close()
+	go func() {
+		buf := make([]byte, maxDatagram)
+		for {
+			n, from, err := echoConn.ReadFromUDPAddrPort(buf)
+			if err != nil {
+				return
+			}
+			echoConn.WriteToUDPAddrPort(buf[:n], from)
+		}
+	}()
+	p, err := New(Config{Listen: "127.0.0.1:0", Forward: echoConn.LocalAddr().String(),
+		Report: &ReportConfig{Reporter: reporter.Config{Port: 9}, Drops: true, Marking: 10 * time.Millisecond}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { p.Run(ctx); close(done) }()
+	defer func() { cancel(); <-done }()
+	c, err := net.ListenUDP("udp4", net.UDPAddrFromAddrPort(netip.AddrPortFrom(loopback, 0)))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer c.Close()
+	pk := roce.Packet{BTH: roce.BTH{OpCode: roce.OpWriteMiddle, PKey: 0xffff, DestQP: 3, PSN: 1}, Payload: make([]byte, 1150)}
+	msg, err := pk.Append(nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	buf := make([]byte, 2048)
+	const window = 32
+	b.SetBytes(int64(len(msg)))
+	b.ResetTimer()
+	for i := 0; i < b.N; i += window {
+		n := min(window, b.N-i)
+		for range n {
+			c.WriteToUDPAddrPort(msg, p.Addr())
+		}
+		for range n {
+			c.SetReadDeadline(time.Now().Add(2 * time.Second))
+			if _, _, err := c.ReadFromUDPAddrPort(buf); err != nil {
+				b.Fatal(err)
+			}
+		}
 	}
 }
