@@ -1,6 +1,8 @@
 package altmark
 
 import (
+	"fmt"
+	"math/rand/v2"
 	"net/netip"
 	"testing"
 	"time"
@@ -247,6 +249,45 @@ func TestConfigErrors(t *testing.T) {
 	for _, c := range []Config{{}, {Period: -ms}, {Period: ms, Settle: -1}, {Period: ms, MaxFlows: -1}, {Period: time.Nanosecond, Settle: time.Second}} {
 		if _, err := New(c); err == nil {
 			t.Errorf("New(%+v) accepted", c)
+		}
+	}
+}
+
+// TestLostCountsExactUnderRandomTrafficRFC9341: for random traffic (several flows, random
+// gaps, delays up to the settle time, reordering within it, random loss), every period of
+// every flow reports exactly the packets lost in it, and nothing is late.
+func TestLostCountsExactUnderRandomTrafficRFC9341(t *testing.T) {
+	for seed := range uint64(20) {
+		rng := rand.New(rand.NewPCG(seed, 99))
+		period := time.Duration(1+rng.IntN(20)) * ms
+		settle := period/2 + time.Duration(rng.IntN(int(3*period)))
+		s := &segment{t: t, e: newEngine(t, Config{Period: period, Settle: settle, DelayThreshold: -1})}
+		type pk struct {
+			key  reporter.FlowKey
+			mark uint64
+		}
+		want := map[pk]uint32{}
+		now := time.Duration(0)
+		for range 2000 {
+			now += time.Duration(rng.IntN(int(period / 4)))
+			k := flowA
+			k.FlowLabel = uint32(rng.IntN(3))
+			lost := rng.Float64() < 0.05
+			if lost {
+				want[pk{k, s.e.Mark(now)}]++
+			}
+			s.send(now, k, time.Duration(rng.Int64N(int64(settle))), lost)
+		}
+		s.advance(now + 10*settle + 10*period)
+		got := map[pk]uint32{}
+		for _, m := range s.got {
+			got[pk{m.Key, uint64(m.Period)}] += m.Lost
+		}
+		if fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Fatalf("seed %d (T %v, settle %v): lost per flow and period %v, want %v", seed, period, settle, got, want)
+		}
+		if st := s.e.Stats(); st.Late != 0 || st.Excess != 0 || st.Flows != 0 {
+			t.Fatalf("seed %d: %+v", seed, st)
 		}
 	}
 }
