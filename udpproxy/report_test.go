@@ -511,3 +511,47 @@ func BenchmarkNetemRelayReporting(b *testing.B) {
 		}
 	}
 }
+
+// TestReportTruncatedToPathMTU: on real sockets too, a PATH_REPORT fits the path MTU: with
+// every datagram lost and a 576-octet MTU, reports come cut, with the Truncated flag, while
+// their Lost Counts still add up to every drop.
+func TestReportTruncatedToPathMTU(t *testing.T) {
+	echo := startEcho(t)
+	csf := startCSF(t)
+	pr := startProxy(t, Config{
+		Forward:     echo.addr().String(),
+		ForwardLink: netem.Config{Loss: mustLoss(t, "1", 1)},
+		// Drops gather for half a second, so that (on any machine) far more than fit in 576
+		// octets wait for one report.
+		Report: &ReportConfig{Reporter: reporter.Config{Port: csf.port(), PathMTU: 576, Aggregation: 500 * time.Millisecond},
+			Listen: netip.AddrPortFrom(loopback, 0), Drops: true},
+	})
+	c := dialClient(t)
+	const n = 400
+	for i := range n {
+		c.WriteToUDPAddrPort(rocePacket(t, 9, psn.PSN(i), []byte("x")), pr.p.Addr())
+		if i%50 == 49 {
+			time.Sleep(time.Millisecond) // stay inside the socket buffers
+		}
+	}
+	lost := func() (k uint64, listed int, trunc bool) {
+		for _, g := range csf.reports() {
+			trunc = trunc || g.rep.Truncated
+			if g.size > 576-28 {
+				t.Errorf("a report of %d octets", g.size)
+			}
+			for _, h := range g.rep.Hops {
+				k += uint64(h.LostCount)
+				listed += len(h.DroppedPSNs)
+			}
+		}
+		return
+	}
+	ok := eventually(func() bool { k, _, _ := lost(); return k >= n })
+	st := pr.stop()
+	k, listed, trunc := lost()
+	if !ok || k != n || !trunc || listed >= n || st.Report.Reporter.Truncated == 0 ||
+		st.Report.Reporter.PSNsCut != uint64(n-listed) {
+		t.Errorf("lost %d (listed %d, truncated %v) of %d; stats %+v", k, listed, trunc, n, st.Report.Reporter)
+	}
+}
