@@ -555,3 +555,24 @@ func TestReportTruncatedToPathMTU(t *testing.T) {
 		t.Errorf("lost %d (listed %d, truncated %v) of %d; stats %+v", k, listed, trunc, n, st.Report.Reporter)
 	}
 }
+
+// TestReportUnsentCounted: a report the per-port limit still holds back a second after the
+// links stopped is not sent, and is counted as unsent.
+func TestReportUnsentCounted(t *testing.T) {
+	echo := startEcho(t)
+	csf := startCSF(t)
+	pr := startProxy(t, Config{
+		Forward:     echo.addr().String(),
+		ForwardLink: netem.Config{Loss: mustLoss(t, "script:0,1", 1)},
+		Report: &ReportConfig{Reporter: reporter.Config{Port: csf.port(), PortRate: 0.01, PortBurst: 1},
+			Listen: netip.AddrPortFrom(loopback, 0), Drops: true},
+	})
+	c := dialClient(t)
+	c.WriteToUDPAddrPort(rocePacket(t, 1, 1, []byte("a")), pr.p.Addr())
+	c.WriteToUDPAddrPort(rocePacket(t, 2, 1, []byte("b")), pr.p.Addr())
+	ok := eventually(func() bool { r := pr.p.Stats().Report; return r.Sent == 1 && r.Reporter.DeferredPort > 0 })
+	st := pr.stop()
+	if !ok || st.Report.Sent != 1 || st.Report.Unsent != 1 || len(csf.reports()) != 1 {
+		t.Errorf("stats %+v, %d reports arrived", st.Report, len(csf.reports()))
+	}
+}
