@@ -104,8 +104,8 @@ type reportLoop struct {
 	done   chan struct{}
 
 	sent, sendErrors, eventsLost, notRoCE, unsent atomic.Uint64
-	mu                                    sync.Mutex
-	snap                                  reporter.Stats
+	mu                                            sync.Mutex
+	snap                                          reporter.Stats
 }
 
 // eventQueue is how many events wait for the reporter's loop at most.
