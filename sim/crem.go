@@ -14,6 +14,10 @@ import (
 	"github.com/crem-project/crem/wire"
 )
 
+// reporterAddr is the address of the path reporter's node on the link from A to B (side 0) or
+// from B to A (side 1).
+func reporterAddr(side int) netip.Addr { return netip.AddrFrom4([4]byte{192, 0, 2, byte(101 + side)}) }
+
 // The UDP ports of the CREM functions beside the QPs (the CREM port is always explicit, C14).
 const (
 	csfPort uint16 = 50000
@@ -24,11 +28,16 @@ const (
 // sends and every RDMA packet coming back, and sends repair and session messages of its own.
 type cremSender struct {
 	s       *csf.Sender
+	self    netip.AddrPort // the CSF's address: where path reporters send
 	crf     netip.AddrPort
 	km      []KM
 	last    [2]int
 	scratch []byte
 	rcv     *cremReceiver
+	// track, if set, learns the CSF's blocks from its REPAIR messages; inReport says the
+	// datagrams drained now answer a PATH_REPORT.
+	track    *recoveryLog
+	inReport bool
 }
 
 // cremReceiver is the shim beside the responder: the CRF observes every source packet before
@@ -91,6 +100,9 @@ func newCREM(p *Params, a, b *flowEnds, sent *sentPackets) (Shim, Shim, func(*Ou
 		opts = append(opts, csf.WithEncoder(symEncoder{}))
 		ropts = append(ropts, crf.WithDecoders(func() (flow.Decoder, error) { return &symDecoder{packet: sent.packet}, nil }))
 	}
+	if p.Scheme.ReporterAt > 0 {
+		opts = append(opts, csf.WithReporters(reporterAddr(0), reporterAddr(1))) // C14: only these
+	}
 	s, err := csf.New(append([]csf.Option{csf.WithFlow(desc), csf.WithCRF(crfAddr), csf.WithRandom(r1.Uint64),
 		csf.WithRDMAMTU(p.MTU), csf.WithInitialRTT(p.RTT), csf.WithReverseQP(a.qpn), csf.WithLimits(lim),
 		csf.WithMaxHeldBlocks(lim.MaxOpenBlocks)}, opts...)...)
@@ -111,14 +123,17 @@ func newCREM(p *Params, a, b *flowEnds, sent *sentPackets) (Shim, Shim, func(*Ou
 	if err != nil {
 		return nil, nil, nil, fmt.Errorf("sim: CREM receiver: %w", err)
 	}
-	snd := &cremSender{s: s, crf: crfAddr}
+	snd := &cremSender{s: s, self: csfAddr, crf: crfAddr}
 	rcv := &cremReceiver{r: r, snd: snd, csf: csfAddr}
 	snd.rcv = rcv
 	return snd, rcv, func(o *Outcome) {
 		o.KM = snd.km
 		fs := r.Stats().Flows
 		o.Restored, o.RepairRequests, o.ICRCMismatch = fs.Restored, fs.Requests, fs.ICRCMismatch
-		o.CodedRetransmissions = s.Stats().RetxSent
+		st := s.Stats()
+		o.CodedRetransmissions = st.RetxSent
+		o.PathReports, o.PathReportsRejected, o.ExtraRepair = st.PathReports, st.PathReportsRejected, st.ExtraSent
+		o.RepairDenied = st.RepairDeniedBudget
 	}, nil
 }
 
@@ -146,7 +161,12 @@ type flowEnds struct {
 }
 
 func (c *cremSender) drain(now time.Duration, send func([]byte)) {
-	c.s.Drain(func(d flow.Datagram) { send(d.Payload) }) // the connection copies it
+	c.s.Drain(func(d flow.Datagram) {
+		if c.track != nil {
+			c.track.repair(d.Payload, c.inReport)
+		}
+		send(d.Payload) // the connection copies it
+	})
 	if cfg, ok := c.s.Config(); ok && (cfg.K != c.last[0] || cfg.M != c.last[1] || len(c.km) == 0) {
 		c.last = [2]int{cfg.K, cfg.M}
 		c.km = append(c.km, KM{At: now, K: cfg.K, M: cfg.M})
@@ -167,6 +187,14 @@ func (c *cremSender) Ingress(now time.Duration, pkt []byte, shim, ce bool, deliv
 		deliver(pkt)
 	}
 	c.drain(now, send)
+}
+
+// report hands the CSF a PATH_REPORT from the reporter at from (C10, C16).
+func (c *cremSender) report(now time.Duration, from netip.AddrPort, pkt []byte, send func([]byte)) {
+	c.inReport = true
+	c.s.Handle(now, from, pkt)
+	c.drain(now, send)
+	c.inReport = false
 }
 
 func (c *cremSender) Tick(now time.Duration, deliver, send func([]byte)) {

@@ -9,6 +9,7 @@ import (
 	"github.com/crem-project/crem/netem"
 	"github.com/crem-project/crem/psn"
 	"github.com/crem-project/crem/rc"
+	"github.com/crem-project/crem/reporter"
 	"github.com/crem-project/crem/roce"
 )
 
@@ -67,6 +68,17 @@ type Outcome struct {
 	// CREM: packets the receiver function restored, repair requests it sent, restored packets
 	// whose ICRC failed, and coded retransmissions the sender function sent.
 	Restored, RepairRequests, ICRCMismatch, CodedRetransmissions uint64
+	// CREM: PATH_REPORTs the sender function took and refused, and the extra ordinary repair
+	// symbols it sent for reported drops (C16).
+	PathReports, PathReportsRejected, ExtraRepair uint64
+	// RepairDenied counts repair symbols of every kind the sender function's budget refused
+	// (C11 b).
+	RepairDenied uint64
+	// Recovery is CREM's recovery of blocks that lost more than their ordinary repair (S21).
+	Recovery Recovery
+	// Nodes are the path reporters' nodes on the links A to B and B to A, when the scheme has
+	// them.
+	Nodes [2]NodeStats
 }
 
 // KM is one block's code parameters at the time its sender chose them.
@@ -160,6 +172,35 @@ func (p *Params) linkConfigs() (ab, ba netem.Config, err error) {
 		return ab, ba, fmt.Errorf("sim: loss: %w", err)
 	}
 	return ab, ba, nil
+}
+
+// reportLoss returns the loss process PATH_REPORTs from the node on link side meet on their way
+// back (S20): the kind and rate of the reverse link's, from a stream of their own.
+func (p *Params) reportLoss(side int) (netem.LossModel, error) {
+	if p.DropRate == 0 {
+		return nil, nil
+	}
+	seed := mix(p.Seed, uint64(11+side))
+	var m netem.LossModel
+	var err error
+	switch p.Loss {
+	case LossBernoulli, "":
+		m, err = netem.NewBernoulli(p.DropRate, seed)
+	case LossBursty:
+		b := p.BurstLen
+		if b <= 0 {
+			b = 4
+		}
+		m, err = netem.NewGilbertBurst(p.DropRate, b, seed)
+	case LossQueue:
+		// The reverse link of the congested path loses nothing.
+	default:
+		err = fmt.Errorf("unknown loss process %q", p.Loss)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("sim: report loss: %w", err)
+	}
+	return m, nil
 }
 
 // gate holds a loss model back until the message is posted: the CREM functions' warm-up
@@ -268,6 +309,24 @@ func Run(p Params) (Outcome, error) {
 		return Outcome{}, err
 	}
 	c.CopySent = ca.ReuseBuffers
+	if snd, ok := shimA.(*cremSender); ok {
+		c.track = newRecoveryLog(ca.SendPSN)
+		snd.track = c.track
+	}
+	if at := p.Scheme.ReporterAt; at > 0 {
+		keys := [2]reporter.FlowKey{{Src: ca.LocalAddr, Dst: cb.LocalAddr, FlowLabel: cb.QPN},
+			{Src: cb.LocalAddr, Dst: ca.LocalAddr, FlowLabel: ca.QPN}}
+		cfgs := [2]netem.Config{ab, ba}
+		for s := range 2 {
+			loss, err := p.reportLoss(s)
+			if err != nil {
+				return Outcome{}, err
+			}
+			if c.nodes[s], err = newPathNode(s, at, reporterAddr(s), uint32(101+s), keys[s], cfgs[s], cfgs[1-s], loss); err != nil {
+				return Outcome{}, err
+			}
+		}
+	}
 	if w, ok := shimA.(warmer); ok {
 		if err := w.warm(c); err != nil {
 			return Outcome{}, err
@@ -358,6 +417,14 @@ func Run(p Params) (Outcome, error) {
 	o.Reverse = c.Count[1].Packets
 	if km != nil {
 		km(&o)
+	}
+	if c.track != nil {
+		o.Recovery = c.track.result()
+	}
+	for s, n := range c.nodes {
+		if n != nil {
+			o.Nodes[s] = n.stats
+		}
 	}
 	o.SecondRound = o.Incomplete || o.Retransmitted > 0 || o.RepairRequests > 0 || o.CodedRetransmissions > 0
 	return o, nil
