@@ -10,6 +10,7 @@ import (
 	"github.com/crem-project/crem/psn"
 	"github.com/crem-project/crem/rc"
 	"github.com/crem-project/crem/roce"
+	"github.com/crem-project/crem/wire"
 )
 
 // Shim sits between a QP and its link: the CREM sender function beside the requester, the CREM
@@ -33,6 +34,7 @@ type Shim interface {
 type Counts struct {
 	Packets, Octets       uint64 // sent onto the link, lost ones included, with IPv4 and UDP headers
 	Dropped               uint64
+	DataDropped           uint64 // of which data packets (see DataPackets)
 	DataPackets           uint64 // packets that take a PSN (requests, READ responses)
 	RepeatPackets         uint64 // data packets whose PSN was sent before: retransmissions
 	RepeatOctets          uint64
@@ -165,8 +167,11 @@ func (c *Conn) put(s int, pkt []byte, shim bool) {
 	}
 	if v != netem.Queued {
 		cnt.Dropped++
-		if source && s == 0 && c.track != nil {
-			c.track.drop(psn.PSN(p), c.Now)
+		if source {
+			cnt.DataDropped++
+			if s == 0 && c.track != nil {
+				c.track.drop(psn.PSN(p), c.Now)
+			}
 		}
 		if k.ID != 0 {
 			c.fl.release(k.ID)
@@ -256,6 +261,14 @@ func (c *Conn) report(s int, to, from netip.AddrPort, pkt []byte) {
 		return
 	}
 	n.stats.ReportsDelivered++
+	if m, err := wire.ParsePathReport(pkt); err == nil {
+		for _, h := range m.Hops {
+			if h.QueueDelayChangeUS > 0 {
+				n.stats.DelayRising++
+				break
+			}
+		}
+	}
 	snd.report(c.Now, from, pkt, c.shimf[s])
 }
 

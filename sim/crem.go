@@ -38,6 +38,10 @@ type cremSender struct {
 	// datagrams drained now answer a PATH_REPORT.
 	track    *recoveryLog
 	inReport bool
+	// proposed are the configurations the CSF proposed in PARAM_UPDATE (one entry per Config
+	// ID), read from its messages as they pass: what the policy chose, applied or not.
+	proposed []KM
+	lastID   int
 }
 
 // cremReceiver is the shim beside the responder: the CRF observes every source packet before
@@ -123,17 +127,18 @@ func newCREM(p *Params, a, b *flowEnds, sent *sentPackets) (Shim, Shim, func(*Ou
 	if err != nil {
 		return nil, nil, nil, fmt.Errorf("sim: CREM receiver: %w", err)
 	}
-	snd := &cremSender{s: s, self: csfAddr, crf: crfAddr}
+	snd := &cremSender{s: s, self: csfAddr, crf: crfAddr, lastID: -1}
 	rcv := &cremReceiver{r: r, snd: snd, csf: csfAddr}
 	snd.rcv = rcv
 	return snd, rcv, func(o *Outcome) {
-		o.KM = snd.km
+		o.KM, o.Proposed = snd.km, snd.proposed
 		fs := r.Stats().Flows
 		o.Restored, o.RepairRequests, o.ICRCMismatch = fs.Restored, fs.Requests, fs.ICRCMismatch
 		st := s.Stats()
 		o.CodedRetransmissions = st.RetxSent
 		o.PathReports, o.PathReportsRejected, o.ExtraRepair = st.PathReports, st.PathReportsRejected, st.ExtraSent
 		o.RepairDenied = st.RepairDeniedBudget
+		o.LossReports, o.MChanges = st.LossReports, st.MChanges
 	}, nil
 }
 
@@ -164,6 +169,12 @@ func (c *cremSender) drain(now time.Duration, send func([]byte)) {
 	c.s.Drain(func(d flow.Datagram) {
 		if c.track != nil {
 			c.track.repair(d.Payload, c.inReport)
+		}
+		if len(d.Payload) > 0 && wire.Type(d.Payload[0]&0x0f) == wire.TypeParamUpdate {
+			if u, err := wire.ParseParamUpdate(d.Payload); err == nil && int(u.ConfigID) != c.lastID {
+				c.lastID = int(u.ConfigID)
+				c.proposed = append(c.proposed, KM{At: now, K: int(u.K), M: int(u.M)})
+			}
 		}
 		send(d.Payload) // the connection copies it
 	})
@@ -219,7 +230,7 @@ func (c *cremSender) warm(conn *Conn) error {
 	if err != nil {
 		return fmt.Errorf("sim: CREM warm-up: %w", err)
 	}
-	c.km = c.km[:0]
+	c.km, c.proposed = c.km[:0], c.proposed[:0]
 	if cfg, ok := c.s.Config(); ok {
 		c.last = [2]int{cfg.K, cfg.M}
 		c.km = append(c.km, KM{At: 0, K: cfg.K, M: cfg.M})
@@ -267,6 +278,9 @@ type Policy struct {
 // path: the drop rate of random loss; none for congestion loss, which the estimator does not
 // count as random loss (C11), so m must not rise with it.
 func lossEstimate(p *Params) float64 {
+	if p.InitialLoss > 0 {
+		return p.InitialLoss
+	}
 	if p.Loss == LossQueue {
 		return 0
 	}

@@ -60,11 +60,16 @@ type pathNode struct {
 // NodeStats counts what a path node saw and sent.
 type NodeStats struct {
 	Drops            uint64 // drops of the flow's source packets told to the reporter
+	Congestion       uint64 // of which tail drops (Cause congestion)
+	Corruption       uint64 // of which losses on the wire (Cause corruption)
 	DelaySamples     uint64 // queueing delays told to the reporter
 	Reports          uint64 // PATH_REPORTs the reporter sent
 	ReportsLost      uint64 // lost on the way back
 	ReportsDelivered uint64 // handed to the CSF beside the flow's source
 	ReportsNoCSF     uint64 // addressed elsewhere, or no CSF on that side: not delivered
+	// DelayRising counts delivered reports with a hop entry whose Queue Delay Change is
+	// positive.
+	DelayRising uint64
 }
 
 type inReport struct {
@@ -190,6 +195,11 @@ func (n *pathNode) run(now time.Duration, deliver func(to netip.AddrPort, from n
 			if e.drop {
 				n.rep.Drop(e.at, n.key, nodePort, e.psn, e.cause)
 				n.stats.Drops++
+				if e.cause == wire.CauseCongestion {
+					n.stats.Congestion++
+				} else {
+					n.stats.Corruption++
+				}
 			} else {
 				n.rep.QueueDelay(e.at, nodePort, e.delay)
 			}

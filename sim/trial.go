@@ -36,7 +36,13 @@ type Params struct {
 	// PolicyBurst is the mean burst length the project's policy assumes (S18); 0 takes the
 	// path's: BurstLen under LossBursty, 1 (independent loss) otherwise.
 	PolicyBurst float64
-	Seed        uint64 // the trial's seed: the same for every scheme, so they see the same draws
+	// InitialLoss, when positive, is the CREM sender's starting loss estimate (and so its first
+	// m) in place of the path's drop rate (none under LossQueue).
+	InitialLoss float64
+	// NoECN makes the bottleneck of LossQueue mark no CE: a queue without ECN, whose drops
+	// only a path reporter can tell apart from transmission loss.
+	NoECN bool
+	Seed  uint64 // the trial's seed: the same for every scheme, so they see the same draws
 	// MaxSlowdown bounds the virtual time of a trial to this many ideal completion times (plus
 	// 100 RTTs); a trial that has not completed by then is reported incomplete. 0 means 200.
 	MaxSlowdown float64
@@ -62,15 +68,23 @@ type Outcome struct {
 	RepairOctets  uint64 // retransmitted data and CREM repair, on the wire
 	Retransmitted uint64 // data packets the requester sent again
 	Reverse       uint64 // packets sent from the responder's side
-	SecondRound   bool   // a recovery round trip happened: a retransmission or a repair request
-	Events        uint64 // packet events of the loop
-	KM            []KM   // CREM: the (k, m) the sender chose, over time
+	// ForwardDataLost counts the data packets from the requester's side that the path lost.
+	ForwardDataLost uint64
+	SecondRound     bool   // a recovery round trip happened: a retransmission or a repair request
+	Events          uint64 // packet events of the loop
+	KM              []KM   // CREM: the (k, m) the sender chose, over time
+	// Proposed are the (k, m) the CREM sender proposed in PARAM_UPDATE after the warm-up,
+	// whether or not a block used them before the message ended.
+	Proposed []KM
 	// CREM: packets the receiver function restored, repair requests it sent, restored packets
 	// whose ICRC failed, and coded retransmissions the sender function sent.
 	Restored, RepairRequests, ICRCMismatch, CodedRetransmissions uint64
 	// CREM: PATH_REPORTs the sender function took and refused, and the extra ordinary repair
 	// symbols it sent for reported drops (C16).
 	PathReports, PathReportsRejected, ExtraRepair uint64
+	// LossReports and MChanges count the LOSS_REPORTs the sender function took and the changes
+	// of m it made.
+	LossReports, MChanges uint64
 	// RepairDenied counts repair symbols of every kind the sender function's budget refused
 	// (C11 b).
 	RepairDenied uint64
@@ -165,6 +179,9 @@ func (p *Params) linkConfigs() (ab, ba netem.Config, err error) {
 		// beyond a threshold: the losses are congestion (overflow), not corruption.
 		ab.Rate = int64(float64(p.Rate) * (1 - p.DropRate))
 		ab.QueuePackets, ab.ECNThreshold = 64, 16
+		if p.NoECN {
+			ab.ECNThreshold = 0
+		}
 	default:
 		err = fmt.Errorf("unknown loss process %q", p.Loss)
 	}
@@ -415,6 +432,7 @@ func Run(p Params) (Outcome, error) {
 	o.RepairOctets = c.Count[0].RepeatOctets + c.Count[0].ShimOcts
 	o.Retransmitted = a.Stats().RetransmittedPackets
 	o.Reverse = c.Count[1].Packets
+	o.ForwardDataLost = c.Count[0].DataDropped
 	if km != nil {
 		km(&o)
 	}

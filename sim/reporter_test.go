@@ -1,0 +1,290 @@
+package sim
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+	"reflect"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/crem-project/crem/psn"
+	"github.com/crem-project/crem/wire"
+)
+
+// reporterCell runs trials of one cell of the reporter scenario for scheme name, on the seeds a
+// sweep gives every scheme.
+func reporterCell(t *testing.T, name string, drop float64, size int64, trials int) ([]Outcome, Result) {
+	t.Helper()
+	sc, err := LookupScenario("reporter")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sw := Sweep{Scenario: sc, Seed: 1}
+	c := Cell{Scheme: scheme(t, name), DropRate: drop, Size: size}
+	var outs []Outcome
+	for i := range trials {
+		o, err := Run(sw.params(c, i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		outs = append(outs, o)
+	}
+	return outs, Summarize(sc.Name, c, outs)
+}
+
+// TestReporterRecoversSoonerC16: on the case study's path with a path reporter's node in the
+// middle of each link, loss bursts longer than the repair the policy picks make blocks lose more
+// than m. The node reports the dropped PSNs, the CSF sends extra ordinary repair for their blocks
+// at once (C16), and those blocks recover at least a quarter RTT sooner than without the reports
+// (the receiver's detection and request cost half an RTT more), on the same seeds and loss
+// draws; every trial completes and every byte is checked (Run).
+func TestReporterRecoversSoonerC16(t *testing.T) {
+	const drop, size, trials = 1e-3, 128 << 20, 4
+	without, rw := reporterCell(t, "crem+tcaeth", drop, size, trials)
+	with, rr := reporterCell(t, "crem+tcaeth+reporter", drop, size, trials)
+	t.Logf("without reports: recovery mean %.2f ms p99 %.2f ms over %d blocks, completion %.3fx; with: %.2f ms p99 %.2f ms over %d blocks, %.3fx",
+		rw.RecoveryMeanS*1e3, rw.RecoveryP99S*1e3, rw.RecoveryBlocks, rw.MeanS/rw.IdealS,
+		rr.RecoveryMeanS*1e3, rr.RecoveryP99S*1e3, rr.RecoveryBlocks, rr.MeanS/rr.IdealS)
+	if rw.RecoveryBlocks == 0 || rr.RecoveryBlocks == 0 {
+		t.Fatalf("no block lost more than m: %d and %d blocks", rw.RecoveryBlocks, rr.RecoveryBlocks)
+	}
+	rtt := 25 * time.Millisecond
+	if gain := time.Duration((rw.RecoveryMeanS - rr.RecoveryMeanS) * float64(time.Second)); gain < rtt/4 {
+		t.Fatalf("reports saved %v of recovery, want at least a quarter RTT (%v)", gain, rtt/4)
+	}
+	if rr.Incomplete != 0 || rw.Incomplete != 0 {
+		t.Fatalf("incomplete trials: %d without reports, %d with", rw.Incomplete, rr.Incomplete)
+	}
+	for i, o := range with {
+		n := o.Nodes[0]
+		if o.PathReports == 0 || o.ExtraRepair == 0 || o.PathReportsRejected != 0 || n.Drops == 0 || n.Corruption != n.Drops ||
+			n.ReportsDelivered+n.ReportsLost != n.Reports || o.Nodes[1].Drops != 0 {
+			t.Fatalf("trial %d: reports %d, rejected %d, extra %d, nodes %+v", i, o.PathReports, o.PathReportsRejected, o.ExtraRepair, o.Nodes)
+		}
+		if without[i].PathReports != 0 || without[i].ExtraRepair != 0 {
+			t.Fatalf("trial %d without reporters took %d reports", i, without[i].PathReports)
+		}
+		// The node reports every data packet its link lost.
+		if n.Drops != o.ForwardDataLost {
+			t.Fatalf("trial %d: node reported %d drops of %d", i, n.Drops, o.ForwardDataLost)
+		}
+	}
+	// A run with reporters is a function of its seed.
+	again, _ := reporterCell(t, "crem+tcaeth+reporter", drop, size, 1)
+	if !reflect.DeepEqual(again[0], with[0]) {
+		t.Fatal("two runs with reporters differ")
+	}
+}
+
+// TestReporterCongestionKeepsMC6: drops at a congested bottleneck that marks no CE (C6 c, C10).
+// Without reporters the CSF can only take them for transmission loss and proposes a larger m;
+// with a reporter at the bottleneck's node the reports say Cause congestion with the queue
+// delay rising, the estimator subtracts the reported drops from each LOSS_REPORT's loss, and m
+// is never proposed above its start.
+//
+// The path is the congested scenario's at 10 Gbit/s, so that the 128 MiB message spans several
+// LOSS_REPORT intervals. At the scenario's 400 Gbit/s the whole message passes within one
+// interval: the CRF enters the lost PSNs into Expected only when they are settled, in the
+// LOSS_REPORT after the one that counted the CE marks around them (E42), and the CSF spends the
+// reports' congestion drops on the next LOSS_REPORT only, so the interval that carries the loss
+// has neither, and m is proposed higher with or without reporters (see the protocol notes, S20).
+func TestReporterCongestionKeepsMC6(t *testing.T) {
+	run := func(name string) Outcome {
+		p := casestudy(scheme(t, name), 128<<20, 1e-2, 3)
+		p.Rate, p.Loss, p.NoECN, p.InitialLoss = 10e9, LossQueue, true, 1e-3
+		o, err := Run(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return o
+	}
+	without, with := run("crem+tcaeth"), run("crem+tcaeth+reporter")
+	start := with.KM[0].M
+	t.Logf("start m %d; without reports proposed %v; with: proposed %v, %d reports, node %+v",
+		start, without.Proposed, with.Proposed, with.PathReports, with.Nodes[0])
+	if start == 0 || without.KM[0].M != start {
+		t.Fatalf("start m %d and %d", start, without.KM[0].M)
+	}
+	if without.ForwardDataLost == 0 || with.ForwardDataLost == 0 {
+		t.Fatalf("lost %d and %d packets", without.ForwardDataLost, with.ForwardDataLost)
+	}
+	if !slices.ContainsFunc(without.Proposed, func(k KM) bool { return k.M > start }) {
+		t.Fatalf("without reports the loss never raised m: %v (the comparison shows nothing)", without.Proposed)
+	}
+	n := with.Nodes[0]
+	if n.Drops == 0 || n.Congestion != n.Drops || n.DelayRising == 0 || with.PathReports == 0 || with.LossReports < 3 {
+		t.Fatalf("reports %d, loss reports %d, node %+v", with.PathReports, with.LossReports, n)
+	}
+	for _, k := range append(slices.Clone(with.Proposed), with.KM...) {
+		if k.M > start {
+			t.Fatalf("m rose from %d to %d under reported congestion: proposed %v, used %v", start, k.M, with.Proposed, with.KM)
+		}
+	}
+}
+
+// The JSON of every scheme that existed before path reporters is what it was, field for field
+// and byte for byte, on the same scenarios and seeds (testdata/golden-*.json were written by
+// `crem sim --json` of that version); only the recovery fields are new.
+func TestExistingSchemesJSONUnchanged(t *testing.T) {
+	old, err := ParseSchemes("gbn,sr-rto,sr-nack,tcaeth,ec,crem-draft+tcaeth,crem+tcaeth,crem")
+	if err != nil {
+		t.Fatal(err)
+	}
+	newField := regexp.MustCompile(`(?m)^\s*"recovery_(mean_s|p99_s|blocks)": [^\n]*\n`)
+	comma := regexp.MustCompile(`("incomplete": \d+),\n(\s*\})`)
+	for _, c := range []struct {
+		file, scenario string
+		sizes          []int64
+		drops          []float64
+		trials         int
+	}{
+		{"testdata/golden-bursty.json", "bursty", []int64{1 << 20, 16 << 20}, []float64{1e-3, 1e-2}, 3},
+		{"testdata/golden-congested.json", "congested", []int64{1 << 20, 16 << 20}, []float64{1e-2}, 2},
+	} {
+		sc, _ := LookupScenario(c.scenario)
+		sc.Sizes, sc.DropRates, sc.Extra, sc.Trials = c.sizes, c.drops, nil, c.trials
+		sw := Sweep{Scenario: sc, Schemes: old, Seed: 7}
+		res, err := sw.Run()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var b bytes.Buffer
+		if err := WriteJSON(&b, res); err != nil {
+			t.Fatal(err)
+		}
+		want, err := os.ReadFile(c.file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := comma.ReplaceAll(newField.ReplaceAll(b.Bytes(), nil), []byte("$1\n$2"))
+		if !bytes.Equal(got, want) {
+			t.Fatalf("%s: the existing fields changed:\n%s", c.file, firstDiff(got, want))
+		}
+		n := 0
+		for _, r := range res {
+			if r.RecoveryBlocks > 0 {
+				n++
+				if Lookup(t, r.Scheme).CREM == "" || r.RecoveryP99S < r.RecoveryMeanS || r.RecoveryMeanS <= 0 {
+					t.Fatalf("%s: recovery %+v", c.file, r)
+				}
+			}
+		}
+		if c.scenario == "bursty" && n == 0 {
+			t.Fatalf("%s: no cell has a block beyond m", c.file)
+		}
+	}
+}
+
+// Lookup is LookupScheme for tests.
+func Lookup(t *testing.T, name string) Scheme { return scheme(t, name) }
+
+func firstDiff(a, b []byte) string {
+	la, lb := strings.Split(string(a), "\n"), strings.Split(string(b), "\n")
+	for i := range min(len(la), len(lb)) {
+		if la[i] != lb[i] {
+			return fmt.Sprintf("line %d: got %s, want %s", i+1, la[i], lb[i])
+		}
+	}
+	return "lengths differ"
+}
+
+// repairMsg builds a REPAIR message of block start with k positions.
+func repairMsg(t *testing.T, start psn.PSN, k int, index int, retx bool) []byte {
+	t.Helper()
+	var present psn.Bitmap
+	for i := range k {
+		present.Set(i)
+	}
+	m := wire.Repair{FlowID: 1, Retx: retx, ConfigID: 1, Scheme: wire.SchemeCauchy, K: uint8(k), RepairIndex: uint8(index),
+		BlockStartPSN: start, Present: present, Symbol: make([]byte, 8)}
+	if retx {
+		m.Lost, m.RepairSessionID = present, 1
+	}
+	b, err := m.Append(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func writePkt(p psn.PSN) []byte {
+	b := make([]byte, 64)
+	b[0] = 0x06 // RDMA WRITE MIDDLE
+	b[9], b[10], b[11] = byte(p>>16), byte(p>>8), byte(p)
+	return b
+}
+
+// TestRecoveryMetricS21 checks the recovery measurement on a hand-made trial across the PSN
+// wrap: two blocks of 4 (the first with 1 ordinary symbol, the second with 2 and one more sent
+// for a PATH_REPORT, which does not count), a block closed early with k = 2 and none, and a loss
+// in no named block.
+func TestRecoveryMetricS21(t *testing.T) {
+	ms := time.Millisecond
+	first := psn.PSN(0xfffffe)
+	r := newRecoveryLog(first)
+	b1, b2, b3 := first, first.Add(4), first.Add(8) // b2 = 0x000002, across the wrap
+	r.repair(repairMsg(t, b1, 4, 0, false), false)
+	r.repair(repairMsg(t, b2, 4, 0, false), false)
+	r.repair(repairMsg(t, b2, 4, 1, false), false)
+	r.repair(repairMsg(t, b2, 4, 2, false), true) // the answer to a PATH_REPORT
+	r.repair(repairMsg(t, b3, 2, 0, true), false) // a coded retransmission: names the block, m 0
+	// Block 1 loses two (> 1): sent at 1 and 2 ms, back at 30 and 40 ms: 39 ms.
+	r.drop(b1, 1*ms)
+	r.drop(b1.Add(2), 2*ms)
+	r.drop(b1.Add(2), 5*ms) // lost again: still dated by the first loss
+	// Block 2 loses two (not more than its 2 ordinary symbols): not measured.
+	r.drop(b2, 3*ms)
+	r.drop(b2.Add(3), 3*ms)
+	// Block 3 loses one (> 0): 4 ms to 20 ms.
+	r.drop(b3.Add(1), 4*ms)
+	// A loss past every named block, and a copy of what had arrived.
+	r.drop(b3.Add(5), 4*ms)
+	r.arrive(writePkt(b1.Add(1)), 6*ms)
+	r.drop(b1.Add(1), 7*ms)
+	r.arrive(writePkt(b3.Add(1)), 20*ms)
+	r.arrive(writePkt(b1), 30*ms)
+	r.arrive(writePkt(b1), 31*ms) // a duplicate
+	r.arrive(writePkt(b2), 32*ms)
+	r.arrive(writePkt(b2.Add(3)), 33*ms)
+	r.arrive(writePkt(b1.Add(2)), 40*ms)
+	got := r.result()
+	want := Recovery{Times: []time.Duration{39 * ms, 16 * ms}, LossBlocks: 3, Unattributed: 1}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("got %+v, want %+v", got, want)
+	}
+	// A block beyond its repair whose loss never came back is counted, not measured.
+	r.drop(b2.Add(1), 50*ms)
+	if got := r.result(); got.Unrecovered != 1 || len(got.Times) != 2 {
+		t.Fatalf("unrecovered: %+v", got)
+	}
+
+	// Summarize pools every trial's blocks: mean and nearest-rank p99; none, and the fields
+	// are absent from the JSON.
+	c := Cell{Scheme: scheme(t, "crem+tcaeth"), DropRate: 1e-3, Size: 1 << 20}
+	outs := []Outcome{{Completion: ms, Recovery: Recovery{Times: []time.Duration{10 * ms, 30 * ms}}},
+		{Completion: ms, Recovery: Recovery{Times: []time.Duration{20 * ms}}}}
+	res := Summarize("x", c, outs)
+	if d := res.RecoveryMeanS - 0.020; d > 1e-12 || d < -1e-12 || res.RecoveryP99S != 0.030 || res.RecoveryBlocks != 3 {
+		t.Fatalf("summary %+v", res)
+	}
+	none := Summarize("x", c, []Outcome{{Completion: ms}})
+	var b bytes.Buffer
+	if err := WriteJSON(&b, []Result{none, res}); err != nil {
+		t.Fatal(err)
+	}
+	var rows []map[string]any
+	if err := json.Unmarshal(b.Bytes(), &rows); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := rows[0]["recovery_mean_s"]; ok {
+		t.Fatalf("recovery fields without a block: %v", rows[0])
+	}
+	if rows[1]["recovery_p99_s"] != 0.03 || rows[1]["recovery_blocks"] != 3.0 {
+		t.Fatalf("row %v", rows[1])
+	}
+}
