@@ -12,7 +12,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/crem-project/crem/netem"
 	"github.com/crem-project/crem/psn"
+	"github.com/crem-project/crem/reporter"
 	"github.com/crem-project/crem/wire"
 )
 
@@ -286,5 +288,51 @@ func TestRecoveryMetricS21(t *testing.T) {
 	}
 	if rows[1]["recovery_p99_s"] != 0.03 || rows[1]["recovery_blocks"] != 3.0 {
 		t.Fatalf("row %v", rows[1])
+	}
+}
+
+// TestReporterPositionS20: the node's place along the link dates its drops and its reports. A
+// drop at x of the one-way delay D is reported to the sender at 2xD after the transmission and
+// its extra repair reaches the receiver D later; without the report the receiver's request and
+// the answer take 3D. Recovery is therefore 2D(1 - x) sooner (less the reporter's aggregation
+// of 50 us): three quarters of an RTT with the node a quarter of the way, a quarter RTT at three
+// quarters.
+func TestReporterPositionS20(t *testing.T) {
+	sc, err := LookupScenario("reporter")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sw := Sweep{Scenario: sc, Seed: 1}
+	recovery := func(s Scheme) float64 {
+		c := Cell{Scheme: s, DropRate: 1e-3, Size: 128 << 20}
+		var outs []Outcome
+		for i := range 2 {
+			o, err := Run(sw.params(c, i))
+			if err != nil {
+				t.Fatal(err)
+			}
+			outs = append(outs, o)
+		}
+		r := Summarize(sc.Name, c, outs)
+		if r.RecoveryBlocks == 0 {
+			t.Fatalf("%s at %v: no block beyond m", s.Name, s.ReporterAt)
+		}
+		return r.RecoveryMeanS
+	}
+	base := recovery(scheme(t, "crem+tcaeth"))
+	d := sc.RTT.Seconds() / 2
+	for _, x := range []float64{0.25, 0.75} {
+		s := scheme(t, "crem+tcaeth+reporter")
+		s.ReporterAt = x
+		gain, want := base-recovery(s), 2*d*(1-x)
+		t.Logf("reporter at %v: %.2f ms sooner, 2D(1-x) = %.2f ms", x, gain*1e3, want*1e3)
+		if gain < want-1e-3 || gain > want {
+			t.Fatalf("reporter at %v: recovery %.3f ms sooner, want %.3f ms less at most 1 ms", x, gain*1e3, want*1e3)
+		}
+	}
+	for _, x := range []float64{0, -1, 1.5} {
+		if _, err := newPathNode(0, x, reporterAddr(0), 1, reporter.FlowKey{}, netem.Config{}, netem.Config{}, nil); err == nil {
+			t.Fatalf("a reporter at %v of the link was accepted", x)
+		}
 	}
 }
