@@ -22,14 +22,18 @@ import (
 //   - Blocks are the CSF's own, learned from the REPAIR messages it sends as they pass the shim:
 //     each names its Block Start PSN and k. The block's ordinary repair is the count of ordinary
 //     REPAIR symbols the CSF sent for it other than in answer to a PATH_REPORT: the m of its
-//     configuration plus the long-message extra of C16, less what the budget refused.
+//     configuration plus the long-message extra of C16, less what the budget refused. A block
+//     the CSF sent nothing for (m = 0, no request answered) is not named by any message; the
+//     CSF opens its blocks back to back from the message's first PSN (a WRITE at the line rate
+//     has no burst gap before its end), so the PSNs between named blocks are cut into blocks of
+//     the configuration's k, with no ordinary repair: what the CSF sent for them.
 //   - A block's recovery time runs from its first lost packet's loss to the recovery of its last
 //     lost packet. Only blocks that lost more source packets than their ordinary repair count.
 //
-// Losses in no block the CSF named (a block that got no REPAIR message at all) are counted,
-// not measured.
+// Losses before the message's first PSN (none in a trial) are counted, not measured.
 type recoveryLog struct {
 	first   psn.PSN // the message's first PSN: offsets order the blocks
+	k       int     // the configuration's k, for the blocks no message named
 	lost    map[psn.PSN]lostPSN
 	pending int
 	arrived psnSet
@@ -112,11 +116,34 @@ func (r *recoveryLog) result() Recovery {
 		off  uint32
 		info blockInfo
 	}
-	bs := make([]blk, 0, len(r.blocks))
+	named := make([]blk, 0, len(r.blocks))
 	for s, b := range r.blocks {
-		bs = append(bs, blk{off: r.first.Forward(s), info: b})
+		named = append(named, blk{off: r.first.Forward(s), info: b})
 	}
-	slices.SortFunc(bs, func(a, b blk) int { return cmp.Compare(a.off, b.off) })
+	slices.SortFunc(named, func(a, b blk) int { return cmp.Compare(a.off, b.off) })
+	var end uint32 // past the last lost PSN
+	for p := range r.lost {
+		if off := r.first.Forward(p); off < psn.Modulus/2 {
+			end = max(end, off+1)
+		}
+	}
+	// The blocks no message named, between and after the named ones.
+	var bs []blk
+	var cursor uint32
+	tile := func(to uint32) {
+		for k := uint32(max(r.k, 1)); cursor < to; cursor += k {
+			bs = append(bs, blk{off: cursor, info: blockInfo{k: int(min(k, to-cursor))}})
+		}
+	}
+	for _, b := range named {
+		if b.off >= psn.Modulus/2 {
+			continue // before the message: not one of its blocks
+		}
+		tile(b.off)
+		bs = append(bs, b)
+		cursor = max(cursor, b.off+uint32(b.info.k))
+	}
+	tile(end)
 	type agg struct {
 		x            int
 		first, last  time.Duration

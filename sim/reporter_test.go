@@ -68,6 +68,11 @@ func TestReporterRecoversSoonerC16(t *testing.T) {
 			n.ReportsDelivered+n.ReportsLost != n.Reports || o.Nodes[1].Drops != 0 {
 			t.Fatalf("trial %d: reports %d, rejected %d, extra %d, nodes %+v", i, o.PathReports, o.PathReportsRejected, o.ExtraRepair, o.Nodes)
 		}
+		for _, x := range []Outcome{o, without[i]} {
+			if x.Recovery.Unattributed != 0 || x.Recovery.Unrecovered != 0 || x.Recovery.LossBlocks == 0 {
+				t.Fatalf("trial %d: recovery %+v", i, x.Recovery)
+			}
+		}
 		if without[i].PathReports != 0 || without[i].ExtraRepair != 0 {
 			t.Fatalf("trial %d without reporters took %d reports", i, without[i].PathReports)
 		}
@@ -222,19 +227,22 @@ func writePkt(p psn.PSN) []byte {
 }
 
 // TestRecoveryMetricS21 checks the recovery measurement on a hand-made trial across the PSN
-// wrap: two blocks of 4 (the first with 1 ordinary symbol, the second with 2 and one more sent
-// for a PATH_REPORT, which does not count), a block closed early with k = 2 and none, and a loss
-// in no named block.
+// wrap, with k = 4: named blocks at 0 (1 ordinary symbol), 4 (2, and one more sent for a
+// PATH_REPORT, which does not count), 8 (closed early with k = 2, named only by a coded
+// retransmission) and 20 (1 ordinary symbol); the PSNs 10 to 19 were in blocks no message
+// named, cut as the CSF opens them: 10-13, 14-17, 18-19, none with ordinary repair.
 func TestRecoveryMetricS21(t *testing.T) {
 	ms := time.Millisecond
 	first := psn.PSN(0xfffffe)
 	r := newRecoveryLog(first)
-	b1, b2, b3 := first, first.Add(4), first.Add(8) // b2 = 0x000002, across the wrap
+	r.k = 4
+	b1, b2, b3, b4 := first, first.Add(4), first.Add(8), first.Add(20) // b2 = 0x000002, across the wrap
 	r.repair(repairMsg(t, b1, 4, 0, false), false)
 	r.repair(repairMsg(t, b2, 4, 0, false), false)
 	r.repair(repairMsg(t, b2, 4, 1, false), false)
 	r.repair(repairMsg(t, b2, 4, 2, false), true) // the answer to a PATH_REPORT
 	r.repair(repairMsg(t, b3, 2, 0, true), false) // a coded retransmission: names the block, m 0
+	r.repair(repairMsg(t, b4, 4, 0, false), false)
 	// Block 1 loses two (> 1): sent at 1 and 2 ms, back at 30 and 40 ms: 39 ms.
 	r.drop(b1, 1*ms)
 	r.drop(b1.Add(2), 2*ms)
@@ -244,24 +252,31 @@ func TestRecoveryMetricS21(t *testing.T) {
 	r.drop(b2.Add(3), 3*ms)
 	// Block 3 loses one (> 0): 4 ms to 20 ms.
 	r.drop(b3.Add(1), 4*ms)
-	// A loss past every named block, and a copy of what had arrived.
-	r.drop(b3.Add(5), 4*ms)
+	// Unnamed blocks 10-13 and 18-19 lose one each: 4 to 25 ms and 5 to 26 ms.
+	r.drop(first.Add(13), 4*ms)
+	r.drop(first.Add(19), 5*ms)
+	// Block 4 loses one (not more than 1); a PSN before the message; a copy of what had arrived.
+	r.drop(b4.Add(3), 5*ms)
+	r.drop(first.Add(-1), 5*ms)
 	r.arrive(writePkt(b1.Add(1)), 6*ms)
 	r.drop(b1.Add(1), 7*ms)
 	r.arrive(writePkt(b3.Add(1)), 20*ms)
+	r.arrive(writePkt(first.Add(13)), 25*ms)
+	r.arrive(writePkt(first.Add(19)), 26*ms)
 	r.arrive(writePkt(b1), 30*ms)
 	r.arrive(writePkt(b1), 31*ms) // a duplicate
 	r.arrive(writePkt(b2), 32*ms)
 	r.arrive(writePkt(b2.Add(3)), 33*ms)
 	r.arrive(writePkt(b1.Add(2)), 40*ms)
+	r.arrive(writePkt(b4.Add(3)), 41*ms)
 	got := r.result()
-	want := Recovery{Times: []time.Duration{39 * ms, 16 * ms}, LossBlocks: 3, Unattributed: 1}
+	want := Recovery{Times: []time.Duration{39 * ms, 16 * ms, 21 * ms, 21 * ms}, LossBlocks: 6, Unattributed: 1}
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("got %+v, want %+v", got, want)
 	}
 	// A block beyond its repair whose loss never came back is counted, not measured.
 	r.drop(b2.Add(1), 50*ms)
-	if got := r.result(); got.Unrecovered != 1 || len(got.Times) != 2 {
+	if got := r.result(); got.Unrecovered != 1 || len(got.Times) != 4 {
 		t.Fatalf("unrecovered: %+v", got)
 	}
 

@@ -349,6 +349,9 @@ func Run(p Params) (Outcome, error) {
 			return Outcome{}, err
 		}
 	}
+	if snd, ok := shimA.(*cremSender); ok && c.track != nil {
+		c.track.k = snd.last[0] // the configuration's k, acknowledged in the warm-up
+	}
 	for _, g := range gates {
 		g.on = true
 	}
