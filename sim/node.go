@@ -15,7 +15,7 @@ import (
 
 // pathNode is a network node part-way along one link that runs a path reporter (package
 // reporter, PATH_REPORT method 3: node-local drop accounting). It sits at the fraction at of the
-// link's one-way propagation delay. Where it is, and when what happens there (S20):
+// link's one-way propagation delay. Where it is, and when what happens there (S19):
 //
 //   - A loss of the link's loss model is a corrupted frame: the packet has left the link's
 //     queue and its serialization, and the node's frame check rejects it on arrival, at the

@@ -11,7 +11,7 @@ import (
 )
 
 // recoveryLog measures, for a CREM trial, how long blocks that lost more than their ordinary
-// repair took to recover (S21):
+// repair took to recover (S20):
 //
 //   - A lost packet is a source packet of the message that a transmission lost on the forward
 //     link before the PSN had reached the responder; its loss is dated by that transmission

@@ -99,7 +99,7 @@ func TestReporterRecoversSoonerC16(t *testing.T) {
 // interval: the CRF enters the lost PSNs into Expected only when they are settled, in the
 // LOSS_REPORT after the one that counted the CE marks around them (E42), and the CSF spends the
 // reports' congestion drops on the next LOSS_REPORT only, so the interval that carries the loss
-// has neither, and m is proposed higher with or without reporters (see the protocol notes, S20).
+// has neither, and m is proposed higher with or without reporters (see the protocol notes, S21).
 func TestReporterCongestionKeepsMC6(t *testing.T) {
 	run := func(name string) Outcome {
 		p := casestudy(scheme(t, name), 128<<20, 1e-2, 3)
@@ -226,12 +226,12 @@ func writePkt(p psn.PSN) []byte {
 	return b
 }
 
-// TestRecoveryMetricS21 checks the recovery measurement on a hand-made trial across the PSN
+// TestRecoveryMetricS20 checks the recovery measurement on a hand-made trial across the PSN
 // wrap, with k = 4: named blocks at 0 (1 ordinary symbol), 4 (2, and one more sent for a
 // PATH_REPORT, which does not count), 8 (closed early with k = 2, named only by a coded
 // retransmission) and 20 (1 ordinary symbol); the PSNs 10 to 19 were in blocks no message
 // named, cut as the CSF opens them: 10-13, 14-17, 18-19, none with ordinary repair.
-func TestRecoveryMetricS21(t *testing.T) {
+func TestRecoveryMetricS20(t *testing.T) {
 	ms := time.Millisecond
 	first := psn.PSN(0xfffffe)
 	r := newRecoveryLog(first)
@@ -306,13 +306,13 @@ func TestRecoveryMetricS21(t *testing.T) {
 	}
 }
 
-// TestReporterPositionS20: the node's place along the link dates its drops and its reports. A
+// TestReporterPositionS19: the node's place along the link dates its drops and its reports. A
 // drop at x of the one-way delay D is reported to the sender at 2xD after the transmission and
 // its extra repair reaches the receiver D later; without the report the receiver's request and
 // the answer take 3D. Recovery is therefore 2D(1 - x) sooner (less the reporter's aggregation
 // of 50 us): three quarters of an RTT with the node a quarter of the way, a quarter RTT at three
 // quarters.
-func TestReporterPositionS20(t *testing.T) {
+func TestReporterPositionS19(t *testing.T) {
 	sc, err := LookupScenario("reporter")
 	if err != nil {
 		t.Fatal(err)

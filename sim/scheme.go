@@ -19,7 +19,7 @@ type Scheme struct {
 	// Hold is the in-order hold of RULINGS C7(a) in the CREM receiver (CREM over gbn).
 	Hold bool
 	// ReporterAt, when positive, puts a path reporter on both links at this fraction of the
-	// one-way propagation delay (0.5: the middle), and the CSF accepts its reports (S20).
+	// one-way propagation delay (0.5: the middle), and the CSF accepts its reports (S19).
 	ReporterAt float64
 }
 

@@ -245,7 +245,7 @@ type Result struct {
 	Incomplete int `json:"incomplete"`
 	// RecoveryMeanS and RecoveryP99S are the mean and the 99th percentile (nearest rank) of the
 	// recovery time of CREM blocks that lost more source packets than their ordinary repair, over
-	// every such block of every trial, and RecoveryBlocks is how many there were (S21). All three
+	// every such block of every trial, and RecoveryBlocks is how many there were (S20). All three
 	// are omitted when there was none, and always for the schemes without CREM (no blocks).
 	RecoveryMeanS  float64 `json:"recovery_mean_s,omitempty"`
 	RecoveryP99S   float64 `json:"recovery_p99_s,omitempty"`

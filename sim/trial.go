@@ -88,7 +88,7 @@ type Outcome struct {
 	// RepairDenied counts repair symbols of every kind the sender function's budget refused
 	// (C11 b).
 	RepairDenied uint64
-	// Recovery is CREM's recovery of blocks that lost more than their ordinary repair (S21).
+	// Recovery is CREM's recovery of blocks that lost more than their ordinary repair (S20).
 	Recovery Recovery
 	// Nodes are the path reporters' nodes on the links A to B and B to A, when the scheme has
 	// them.
@@ -192,7 +192,7 @@ func (p *Params) linkConfigs() (ab, ba netem.Config, err error) {
 }
 
 // reportLoss returns the loss process PATH_REPORTs from the node on link side meet on their way
-// back (S20): the kind and rate of the reverse link's, from a stream of their own.
+// back (S19): the kind and rate of the reverse link's, from a stream of their own.
 func (p *Params) reportLoss(side int) (netem.LossModel, error) {
 	if p.DropRate == 0 {
 		return nil, nil
