@@ -328,6 +328,12 @@ func (l *Link) jitterOffset() time.Duration {
 	return time.Duration(int64(below(&l.jitterSrc, uint64(2*j+1))) - j)
 }
 
+// BusyUntil returns when the bottleneck's last reserved bit leaves, rounded up to a nanosecond:
+// right after a Send that queued a packet, the instant that packet's last bit leaves the queue
+// (before propagation); at other times the end of the backlog, or a past instant when the queue
+// is idle. A driver uses it to date what happens to a packet downstream of the queue.
+func (l *Link) BusyUntil() time.Duration { return l.busyEnd() }
+
 // busyEnd is when the bottleneck's last reserved bit leaves, rounded up to a nanosecond.
 func (l *Link) busyEnd() time.Duration {
 	if l.busyRem > 0 {

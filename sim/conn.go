@@ -3,12 +3,14 @@ package sim
 import (
 	"encoding/binary"
 	"fmt"
+	"net/netip"
 	"time"
 
 	"github.com/crem-project/crem/netem"
 	"github.com/crem-project/crem/psn"
 	"github.com/crem-project/crem/rc"
 	"github.com/crem-project/crem/roce"
+	"github.com/crem-project/crem/wire"
 )
 
 // Shim sits between a QP and its link: the CREM sender function beside the requester, the CREM
@@ -32,6 +34,7 @@ type Shim interface {
 type Counts struct {
 	Packets, Octets       uint64 // sent onto the link, lost ones included, with IPv4 and UDP headers
 	Dropped               uint64
+	DataDropped           uint64 // of which data packets (see DataPackets)
 	DataPackets           uint64 // packets that take a PSN (requests, READ responses)
 	RepeatPackets         uint64 // data packets whose PSN was sent before: retransmissions
 	RepeatOctets          uint64
@@ -64,6 +67,10 @@ type Conn struct {
 	egres [2]func([]byte) // what a QP drains, through its shim
 	deliv [2]func(netem.Packet)
 	toQP  [2]func([]byte)
+
+	// nodes are the path reporters' nodes on each link (nil: none); track measures recovery.
+	nodes [2]*pathNode
+	track *recoveryLog
 }
 
 // wireOverhead is what each UDP payload carries beyond itself on the wire: IPv4 and UDP headers,
@@ -85,7 +92,12 @@ func NewConn(a, b *rc.QP, ab, ba netem.Config, shimA, shimB Shim) (*Conn, error)
 		c.sendf[s] = func(pkt []byte) { c.put(s, pkt, false) }
 		c.shimf[s] = func(pkt []byte) { c.put(s, pkt, true) }
 		c.egres[s] = func(pkt []byte) { c.Shim[s].Egress(c.Now, pkt, c.sendf[s], c.shimf[s]) }
-		c.toQP[s] = func(pkt []byte) { c.QP[s].Handle(c.Now, pkt) }
+		c.toQP[s] = func(pkt []byte) {
+			if s == 1 && c.track != nil {
+				c.track.arrive(pkt, c.Now)
+			}
+			c.QP[s].Handle(c.Now, pkt)
+		}
 		c.deliv[s] = func(k netem.Packet) {
 			c.Events++
 			to := 1 - s
@@ -99,7 +111,7 @@ func NewConn(a, b *rc.QP, ab, ba netem.Config, shimA, shimB Shim) (*Conn, error)
 			if sh := c.Shim[to]; sh != nil {
 				sh.Ingress(c.Now, data, k.Tag != nil, k.CE, c.toQP[to], c.shimf[to])
 			} else {
-				c.QP[to].Handle(c.Now, data)
+				c.toQP[to](data)
 			}
 			if owned {
 				c.fl.recycle(data) // the engines copy what they keep
@@ -128,9 +140,11 @@ func (c *Conn) put(s int, pkt []byte, shim bool) {
 			k.Data, k.ID = nil, h
 		}
 	}
-	if !shim && len(pkt) >= roce.BTHLen && roce.Opcode(pkt[0]).Info().Source {
+	source := !shim && len(pkt) >= roce.BTHLen && roce.Opcode(pkt[0]).Info().Source
+	var p uint32
+	if source {
 		cnt.DataPackets++
-		p := uint32(pkt[9])<<16 | uint32(pkt[10])<<8 | uint32(pkt[11])
+		p = uint32(pkt[9])<<16 | uint32(pkt[10])<<8 | uint32(pkt[11])
 		if c.seen[s].add(p) {
 			cnt.RepeatPackets++
 			cnt.RepeatOctets += uint64(size)
@@ -147,8 +161,18 @@ func (c *Conn) put(s int, pkt []byte, shim bool) {
 	case k.Data != nil && c.CopySent:
 		k.Data = c.fl.clone(pkt)
 	}
-	if v := c.Link[s].Send(c.Now, k); v != netem.Queued {
+	v := c.Link[s].Send(c.Now, k)
+	if n := c.nodes[s]; n != nil && !shim {
+		n.sent(c.Now, pkt, v, c.Link[s].BusyUntil())
+	}
+	if v != netem.Queued {
 		cnt.Dropped++
+		if source {
+			cnt.DataDropped++
+			if s == 0 && c.track != nil {
+				c.track.drop(psn.PSN(p), c.Now)
+			}
+		}
 		if k.ID != 0 {
 			c.fl.release(k.ID)
 		} else if c.CopySent || shim {
@@ -187,6 +211,11 @@ func (c *Conn) Step() bool {
 		c.flush()
 		c.Link[0].Deliver(c.Now, c.deliv[0])
 		c.Link[1].Deliver(c.Now, c.deliv[1])
+		for s, n := range c.nodes {
+			if n != nil {
+				n.run(c.Now, func(to, from netip.AddrPort, pkt []byte) { c.report(s, to, from, pkt) })
+			}
+		}
 		c.flush()
 		c.Last = c.Now
 		next, ok := c.next()
@@ -212,11 +241,35 @@ func (c *Conn) next() (time.Duration, bool) {
 	for s := range 2 {
 		take(c.Link[s].NextDeadline())
 		take(c.QP[s].NextDeadline())
+		if n := c.nodes[s]; n != nil {
+			take(n.NextDeadline())
+		}
 		if sh := c.Shim[s]; sh != nil {
 			take(sh.NextDeadline())
 		}
 	}
 	return d, ok
+}
+
+// report hands a PATH_REPORT that came back from the node on link s to the CSF beside the
+// flow's source (side s), if it is addressed to it.
+func (c *Conn) report(s int, to, from netip.AddrPort, pkt []byte) {
+	n := c.nodes[s]
+	snd, ok := c.Shim[s].(*cremSender)
+	if !ok || to != snd.self {
+		n.stats.ReportsNoCSF++
+		return
+	}
+	n.stats.ReportsDelivered++
+	if m, err := wire.ParsePathReport(pkt); err == nil {
+		for _, h := range m.Hops {
+			if h.QueueDelayChangeUS > 0 {
+				n.stats.DelayRising++
+				break
+			}
+		}
+	}
+	snd.report(c.Now, from, pkt, c.shimf[s])
 }
 
 // RunUntil steps until done returns true; it fails when nothing is pending and done is still
@@ -263,6 +316,14 @@ const (
 	psnChunks     = 1 << (24 - psnChunkBits)
 	psnChunkWords = 1 << psnChunkBits / 64
 )
+
+// has reports whether p is marked.
+func (s *psnSet) has(p uint32) bool {
+	p &= 1<<24 - 1
+	c := s.chunks[p>>psnChunkBits]
+	i := p & (1<<psnChunkBits - 1)
+	return c != nil && c[i/64]&(1<<(i%64)) != 0
+}
 
 // add marks p and reports whether it was already marked.
 func (s *psnSet) add(p uint32) bool {

@@ -14,6 +14,10 @@ import (
 	"github.com/crem-project/crem/wire"
 )
 
+// reporterAddr is the address of the path reporter's node on the link from A to B (side 0) or
+// from B to A (side 1).
+func reporterAddr(side int) netip.Addr { return netip.AddrFrom4([4]byte{192, 0, 2, byte(101 + side)}) }
+
 // The UDP ports of the CREM functions beside the QPs (the CREM port is always explicit, C14).
 const (
 	csfPort uint16 = 50000
@@ -24,11 +28,20 @@ const (
 // sends and every RDMA packet coming back, and sends repair and session messages of its own.
 type cremSender struct {
 	s       *csf.Sender
+	self    netip.AddrPort // the CSF's address: where path reporters send
 	crf     netip.AddrPort
 	km      []KM
 	last    [2]int
 	scratch []byte
 	rcv     *cremReceiver
+	// track, if set, learns the CSF's blocks from its REPAIR messages; inReport says the
+	// datagrams drained now answer a PATH_REPORT.
+	track    *recoveryLog
+	inReport bool
+	// proposed are the configurations the CSF proposed in PARAM_UPDATE (one entry per Config
+	// ID), read from its messages as they pass: what the policy chose, applied or not.
+	proposed []KM
+	lastID   int
 }
 
 // cremReceiver is the shim beside the responder: the CRF observes every source packet before
@@ -91,6 +104,9 @@ func newCREM(p *Params, a, b *flowEnds, sent *sentPackets) (Shim, Shim, func(*Ou
 		opts = append(opts, csf.WithEncoder(symEncoder{}))
 		ropts = append(ropts, crf.WithDecoders(func() (flow.Decoder, error) { return &symDecoder{packet: sent.packet}, nil }))
 	}
+	if p.Scheme.ReporterAt > 0 {
+		opts = append(opts, csf.WithReporters(reporterAddr(0), reporterAddr(1))) // C14: only these
+	}
 	s, err := csf.New(append([]csf.Option{csf.WithFlow(desc), csf.WithCRF(crfAddr), csf.WithRandom(r1.Uint64),
 		csf.WithRDMAMTU(p.MTU), csf.WithInitialRTT(p.RTT), csf.WithReverseQP(a.qpn), csf.WithLimits(lim),
 		csf.WithMaxHeldBlocks(lim.MaxOpenBlocks)}, opts...)...)
@@ -111,14 +127,18 @@ func newCREM(p *Params, a, b *flowEnds, sent *sentPackets) (Shim, Shim, func(*Ou
 	if err != nil {
 		return nil, nil, nil, fmt.Errorf("sim: CREM receiver: %w", err)
 	}
-	snd := &cremSender{s: s, crf: crfAddr}
+	snd := &cremSender{s: s, self: csfAddr, crf: crfAddr, lastID: -1}
 	rcv := &cremReceiver{r: r, snd: snd, csf: csfAddr}
 	snd.rcv = rcv
 	return snd, rcv, func(o *Outcome) {
-		o.KM = snd.km
+		o.KM, o.Proposed = snd.km, snd.proposed
 		fs := r.Stats().Flows
 		o.Restored, o.RepairRequests, o.ICRCMismatch = fs.Restored, fs.Requests, fs.ICRCMismatch
-		o.CodedRetransmissions = s.Stats().RetxSent
+		st := s.Stats()
+		o.CodedRetransmissions = st.RetxSent
+		o.PathReports, o.PathReportsRejected, o.ExtraRepair = st.PathReports, st.PathReportsRejected, st.ExtraSent
+		o.RepairDenied = st.RepairDeniedBudget
+		o.LossReports, o.MChanges = st.LossReports, st.MChanges
 	}, nil
 }
 
@@ -146,7 +166,18 @@ type flowEnds struct {
 }
 
 func (c *cremSender) drain(now time.Duration, send func([]byte)) {
-	c.s.Drain(func(d flow.Datagram) { send(d.Payload) }) // the connection copies it
+	c.s.Drain(func(d flow.Datagram) {
+		if c.track != nil {
+			c.track.repair(d.Payload, c.inReport)
+		}
+		if len(d.Payload) > 0 && wire.Type(d.Payload[0]&0x0f) == wire.TypeParamUpdate {
+			if u, err := wire.ParseParamUpdate(d.Payload); err == nil && int(u.ConfigID) != c.lastID {
+				c.lastID = int(u.ConfigID)
+				c.proposed = append(c.proposed, KM{At: now, K: int(u.K), M: int(u.M)})
+			}
+		}
+		send(d.Payload) // the connection copies it
+	})
 	if cfg, ok := c.s.Config(); ok && (cfg.K != c.last[0] || cfg.M != c.last[1] || len(c.km) == 0) {
 		c.last = [2]int{cfg.K, cfg.M}
 		c.km = append(c.km, KM{At: now, K: cfg.K, M: cfg.M})
@@ -167,6 +198,14 @@ func (c *cremSender) Ingress(now time.Duration, pkt []byte, shim, ce bool, deliv
 		deliver(pkt)
 	}
 	c.drain(now, send)
+}
+
+// report hands the CSF a PATH_REPORT from the reporter at from (C10, C16).
+func (c *cremSender) report(now time.Duration, from netip.AddrPort, pkt []byte, send func([]byte)) {
+	c.inReport = true
+	c.s.Handle(now, from, pkt)
+	c.drain(now, send)
+	c.inReport = false
 }
 
 func (c *cremSender) Tick(now time.Duration, deliver, send func([]byte)) {
@@ -191,7 +230,7 @@ func (c *cremSender) warm(conn *Conn) error {
 	if err != nil {
 		return fmt.Errorf("sim: CREM warm-up: %w", err)
 	}
-	c.km = c.km[:0]
+	c.km, c.proposed = c.km[:0], c.proposed[:0]
 	if cfg, ok := c.s.Config(); ok {
 		c.last = [2]int{cfg.K, cfg.M}
 		c.km = append(c.km, KM{At: 0, K: cfg.K, M: cfg.M})
@@ -239,6 +278,9 @@ type Policy struct {
 // path: the drop rate of random loss; none for congestion loss, which the estimator does not
 // count as random loss (C11), so m must not rise with it.
 func lossEstimate(p *Params) float64 {
+	if p.InitialLoss > 0 {
+		return p.InitialLoss
+	}
 	if p.Loss == LossQueue {
 		return 0
 	}

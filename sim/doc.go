@@ -11,6 +11,12 @@
 // region, so a 1 GiB message costs the pattern's memory, not a gigabyte, and is still checked
 // byte for byte against the pattern when it completes.
 //
+// A scheme may put a path reporter (package reporter) on each link at a fraction of its
+// propagation delay (a pathNode): the drops of the flow's packets there are reported, and the
+// PATH_REPORTs travel back to the CSF beside the flow's source. For the CREM schemes the
+// connection also measures how long blocks that lost more than their ordinary repair took to
+// recover (recoveryLog), learning the CSF's blocks from its own REPAIR messages.
+//
 // Schemes name what runs on the connection (gbn, sr-rto, sr-nack, tcaeth, and the CREM ones);
 // Scenarios name presets of rate, RTT, MTU, loss model, drop rates and sizes; Sweep runs the
 // cells of a scenario on all cores, deterministically for a seed, and can be cut into shards

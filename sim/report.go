@@ -193,7 +193,8 @@ func WriteCSV(dir string, rs []Result) error {
 		rows = append(rows, []string{r.Scenario, r.Scheme, g(r.DropRate), strconv.FormatInt(r.MessageBytes, 10),
 			strconv.Itoa(r.Trials), g(r.IdealS), g(r.MeanS), g(r.P50S), g(r.P99S), g(r.P999S),
 			g(r.Overhead), g(r.RepairOverhead), g(r.SecondRoundShare), g(r.RetransmittedPackets),
-			g(r.ReversePackets), strconv.Itoa(r.Incomplete)})
+			g(r.ReversePackets), strconv.Itoa(r.Incomplete), g(r.RecoveryMeanS), g(r.RecoveryP99S),
+			strconv.Itoa(r.RecoveryBlocks)})
 		for i, c := range r.Completions {
 			trials = append(trials, []string{r.Scheme, g(r.DropRate), strconv.FormatInt(r.MessageBytes, 10),
 				strconv.Itoa(i), g(c), g(c / r.IdealS)})
@@ -205,7 +206,8 @@ func WriteCSV(dir string, rs []Result) error {
 	}
 	if err := write("results.csv", []string{"scenario", "scheme", "drop_rate", "message_bytes", "trials",
 		"ideal_s", "mean_s", "p50_s", "p99_s", "p999_s", "overhead", "repair_overhead",
-		"second_round_share", "retransmitted_packets", "reverse_packets", "incomplete"}, rows); err != nil {
+		"second_round_share", "retransmitted_packets", "reverse_packets", "incomplete",
+		"recovery_mean_s", "recovery_p99_s", "recovery_blocks"}, rows); err != nil {
 		return err
 	}
 	if err := write("completions.csv", []string{"scheme", "drop_rate", "message_bytes", "trial",
@@ -215,21 +217,28 @@ func WriteCSV(dir string, rs []Result) error {
 	return write("km.csv", []string{"scheme", "drop_rate", "message_bytes", "at_s", "k", "m"}, kms)
 }
 
-// WriteTable prints a summary table: times as multiples of the ideal.
+// WriteTable prints a summary table: times as multiples of the ideal; the recovery of blocks
+// that lost more than their ordinary repair (CREM schemes) in milliseconds, with the number of
+// such blocks, or "-" when there was none.
 func WriteTable(w io.Writer, rs []Result) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "scheme\tdrop\tsize\ttrials\tideal\tmean\tp50\tp99\tp99.9\toverhead\trepair\t2nd round\tretx\treverse\t")
+	fmt.Fprintln(tw, "scheme\tdrop\tsize\ttrials\tideal\tmean\tp50\tp99\tp99.9\toverhead\trepair\t2nd round\tretx\treverse\trecovery\trec p99\tblocks\t")
 	for _, r := range rs {
 		inc := ""
 		if r.Incomplete > 0 {
 			inc = fmt.Sprintf(" (%d incomplete)", r.Incomplete)
 		}
 		x := func(v float64) string { return fmt.Sprintf("%.3fx", v/r.IdealS) }
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d%s\t%s\t%s\t%s\t%s\t%s\t%.4f\t%.4f\t%.2f\t%.1f\t%.1f\t\n",
+		rec, rec99, blocks := "-", "-", "-"
+		if r.RecoveryBlocks > 0 {
+			rec, rec99 = fmt.Sprintf("%.2f ms", r.RecoveryMeanS*1e3), fmt.Sprintf("%.2f ms", r.RecoveryP99S*1e3)
+			blocks = strconv.Itoa(r.RecoveryBlocks)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d%s\t%s\t%s\t%s\t%s\t%s\t%.4f\t%.4f\t%.2f\t%.1f\t%.1f\t%s\t%s\t%s\t\n",
 			r.Scheme, units.FormatFraction(r.DropRate), units.FormatSize(r.MessageBytes), r.Trials, inc,
 			units.FormatDuration(time.Duration(r.IdealS*float64(time.Second))),
 			x(r.MeanS), x(r.P50S), x(r.P99S), x(r.P999S), r.Overhead, r.RepairOverhead,
-			r.SecondRoundShare, r.RetransmittedPackets, r.ReversePackets)
+			r.SecondRoundShare, r.RetransmittedPackets, r.ReversePackets, rec, rec99, blocks)
 	}
 	return tw.Flush()
 }

@@ -18,6 +18,9 @@ type Scheme struct {
 	CREM string
 	// Hold is the in-order hold of RULINGS C7(a) in the CREM receiver (CREM over gbn).
 	Hold bool
+	// ReporterAt, when positive, puts a path reporter on both links at this fraction of the
+	// one-way propagation delay (0.5: the middle), and the CSF accepts its reports (S19).
+	ReporterAt float64
 }
 
 // The CREM policies a scheme may name.
@@ -38,6 +41,7 @@ func Schemes() []Scheme {
 		{Name: "crem-draft+tcaeth", Mode: rc.ModeTCAETH, CREM: PolicyDraft},
 		{Name: "crem+tcaeth", Mode: rc.ModeTCAETH, CREM: PolicyBest},
 		{Name: "crem", Mode: rc.ModeGBN, CREM: PolicyBest, Hold: true},
+		{Name: "crem+tcaeth+reporter", Mode: rc.ModeTCAETH, CREM: PolicyBest, ReporterAt: 0.5},
 	}
 }
 

@@ -283,7 +283,7 @@ func TestSummarize(t *testing.T) {
 }
 
 func TestParse(t *testing.T) {
-	if s, err := ParseSchemes("all"); err != nil || len(s) != 8 {
+	if s, err := ParseSchemes("all"); err != nil || len(s) != 9 {
 		t.Fatal(s, err)
 	}
 	if _, err := ParseSchemes("sr-rto,bogus"); err == nil {
@@ -292,7 +292,7 @@ func TestParse(t *testing.T) {
 	if _, err := ParseSchemes("gbn,gbn"); err == nil {
 		t.Fatal("repeated scheme accepted")
 	}
-	for _, n := range []string{"sdr-casestudy", "metro", "bursty", "congested"} {
+	for _, n := range []string{"sdr-casestudy", "metro", "bursty", "congested", "reporter"} {
 		if _, err := LookupScenario(n); err != nil {
 			t.Fatal(err)
 		}

@@ -243,6 +243,13 @@ type Result struct {
 	// Incomplete counts trials that had not completed within the time limit; their completion
 	// time is the limit, so the statistics are lower bounds when it is not 0.
 	Incomplete int `json:"incomplete"`
+	// RecoveryMeanS and RecoveryP99S are the mean and the 99th percentile (nearest rank) of the
+	// recovery time of CREM blocks that lost more source packets than their ordinary repair, over
+	// every such block of every trial, and RecoveryBlocks is how many there were (S20). All three
+	// are omitted when there was none, and always for the schemes without CREM (no blocks).
+	RecoveryMeanS  float64 `json:"recovery_mean_s,omitempty"`
+	RecoveryP99S   float64 `json:"recovery_p99_s,omitempty"`
+	RecoveryBlocks int     `json:"recovery_blocks,omitempty"`
 	// Completions are the trials' completion times in seconds, in trial order (CSV and merge).
 	Completions []float64 `json:"-"`
 	// KM is CREM's (k, m) over time in the first trial.
@@ -258,7 +265,11 @@ func Summarize(scenario string, c Cell, outs []Outcome) Result {
 	}
 	var wire, repair, retx, rev float64
 	second := 0
+	var rec []float64
 	for _, o := range outs {
+		for _, d := range o.Recovery.Times {
+			rec = append(rec, d.Seconds())
+		}
 		r.Completions = append(r.Completions, o.Completion.Seconds())
 		wire += float64(o.WireOctets)
 		repair += float64(o.RepairOctets)
@@ -280,6 +291,14 @@ func Summarize(scenario string, c Cell, outs []Outcome) Result {
 	r.RetransmittedPackets = retx / n
 	r.ReversePackets = rev / n
 	r.KM = outs[0].KM
+	if len(rec) > 0 {
+		sort.Float64s(rec)
+		var sum float64
+		for _, v := range rec {
+			sum += v
+		}
+		r.RecoveryMeanS, r.RecoveryP99S, r.RecoveryBlocks = sum/float64(len(rec)), quantile(rec, 0.99), len(rec)
+	}
 	return r
 }
 

@@ -9,6 +9,7 @@ import (
 	"github.com/crem-project/crem/netem"
 	"github.com/crem-project/crem/psn"
 	"github.com/crem-project/crem/rc"
+	"github.com/crem-project/crem/reporter"
 	"github.com/crem-project/crem/roce"
 )
 
@@ -35,7 +36,13 @@ type Params struct {
 	// PolicyBurst is the mean burst length the project's policy assumes (S18); 0 takes the
 	// path's: BurstLen under LossBursty, 1 (independent loss) otherwise.
 	PolicyBurst float64
-	Seed        uint64 // the trial's seed: the same for every scheme, so they see the same draws
+	// InitialLoss, when positive, is the CREM sender's starting loss estimate (and so its first
+	// m) in place of the path's drop rate (none under LossQueue).
+	InitialLoss float64
+	// NoECN makes the bottleneck of LossQueue mark no CE: a queue without ECN, whose drops
+	// only a path reporter can tell apart from transmission loss.
+	NoECN bool
+	Seed  uint64 // the trial's seed: the same for every scheme, so they see the same draws
 	// MaxSlowdown bounds the virtual time of a trial to this many ideal completion times (plus
 	// 100 RTTs); a trial that has not completed by then is reported incomplete. 0 means 200.
 	MaxSlowdown float64
@@ -61,12 +68,31 @@ type Outcome struct {
 	RepairOctets  uint64 // retransmitted data and CREM repair, on the wire
 	Retransmitted uint64 // data packets the requester sent again
 	Reverse       uint64 // packets sent from the responder's side
-	SecondRound   bool   // a recovery round trip happened: a retransmission or a repair request
-	Events        uint64 // packet events of the loop
-	KM            []KM   // CREM: the (k, m) the sender chose, over time
+	// ForwardDataLost counts the data packets from the requester's side that the path lost.
+	ForwardDataLost uint64
+	SecondRound     bool   // a recovery round trip happened: a retransmission or a repair request
+	Events          uint64 // packet events of the loop
+	KM              []KM   // CREM: the (k, m) the sender chose, over time
+	// Proposed are the (k, m) the CREM sender proposed in PARAM_UPDATE after the warm-up,
+	// whether or not a block used them before the message ended.
+	Proposed []KM
 	// CREM: packets the receiver function restored, repair requests it sent, restored packets
 	// whose ICRC failed, and coded retransmissions the sender function sent.
 	Restored, RepairRequests, ICRCMismatch, CodedRetransmissions uint64
+	// CREM: PATH_REPORTs the sender function took and refused, and the extra ordinary repair
+	// symbols it sent for reported drops (C16).
+	PathReports, PathReportsRejected, ExtraRepair uint64
+	// LossReports and MChanges count the LOSS_REPORTs the sender function took and the changes
+	// of m it made.
+	LossReports, MChanges uint64
+	// RepairDenied counts repair symbols of every kind the sender function's budget refused
+	// (C11 b).
+	RepairDenied uint64
+	// Recovery is CREM's recovery of blocks that lost more than their ordinary repair (S20).
+	Recovery Recovery
+	// Nodes are the path reporters' nodes on the links A to B and B to A, when the scheme has
+	// them.
+	Nodes [2]NodeStats
 }
 
 // KM is one block's code parameters at the time its sender chose them.
@@ -153,6 +179,9 @@ func (p *Params) linkConfigs() (ab, ba netem.Config, err error) {
 		// beyond a threshold: the losses are congestion (overflow), not corruption.
 		ab.Rate = int64(float64(p.Rate) * (1 - p.DropRate))
 		ab.QueuePackets, ab.ECNThreshold = 64, 16
+		if p.NoECN {
+			ab.ECNThreshold = 0
+		}
 	default:
 		err = fmt.Errorf("unknown loss process %q", p.Loss)
 	}
@@ -160,6 +189,35 @@ func (p *Params) linkConfigs() (ab, ba netem.Config, err error) {
 		return ab, ba, fmt.Errorf("sim: loss: %w", err)
 	}
 	return ab, ba, nil
+}
+
+// reportLoss returns the loss process PATH_REPORTs from the node on link side meet on their way
+// back (S19): the kind and rate of the reverse link's, from a stream of their own.
+func (p *Params) reportLoss(side int) (netem.LossModel, error) {
+	if p.DropRate == 0 {
+		return nil, nil
+	}
+	seed := mix(p.Seed, uint64(11+side))
+	var m netem.LossModel
+	var err error
+	switch p.Loss {
+	case LossBernoulli, "":
+		m, err = netem.NewBernoulli(p.DropRate, seed)
+	case LossBursty:
+		b := p.BurstLen
+		if b <= 0 {
+			b = 4
+		}
+		m, err = netem.NewGilbertBurst(p.DropRate, b, seed)
+	case LossQueue:
+		// The reverse link of the congested path loses nothing.
+	default:
+		err = fmt.Errorf("unknown loss process %q", p.Loss)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("sim: report loss: %w", err)
+	}
+	return m, nil
 }
 
 // gate holds a loss model back until the message is posted: the CREM functions' warm-up
@@ -268,10 +326,31 @@ func Run(p Params) (Outcome, error) {
 		return Outcome{}, err
 	}
 	c.CopySent = ca.ReuseBuffers
+	if snd, ok := shimA.(*cremSender); ok {
+		c.track = newRecoveryLog(ca.SendPSN)
+		snd.track = c.track
+	}
+	if at := p.Scheme.ReporterAt; at > 0 {
+		keys := [2]reporter.FlowKey{{Src: ca.LocalAddr, Dst: cb.LocalAddr, FlowLabel: cb.QPN},
+			{Src: cb.LocalAddr, Dst: ca.LocalAddr, FlowLabel: ca.QPN}}
+		cfgs := [2]netem.Config{ab, ba}
+		for s := range 2 {
+			loss, err := p.reportLoss(s)
+			if err != nil {
+				return Outcome{}, err
+			}
+			if c.nodes[s], err = newPathNode(s, at, reporterAddr(s), uint32(101+s), keys[s], cfgs[s], cfgs[1-s], loss); err != nil {
+				return Outcome{}, err
+			}
+		}
+	}
 	if w, ok := shimA.(warmer); ok {
 		if err := w.warm(c); err != nil {
 			return Outcome{}, err
 		}
+	}
+	if snd, ok := shimA.(*cremSender); ok && c.track != nil {
+		c.track.k = snd.last[0] // the configuration's k, acknowledged in the warm-up
 	}
 	for _, g := range gates {
 		g.on = true
@@ -356,8 +435,17 @@ func Run(p Params) (Outcome, error) {
 	o.RepairOctets = c.Count[0].RepeatOctets + c.Count[0].ShimOcts
 	o.Retransmitted = a.Stats().RetransmittedPackets
 	o.Reverse = c.Count[1].Packets
+	o.ForwardDataLost = c.Count[0].DataDropped
 	if km != nil {
 		km(&o)
+	}
+	if c.track != nil {
+		o.Recovery = c.track.result()
+	}
+	for s, n := range c.nodes {
+		if n != nil {
+			o.Nodes[s] = n.stats
+		}
 	}
 	o.SecondRound = o.Incomplete || o.Retransmitted > 0 || o.RepairRequests > 0 || o.CodedRetransmissions > 0
 	return o, nil

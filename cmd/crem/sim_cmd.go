@@ -22,7 +22,16 @@ cores, deterministically for a seed.
 
 Scenarios: sdr-casestudy (400 Gbit/s, 25 ms RTT, MTU 4096), metro (100 Gbit/s, 1 ms),
 bursty (Gilbert-Elliott loss, mean burst 4), congested (loss from a shared queue with CE
-marks). Schemes: gbn, sr-rto, sr-nack, tcaeth, ec, crem-draft+tcaeth, crem+tcaeth, crem.
+marks), reporter (the sdr-casestudy path with bursts of 8 packets, longer than the repair the
+policy picks, and by default the schemes crem+tcaeth and crem+tcaeth+reporter). Schemes: gbn,
+sr-rto, sr-nack, tcaeth, ec, crem-draft+tcaeth, crem+tcaeth, crem, crem+tcaeth+reporter (a
+path reporter in the middle of each link; the CSF sends extra repair for the drops it reports).
+--schemes defaults to the scenario's list (every scheme, except for reporter).
+
+For the CREM schemes, recovery_mean_s and recovery_p99_s (and the table's recovery columns) are
+the time from a block's first lost packet (its transmission) until every lost packet of the
+block has reached the responder, over the blocks that lost more source packets than their
+ordinary repair; recovery_blocks counts them. They are absent when no block did.
 
 CSV (results.csv, completions.csv, km.csv), the shard file and the figures (PNG and SVG) go
 into --out, a new temporary folder when it is not given, never the working directory. The
@@ -47,8 +56,8 @@ func runSim(args []string, s stdio) int {
 		return runSimMerge(args[1:], s)
 	}
 	fs := newFlagSet("sim", "crem sim --scenario NAME [flags] | crem sim merge [--out DIR] [--json] FILES...", simDescription, s)
-	scenario := fs.String("scenario", "", "scenario preset: sdr-casestudy, metro, bursty or congested")
-	schemes := fs.String("schemes", "all", "comma-separated schemes, or all")
+	scenario := fs.String("scenario", "", "scenario preset: sdr-casestudy, metro, bursty, congested or reporter")
+	schemes := fs.String("schemes", "", "comma-separated schemes, or all; default the scenario's (all, or for\nreporter crem+tcaeth,crem+tcaeth+reporter)")
 	var sizes units.Sizes
 	fs.Var(&sizes, "sizes", "message sizes (1MiB,16MiB,8GiB); default the scenario's")
 	var drops units.Fractions
@@ -73,7 +82,7 @@ func runSim(args []string, s stdio) int {
 		return 2
 	}
 	if *scenario == "" {
-		fmt.Fprintln(s.err, "crem sim: --scenario is required (sdr-casestudy, metro, bursty, congested)")
+		fmt.Fprintln(s.err, "crem sim: --scenario is required (sdr-casestudy, metro, bursty, congested, reporter)")
 		return 2
 	}
 	sc, err := sim.LookupScenario(*scenario)
@@ -117,7 +126,12 @@ func runSim(args []string, s stdio) int {
 		sc.RTT = d
 	}
 	sw := &sim.Sweep{Scenario: sc, Seed: *seed}
-	if sw.Schemes, err = sim.ParseSchemes(*schemes); err != nil {
+	if *schemes == "" {
+		sw.Schemes, err = sim.SchemesOf(sc)
+	} else {
+		sw.Schemes, err = sim.ParseSchemes(*schemes)
+	}
+	if err != nil {
 		fmt.Fprintf(s.err, "crem sim: %v\n", err)
 		return 2
 	}

@@ -185,3 +185,48 @@ func TestSimLossOverrides(t *testing.T) {
 			burst["second_round_share"], eight["second_round_share"])
 	}
 }
+
+// The reporter scenario runs crem+tcaeth and crem+tcaeth+reporter unless --schemes says
+// otherwise; its JSON rows and table carry the recovery of blocks that lost more than m, shorter
+// with the reports (C16), and the shard file and merge keep them.
+func TestSimReporterScenario(t *testing.T) {
+	dir := t.TempDir()
+	code, out, errOut := runSimCLI(t, "--scenario", "reporter", "--sizes", "128MiB", "--drop-rates", "1e-3",
+		"--trials", "2", "--json", "--out", dir)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	var rows []map[string]any
+	if err := json.Unmarshal([]byte(out), &rows); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	if len(rows) != 2 || rows[0]["scheme"] != "crem+tcaeth" || rows[1]["scheme"] != "crem+tcaeth+reporter" {
+		t.Fatalf("rows %v", rows)
+	}
+	for _, r := range rows {
+		for _, k := range append(slices.Clone(simKeys), "recovery_mean_s", "recovery_p99_s", "recovery_blocks") {
+			if _, ok := r[k]; !ok {
+				t.Fatalf("row lacks %q: %v", k, r)
+			}
+		}
+	}
+	if a, b := rows[0]["recovery_mean_s"].(float64), rows[1]["recovery_mean_s"].(float64); a-b < 0.025/4 {
+		t.Fatalf("recovery %v without reports, %v with", a, b)
+	}
+	var o, e bytes.Buffer
+	if code := run([]string{"sim", "merge", "--json", "--out", t.TempDir(), filepath.Join(dir, "shard-0-of-1.json")},
+		stdio{out: &o, err: &e}); code != 0 || o.String() != out {
+		t.Fatalf("merge: exit %d %s\n%s", code, e.String(), o.String())
+	}
+	code, table, errOut := runSimCLI(t, "--scenario", "reporter", "--schemes", "crem+tcaeth+reporter,tcaeth",
+		"--sizes", "16MiB", "--drop-rates", "1e-2", "--trials", "2", "--out", t.TempDir())
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	lines := strings.Split(strings.TrimSpace(table), "\n")
+	last := func(l string) string { f := strings.Fields(l); return strings.Join(f[max(0, len(f)-3):], " ") }
+	if len(lines) != 3 || !strings.Contains(lines[0], "recovery") || !strings.Contains(lines[0], "rec p99") ||
+		!strings.Contains(lines[1], " ms") || last(lines[2]) != "- - -" {
+		t.Fatalf("table:\n%s", table)
+	}
+}
