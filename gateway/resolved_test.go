@@ -1,0 +1,248 @@
+package gateway_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"net"
+	"os"
+	"reflect"
+	"runtime"
+	"strings"
+	"testing"
+
+	"github.com/crem-project/crem/gateway"
+)
+
+const relayMinimal = `crem_address = "127.0.0.1:50000"
+peer = "127.0.0.1:50001"
+[relay]
+listen = "127.0.0.1:7000"
+target = "127.0.0.1:4791"
+wan_listen = "127.0.0.1:7001"
+peer_data = "127.0.0.2:7101"
+`
+
+const tunFull = `crem_address = "198.18.10.1:61234"
+domain_protection = "boundary"
+peer = "198.18.20.1:61234"
+mode = "tun"
+metrics_address = "127.0.0.1:9100"
+log_level = "warn"
+shards = 3
+pcap = "/tmp/x.pcap"
+reporters = ["192.0.2.7", "192.0.2.8"]
+[tun]
+name = "cremtest9"
+local_prefixes = ["198.18.1.0/24"]
+mark = 0x51
+verify = "logical"
+[[protect]]
+src = "198.18.1.0/24"
+dst = "198.18.2.7"
+src_port = 4791
+qp = 17
+ordered = false
+reverse_qp = 18
+[policy]
+k = 16
+m = 2
+adapt = false
+epsilon = 1e-6
+rho = 0.02
+repair_fraction = 1
+max_open_blocks = 128
+max_k = 32
+max_m = 8
+rdma_mtu = 1024
+initial_rtt = "25ms"
+hello_hold_off = "5s"
+idle_timeout = "1m"
+reorder = "2ms"
+burst_gap = "100us"
+`
+
+func resolveText(t *testing.T, text string) gateway.Resolved {
+	t.Helper()
+	c, err := gateway.ParseConfig([]byte(text))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := c.Resolve()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// TestResolveDefaults: a configuration that gives only what is required resolves with every
+// default filled in, as docs/gateway.md lists them.
+func TestResolveDefaults(t *testing.T) {
+	r := resolveText(t, relayMinimal)
+	want := gateway.Resolved{CREMAddress: "127.0.0.1:50000", Peer: "127.0.0.1:50001", Mode: "relay", LogLevel: "info",
+		Shards: runtime.GOMAXPROCS(0), ShardsPerCore: true, Reporters: []string{}, ProtectAll: true,
+		Relay: &gateway.ResolvedRelay{Listen: "127.0.0.1:7000", Target: "127.0.0.1:4791", WANListen: "127.0.0.1:7001",
+			PeerData: "127.0.0.2:7101", LocalEndpoint: "127.0.0.1", RemoteEndpoint: "127.0.0.2"},
+		Protect: []gateway.ResolvedRule{{Ordered: true}},
+		Policy: gateway.ResolvedPolicy{K: 32, M: 4, Adapt: true, Epsilon: 1e-4, Rho: 0.01, RepairFraction: 0.5,
+			MaxOpenBlocks: 64, MaxK: 64, MaxM: 16, MTU: 4096, InitialRTT: "10ms", HelloHoldOff: "10s", Idle: "30s",
+			BurstGap: "50us"}}
+	if !reflect.DeepEqual(r, want) {
+		t.Fatalf("resolved\n%+v\nwant\n%+v", r, want)
+	}
+	var b bytes.Buffer
+	if err := r.WriteTOML(&b); err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range []string{`k                 = 32`, `epsilon           = 0.0001`, `initial_rtt       = "10ms"`,
+		`local_endpoint    = "127.0.0.1"`, `reverse_qp        = 0`, `# learned`, `# none in the file: every RoCEv2 flow`,
+		`burst_gap         = "50us"`, `# max(1ms, SRTT/8), per flow`} {
+		if !strings.Contains(b.String(), l) {
+			t.Errorf("TOML lacks %q:\n%s", l, b.String())
+		}
+	}
+}
+
+// TestResolveTOMLRoundTrip: the printed configuration, read back as a configuration file,
+// resolves to the same values.
+func TestResolveTOMLRoundTrip(t *testing.T) {
+	cases := map[string]string{"relay defaults": relayMinimal}
+	if runtime.GOOS == "linux" {
+		cases["tun, every field"] = tunFull
+	}
+	for name, text := range cases {
+		t.Run(name, func(t *testing.T) {
+			r := resolveText(t, text)
+			var b bytes.Buffer
+			r.WriteTOML(&b)
+			again := resolveText(t, b.String())
+			again.ShardsPerCore, again.ProtectAll = r.ShardsPerCore, r.ProtectAll
+			if !reflect.DeepEqual(r, again) {
+				t.Fatalf("read back:\n%+v\nwant\n%+v\nfrom\n%s", again, r, b.String())
+			}
+		})
+	}
+}
+
+// tomlKeys lists every TOML key of a configuration struct, nested tables as table.key.
+func tomlKeys(t reflect.Type, prefix string) []string {
+	var keys []string
+	for i := range t.NumField() {
+		f := t.Field(i)
+		k := strings.Split(f.Tag.Get("toml"), ",")[0]
+		ft := f.Type
+		if ft.Kind() == reflect.Slice && ft.Elem().Kind() == reflect.Struct {
+			ft = ft.Elem()
+		}
+		if ft.Kind() == reflect.Struct {
+			keys = append(keys, tomlKeys(ft, prefix+k+".")...)
+			continue
+		}
+		keys = append(keys, prefix+k)
+	}
+	return keys
+}
+
+// TestResolveShowsEveryField: every field of gateway.Config is printed, in TOML and in JSON
+// (a field added to Config and not to Resolved fails here).
+func TestResolveShowsEveryField(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("the tun fields resolve on Linux only")
+	}
+	relay, tun := resolveText(t, relayMinimal), resolveText(t, tunFull)
+	var text bytes.Buffer
+	relay.WriteTOML(&text)
+	tun.WriteTOML(&text)
+	var js []map[string]any
+	for _, r := range []gateway.Resolved{relay, tun} {
+		b, _ := json.Marshal(r)
+		var m map[string]any
+		json.Unmarshal(b, &m)
+		js = append(js, m)
+	}
+	for _, key := range tomlKeys(reflect.TypeFor[gateway.Config](), "") {
+		parts := strings.Split(key, ".")
+		leaf := parts[len(parts)-1]
+		if !strings.Contains(text.String(), "\n"+leaf+" ") && !strings.HasPrefix(text.String(), leaf+" ") {
+			t.Errorf("TOML lacks %s", key)
+		}
+		found := false
+		for _, m := range js {
+			var v any = m
+			for _, p := range parts {
+				switch x := v.(type) {
+				case map[string]any:
+					v = x[p]
+				case []any:
+					if len(x) > 0 {
+						v = x[0].(map[string]any)[p]
+					} else {
+						v = nil
+					}
+				}
+			}
+			found = found || v != nil
+		}
+		if !found {
+			t.Errorf("JSON lacks %s", key)
+		}
+	}
+}
+
+// TestResolveRefusesWhatEnginesRefuse: values the configuration's own checks let through but
+// that every flow's CSF would refuse at run time are configuration errors naming the field.
+func TestResolveRefusesWhatEnginesRefuse(t *testing.T) {
+	for field, line := range map[string]string{
+		"policy.initial_rtt":     `initial_rtt = "0s"`,
+		"policy.idle_timeout":    `idle_timeout = "0s"`,
+		"policy.hello_hold_off":  `hello_hold_off = "0ms"`,
+		"policy.repair_fraction": `repair_fraction = 20.0`,
+		"policy.epsilon":         `epsilon = nan`,
+		"policy.rho":             `rho = nan`,
+	} {
+		c, err := gateway.ParseConfig([]byte(relayMinimal + "[policy]\n" + line + "\n"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = c.Resolve()
+		var ce *gateway.ConfigError
+		if !errors.As(err, &ce) || !strings.Contains(err.Error(), field) {
+			t.Errorf("%s: got %v, want a configuration error naming %s", line, err, field)
+		}
+	}
+	// What only the engines check, found by building them: a start would fail (exit 1).
+	c, _ := gateway.ParseConfig([]byte(relayMinimal + "[policy]\nmax_m = 255\n"))
+	if _, err := c.Resolve(); err == nil || !strings.Contains(err.Error(), "Max m 255") {
+		t.Errorf("max_m 255: %v", err)
+	}
+	// resolve's own refusals come through as they are.
+	c, _ = gateway.ParseConfig([]byte(strings.Replace(relayMinimal, `"127.0.0.1:50000"`, `"127.0.0.1:0"`, 1)))
+	if _, err := c.Resolve(); err == nil || !strings.Contains(err.Error(), "crem_address") {
+		t.Errorf("CREM port 0: %v", err)
+	}
+}
+
+// TestResolveOpensNothing: resolving binds no socket (an address in use resolves) and makes
+// no TUN device.
+func TestResolveOpensNothing(t *testing.T) {
+	busy, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer busy.Close()
+	r := resolveText(t, strings.Replace(relayMinimal, "127.0.0.1:50000", busy.LocalAddr().String(), 1))
+	if r.CREMAddress != busy.LocalAddr().String() {
+		t.Fatalf("crem_address %s", r.CREMAddress)
+	}
+	if runtime.GOOS != "linux" {
+		c, _ := gateway.ParseConfig([]byte(tunFull))
+		if _, err := c.Resolve(); err == nil || !strings.Contains(err.Error(), "Linux") {
+			t.Fatalf("tun mode off Linux: %v", err)
+		}
+		return
+	}
+	resolveText(t, tunFull)
+	if _, err := os.Stat("/sys/class/net/cremtest9"); err == nil {
+		t.Fatal("resolving made the TUN device")
+	}
+}
