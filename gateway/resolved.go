@@ -39,6 +39,8 @@ type Resolved struct {
 	// ProtectAll says the file has no rule: every RoCEv2 flow is protected.
 	ProtectAll bool           `json:"protect_all"`
 	Policy     ResolvedPolicy `json:"policy"`
+	// Warnings name what is valid but will likely not do what was meant.
+	Warnings []string `json:"warnings"`
 }
 
 // ResolvedRelay is the relay data path as it runs.
@@ -106,6 +108,9 @@ func (c Config) Resolve() (Resolved, error) {
 	if r.mode == "tun" && runtime.GOOS != "linux" {
 		return Resolved{}, configErr("mode tun needs Linux")
 	}
+	if r.mode == "tun" && len(r.tunName) > 15 {
+		return Resolved{}, configErr("tun.name %q: at most 15 characters (IFNAMSIZ)", r.tunName)
+	}
 	if err := engineLimits(r); err != nil {
 		return Resolved{}, err
 	}
@@ -114,7 +119,7 @@ func (c Config) Resolve() (Resolved, error) {
 	}
 	out := Resolved{CREMAddress: r.crem.String(), DomainProtection: c.DomainProtection, Peer: r.peer.String(),
 		Mode: r.mode, MetricsAddress: r.metricsAddr, LogLevel: c.LogLevel, Shards: r.shards, Pcap: c.Pcap,
-		Reporters: []string{}, ProtectAll: len(c.Protect) == 0}
+		Reporters: []string{}, ProtectAll: len(c.Protect) == 0, Warnings: []string{}}
 	if out.LogLevel == "" {
 		out.LogLevel = "info"
 	}
@@ -147,6 +152,17 @@ func (c Config) Resolve() (Resolved, error) {
 			rr.Dst = ru.dst.String()
 		}
 		out.Protect = append(out.Protect, rr)
+	}
+	if r.mode == "relay" {
+		for i, ru := range r.rules {
+			if ru.srcPort == 0 {
+				which := fmt.Sprintf("protect[%d] has no src_port", i)
+				if out.ProtectAll {
+					which = "no protect rule gives a src_port"
+				}
+				out.Warnings = append(out.Warnings, which+": in relay mode the CRF refuses the HELLO of a flow arriving from the peer without one (it checks restored packets under the logical header, C12), and such a flow stays unprotected")
+			}
+		}
 	}
 	out.Policy = ResolvedPolicy{K: r.k, M: r.m, Adapt: r.adapt, Epsilon: r.epsilon, Rho: r.rho, RepairFraction: r.repairFrac,
 		MaxOpenBlocks: r.maxOpen, MaxK: r.maxK, MaxM: r.maxM, MTU: r.mtu, InitialRTT: durString(r.initialRTT),
@@ -275,6 +291,9 @@ func (r Resolved) WriteTOML(w io.Writer) error {
 			return s
 		}
 		return ""
+	}
+	for _, w := range r.Warnings {
+		b.WriteString("# warning: " + w + "\n")
 	}
 	line("crem_address", q(r.CREMAddress), "")
 	line("domain_protection", q(r.DomainProtection), cmt(r.DomainProtection == "", "none: crem_address is a loopback address"))

@@ -79,6 +79,12 @@ func resolveText(t *testing.T, text string) gateway.Resolved {
 // default filled in, as docs/gateway.md lists them.
 func TestResolveDefaults(t *testing.T) {
 	r := resolveText(t, relayMinimal)
+	if len(r.Warnings) != 1 || !strings.Contains(r.Warnings[0], "src_port") {
+		t.Errorf("warnings %q: want one, of the missing src_port", r.Warnings)
+	}
+	if w := resolveText(t, relayMinimal+"[[protect]]\nsrc_port = 4791\n").Warnings; len(w) != 0 {
+		t.Errorf("with a src_port: warnings %q", w)
+	}
 	want := gateway.Resolved{CREMAddress: "127.0.0.1:50000", Peer: "127.0.0.1:50001", Mode: "relay", LogLevel: "info",
 		Shards: runtime.GOMAXPROCS(0), ShardsPerCore: true, Reporters: []string{}, ProtectAll: true,
 		Relay: &gateway.ResolvedRelay{Listen: "127.0.0.1:7000", Target: "127.0.0.1:4791", WANListen: "127.0.0.1:7001",
@@ -86,7 +92,7 @@ func TestResolveDefaults(t *testing.T) {
 		Protect: []gateway.ResolvedRule{{Ordered: true}},
 		Policy: gateway.ResolvedPolicy{K: 32, M: 4, Adapt: true, Epsilon: 1e-4, Rho: 0.01, RepairFraction: 0.5,
 			MaxOpenBlocks: 64, MaxK: 64, MaxM: 16, MTU: 4096, InitialRTT: "10ms", HelloHoldOff: "10s", Idle: "30s",
-			BurstGap: "50us"}}
+			BurstGap: "50us"}, Warnings: r.Warnings}
 	if !reflect.DeepEqual(r, want) {
 		t.Fatalf("resolved\n%+v\nwant\n%+v", r, want)
 	}
@@ -96,7 +102,7 @@ func TestResolveDefaults(t *testing.T) {
 	}
 	for _, l := range []string{`k                 = 32`, `epsilon           = 0.0001`, `initial_rtt       = "10ms"`,
 		`local_endpoint    = "127.0.0.1"`, `reverse_qp        = 0`, `# learned`, `# none in the file: every RoCEv2 flow`,
-		`burst_gap         = "50us"`, `# max(1ms, SRTT/8), per flow`} {
+		`burst_gap         = "50us"`, `# max(1ms, SRTT/8), per flow`, "# warning: no protect rule gives a src_port"} {
 		if !strings.Contains(b.String(), l) {
 			t.Errorf("TOML lacks %q:\n%s", l, b.String())
 		}
@@ -116,7 +122,11 @@ func TestResolveTOMLRoundTrip(t *testing.T) {
 			var b bytes.Buffer
 			r.WriteTOML(&b)
 			again := resolveText(t, b.String())
-			again.ShardsPerCore, again.ProtectAll = r.ShardsPerCore, r.ProtectAll
+			// What only tells how the file said it: shards and rules now written out.
+			if len(again.Warnings) != len(r.Warnings) {
+				t.Errorf("warnings %q, read back %q", r.Warnings, again.Warnings)
+			}
+			again.ShardsPerCore, again.ProtectAll, again.Warnings = r.ShardsPerCore, r.ProtectAll, r.Warnings
 			if !reflect.DeepEqual(r, again) {
 				t.Fatalf("read back:\n%+v\nwant\n%+v\nfrom\n%s", again, r, b.String())
 			}
@@ -214,6 +224,10 @@ func TestResolveRefusesWhatEnginesRefuse(t *testing.T) {
 	c, _ := gateway.ParseConfig([]byte(relayMinimal + "[policy]\nmax_m = 255\n"))
 	if _, err := c.Resolve(); err == nil || !strings.Contains(err.Error(), "Max m 255") {
 		t.Errorf("max_m 255: %v", err)
+	}
+	c, _ = gateway.ParseConfig([]byte(strings.Replace(tunFull, `"cremtest9"`, `"crem-gateway-tun-a"`, 1)))
+	if _, err := c.Resolve(); err == nil || !strings.Contains(err.Error(), "tun.name") {
+		t.Errorf("a TUN name of 18 characters: %v", err)
 	}
 	// resolve's own refusals come through as they are.
 	c, _ = gateway.ParseConfig([]byte(strings.Replace(relayMinimal, `"127.0.0.1:50000"`, `"127.0.0.1:0"`, 1)))
