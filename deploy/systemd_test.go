@@ -8,11 +8,14 @@ import (
 	"testing"
 )
 
-// installed is where the units expect the crem binary.
-const installed = "/usr/local/bin/crem"
+// installed is where the units expect the crem binary, installedRouting the TUN routing script.
+const (
+	installed        = "/usr/local/bin/crem"
+	installedRouting = "/usr/local/sbin/crem-tun-routing"
+)
 
 // TestSystemdUnitsVerify runs systemd-analyze verify on each unit: the single unit, an
-// instance of the template, and the single unit with the TUN drop-in. verify needs the
+// instance of the template, the single unit with the TUN drop-in, and the TUN routing unit. verify needs the
 // ExecStart binary to exist, so the units are checked in a directory of their own with the
 // binary's path replaced by this test's executable. Any warning about them fails the test
 // (verify exits 0 on an unknown key, and says so).
@@ -26,25 +29,31 @@ func TestSystemdUnitsVerify(t *testing.T) {
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
+	script, err := filepath.Abs("tun/crem-tun-routing")
+	if err != nil {
+		t.Fatal(err)
+	}
 	copyUnit := func(from, to string) {
 		t.Helper()
-		b, err := os.ReadFile(filepath.Join("systemd", from))
+		b, err := os.ReadFile(from)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if !strings.Contains(string(b), installed) && strings.HasSuffix(from, ".service") {
-			t.Fatalf("%s does not run %s", from, installed)
+		if strings.HasSuffix(from, ".service") && !strings.Contains(string(b), installed) && !strings.Contains(string(b), installedRouting) {
+			t.Fatalf("%s runs neither %s nor %s", from, installed, installedRouting)
 		}
+		text := strings.ReplaceAll(strings.ReplaceAll(string(b), installed, exe), installedRouting, script)
 		os.MkdirAll(filepath.Dir(filepath.Join(dir, to)), 0o755)
-		if err := os.WriteFile(filepath.Join(dir, to), []byte(strings.ReplaceAll(string(b), installed, exe)), 0o644); err != nil {
+		if err := os.WriteFile(filepath.Join(dir, to), []byte(text), 0o644); err != nil {
 			t.Fatal(err)
 		}
 	}
-	copyUnit("crem-gateway.service", "crem-gateway.service")
-	copyUnit("crem-gateway@.service", "crem-gateway@.service")
-	copyUnit("crem-gateway.service.d/tun.conf", "crem-gateway.service.d/tun.conf")
-	copyUnit("crem-gateway@.service", "crem-gateway@wan1.service")
-	for _, unit := range []string{"crem-gateway.service", "crem-gateway@wan1.service"} {
+	copyUnit("systemd/crem-gateway.service", "crem-gateway.service")
+	copyUnit("systemd/crem-gateway@.service", "crem-gateway@.service")
+	copyUnit("systemd/crem-gateway.service.d/tun.conf", "crem-gateway.service.d/tun.conf")
+	copyUnit("systemd/crem-gateway@.service", "crem-gateway@wan1.service")
+	copyUnit("tun/crem-tun-routing.service", "crem-tun-routing.service")
+	for _, unit := range []string{"crem-gateway.service", "crem-gateway@wan1.service", "crem-tun-routing.service"} {
 		cmd := exec.Command(sa, "verify", filepath.Join(dir, unit))
 		out, err := cmd.CombinedOutput()
 		var mine []string
