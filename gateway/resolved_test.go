@@ -1,4 +1,4 @@
-package gateway_test
+package gateway
 
 import (
 	"bytes"
@@ -10,8 +10,6 @@ import (
 	"runtime"
 	"strings"
 	"testing"
-
-	"github.com/crem-project/crem/gateway"
 )
 
 const relayMinimal = `crem_address = "127.0.0.1:50000"
@@ -62,9 +60,9 @@ reorder = "2ms"
 burst_gap = "100us"
 `
 
-func resolveText(t *testing.T, text string) gateway.Resolved {
+func resolveText(t *testing.T, text string) Resolved {
 	t.Helper()
-	c, err := gateway.ParseConfig([]byte(text))
+	c, err := ParseConfig([]byte(text))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -76,7 +74,7 @@ func resolveText(t *testing.T, text string) gateway.Resolved {
 }
 
 // TestResolveDefaults: a configuration that gives only what is required resolves with every
-// default filled in, as docs/gateway.md lists them.
+// default filled in, as docs/md lists them.
 func TestResolveDefaults(t *testing.T) {
 	r := resolveText(t, relayMinimal)
 	if len(r.Warnings) != 1 || !strings.Contains(r.Warnings[0], "src_port") {
@@ -85,12 +83,12 @@ func TestResolveDefaults(t *testing.T) {
 	if w := resolveText(t, relayMinimal+"[[protect]]\nsrc_port = 4791\n").Warnings; len(w) != 0 {
 		t.Errorf("with a src_port: warnings %q", w)
 	}
-	want := gateway.Resolved{CREMAddress: "127.0.0.1:50000", Peer: "127.0.0.1:50001", Mode: "relay", LogLevel: "info",
+	want := Resolved{CREMAddress: "127.0.0.1:50000", Peer: "127.0.0.1:50001", Mode: "relay", LogLevel: "info",
 		Shards: runtime.GOMAXPROCS(0), ShardsPerCore: true, Reporters: []string{}, ProtectAll: true,
-		Relay: &gateway.ResolvedRelay{Listen: "127.0.0.1:7000", Target: "127.0.0.1:4791", WANListen: "127.0.0.1:7001",
+		Relay: &ResolvedRelay{Listen: "127.0.0.1:7000", Target: "127.0.0.1:4791", WANListen: "127.0.0.1:7001",
 			PeerData: "127.0.0.2:7101", LocalEndpoint: "127.0.0.1", RemoteEndpoint: "127.0.0.2"},
-		Protect: []gateway.ResolvedRule{{Ordered: true}},
-		Policy: gateway.ResolvedPolicy{K: 32, M: 4, Adapt: true, Epsilon: 1e-4, Rho: 0.01, RepairFraction: 0.5,
+		Protect: []ResolvedRule{{Ordered: true}},
+		Policy: ResolvedPolicy{K: 32, M: 4, Adapt: true, Epsilon: 1e-4, Rho: 0.01, RepairFraction: 0.5,
 			MaxOpenBlocks: 64, MaxK: 64, MaxM: 16, MTU: 4096, InitialRTT: "10ms", HelloHoldOff: "10s", Idle: "30s",
 			BurstGap: "50us"}, Warnings: r.Warnings}
 	if !reflect.DeepEqual(r, want) {
@@ -153,7 +151,7 @@ func tomlKeys(t reflect.Type, prefix string) []string {
 	return keys
 }
 
-// TestResolveShowsEveryField: every field of gateway.Config is printed, in TOML and in JSON
+// TestResolveShowsEveryField: every field of Config is printed, in TOML and in JSON
 // (a field added to Config and not to Resolved fails here).
 func TestResolveShowsEveryField(t *testing.T) {
 	if runtime.GOOS != "linux" {
@@ -164,13 +162,13 @@ func TestResolveShowsEveryField(t *testing.T) {
 	relay.WriteTOML(&text)
 	tun.WriteTOML(&text)
 	var js []map[string]any
-	for _, r := range []gateway.Resolved{relay, tun} {
+	for _, r := range []Resolved{relay, tun} {
 		b, _ := json.Marshal(r)
 		var m map[string]any
 		json.Unmarshal(b, &m)
 		js = append(js, m)
 	}
-	for _, key := range tomlKeys(reflect.TypeFor[gateway.Config](), "") {
+	for _, key := range tomlKeys(reflect.TypeFor[Config](), "") {
 		parts := strings.Split(key, ".")
 		leaf := parts[len(parts)-1]
 		if !strings.Contains(text.String(), "\n"+leaf+" ") && !strings.HasPrefix(text.String(), leaf+" ") {
@@ -210,29 +208,51 @@ func TestResolveRefusesWhatEnginesRefuse(t *testing.T) {
 		"policy.epsilon":         `epsilon = nan`,
 		"policy.rho":             `rho = nan`,
 	} {
-		c, err := gateway.ParseConfig([]byte(relayMinimal + "[policy]\n" + line + "\n"))
+		c, err := ParseConfig([]byte(relayMinimal + "[policy]\n" + line + "\n"))
 		if err != nil {
 			t.Fatal(err)
 		}
 		_, err = c.Resolve()
-		var ce *gateway.ConfigError
+		var ce *ConfigError
 		if !errors.As(err, &ce) || !strings.Contains(err.Error(), field) {
 			t.Errorf("%s: got %v, want a configuration error naming %s", line, err, field)
 		}
 	}
 	// What only the engines check, found by building them: a start would fail (exit 1).
-	c, _ := gateway.ParseConfig([]byte(relayMinimal + "[policy]\nmax_m = 255\n"))
+	c, _ := ParseConfig([]byte(relayMinimal + "[policy]\nmax_m = 255\n"))
 	if _, err := c.Resolve(); err == nil || !strings.Contains(err.Error(), "Max m 255") {
 		t.Errorf("max_m 255: %v", err)
 	}
-	c, _ = gateway.ParseConfig([]byte(strings.Replace(tunFull, `"cremtest9"`, `"crem-gateway-tun-a"`, 1)))
+	c, _ = ParseConfig([]byte(strings.Replace(tunFull, `"cremtest9"`, `"crem-gateway-tun-a"`, 1)))
 	if _, err := c.Resolve(); err == nil || !strings.Contains(err.Error(), "tun.name") {
 		t.Errorf("a TUN name of 18 characters: %v", err)
 	}
 	// resolve's own refusals come through as they are.
-	c, _ = gateway.ParseConfig([]byte(strings.Replace(relayMinimal, `"127.0.0.1:50000"`, `"127.0.0.1:0"`, 1)))
+	c, _ = ParseConfig([]byte(strings.Replace(relayMinimal, `"127.0.0.1:50000"`, `"127.0.0.1:0"`, 1)))
 	if _, err := c.Resolve(); err == nil || !strings.Contains(err.Error(), "crem_address") {
 		t.Errorf("CREM port 0: %v", err)
+	}
+}
+
+// TestResolveProbesTheSenders: a value only the CSF refuses, past the checks of resolve and of
+// engineLimits, is found by building the CSF of each protect rule (probeEngines), named by rule.
+func TestResolveProbesTheSenders(t *testing.T) {
+	c, err := ParseConfig([]byte(relayMinimal + "[[protect]]\nsrc_port = 4791\n[[protect]]\nsrc = \"127.0.0.9\"\nsrc_port = 4791\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := c.resolve()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := probeEngines(r); err != nil {
+		t.Fatalf("a valid configuration: %v", err)
+	}
+	r.holdOff = 0 // what engineLimits refuses first, here to reach the CSF (the CRF takes no hold-off)
+	err = probeEngines(r)
+	var ce *ConfigError
+	if !errors.As(err, &ce) || !strings.Contains(err.Error(), "protect[0]") || !strings.Contains(err.Error(), "WithHoldOff") {
+		t.Fatalf("got %v, want a configuration error naming protect[0] and the CSF's refusal", err)
 	}
 }
 
@@ -249,7 +269,7 @@ func TestResolveOpensNothing(t *testing.T) {
 		t.Fatalf("crem_address %s", r.CREMAddress)
 	}
 	if runtime.GOOS != "linux" {
-		c, _ := gateway.ParseConfig([]byte(tunFull))
+		c, _ := ParseConfig([]byte(tunFull))
 		if _, err := c.Resolve(); err == nil || !strings.Contains(err.Error(), "Linux") {
 			t.Fatalf("tun mode off Linux: %v", err)
 		}
