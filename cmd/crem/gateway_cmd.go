@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -23,8 +24,17 @@ with CLOSE reason 0 and drain. /metrics (Prometheus) and /healthz are served on
 metrics_address. Exit status: 0 after a clean stop, 1 on a run-time failure, 2 for a bad
 configuration (one line on standard error).
 
-Example:
-  crem gateway --config gw.toml --log-level debug`
+--check-config validates the file and the flags given with it as a start does, without
+opening a socket or the TUN device, and prints the resolved configuration: every field with
+the value the gateway would run with, defaults filled in, as TOML (itself a valid file) or,
+with --json, as JSON. It also builds the engines a start and a first flow build, so a policy
+value they refuse is an error now. Exit status 0 when valid, 2 (one line) when not. It cannot
+tell whether an address is in use or the TUN device may be opened.
+
+Examples:
+  crem gateway --config gw.toml --log-level debug
+  crem gateway --check-config gw.toml
+  crem gateway --config gw.toml --check-config --json`
 
 func runGateway(args []string, s stdio) int {
 	fs := newFlagSet("gateway", "crem gateway --config FILE [flags]", gatewayDescription, s)
@@ -36,12 +46,34 @@ func runGateway(args []string, s stdio) int {
 	metrics := fs.String("metrics-address", "", "serve /metrics and /healthz here (overrides metrics_address)")
 	level := fs.String("log-level", "", "debug, info, warn or error (overrides log_level)")
 	pcapFile := fs.String("pcap", "", "record every datagram received and sent to this pcap `FILE` (overrides pcap)")
+	var check checkFlag
+	fs.Var(&check, "check-config", "validate the configuration (`FILE`, or the one of --config) and print it resolved; start nothing")
+	asJSON := fs.Bool("json", false, "with --check-config: print the resolved configuration as JSON")
 	if code, done := parseFlags(fs, args); done {
 		return code
 	}
 	bad := func(err error) int {
 		fmt.Fprintf(s.err, "crem gateway: %v\n", err)
 		return 2
+	}
+	rest := fs.Args()
+	if check.set && check.file == "" && len(rest) > 0 {
+		// --check-config FILE: the flags after FILE are parsed too.
+		check.file = rest[0]
+		if code, done := parseFlags(fs, rest[1:]); done {
+			return code
+		}
+		rest = fs.Args()
+	}
+	switch {
+	case len(rest) > 0:
+		return bad(fmt.Errorf("unexpected argument %q", rest[0]))
+	case check.file != "" && *file != "" && check.file != *file:
+		return bad(fmt.Errorf("--check-config %s and --config %s: name one file", check.file, *file))
+	case check.file != "":
+		*file = check.file
+	case *asJSON && !check.set:
+		return bad(errors.New("--json needs --check-config"))
 	}
 	var cfg gateway.Config
 	if *file != "" {
@@ -59,6 +91,9 @@ func runGateway(args []string, s stdio) int {
 		if o.v != "" {
 			*o.dst = o.v
 		}
+	}
+	if check.set {
+		return checkConfig(cfg, *file, *asJSON, s)
 	}
 	if err := cfg.Validate(); err != nil {
 		return bad(err)
@@ -106,6 +141,59 @@ func runGateway(args []string, s stdio) int {
 		log.Info("metrics", "address", ln.Addr().String())
 	}
 	if err := g.Run(ctx); err != nil {
+		fmt.Fprintf(s.err, "crem gateway: %v\n", err)
+		return 1
+	}
+	return 0
+}
+
+// checkFlag is --check-config: alone (the file is --config's, or the next argument), or
+// --check-config=FILE.
+type checkFlag struct {
+	set  bool
+	file string
+}
+
+func (c *checkFlag) String() string   { return c.file }
+func (c *checkFlag) IsBoolFlag() bool { return true }
+func (c *checkFlag) Set(v string) error {
+	c.set = true
+	switch v {
+	case "true":
+	case "false":
+		c.set = false
+	default:
+		c.file = v
+	}
+	return nil
+}
+
+// checkConfig resolves cfg (read from file, flags applied) and prints it; 2 when it is not
+// valid.
+func checkConfig(cfg gateway.Config, file string, asJSON bool, s stdio) int {
+	r, err := cfg.Resolve()
+	if err != nil {
+		fmt.Fprintf(s.err, "crem gateway: %v\n", err)
+		return 2
+	}
+	for _, w := range r.Warnings {
+		fmt.Fprintf(s.err, "crem gateway: warning: %s\n", w)
+	}
+	if asJSON {
+		b, err := json.MarshalIndent(r, "", "  ")
+		if err != nil {
+			fmt.Fprintf(s.err, "crem gateway: %v\n", err)
+			return 1
+		}
+		fmt.Fprintf(s.out, "%s\n", b)
+		return 0
+	}
+	from := "flags"
+	if file != "" {
+		from = file
+	}
+	fmt.Fprintf(s.out, "# crem gateway: the configuration of %s is valid; as it runs, defaults filled in:\n", from)
+	if err := r.WriteTOML(s.out); err != nil {
 		fmt.Fprintf(s.err, "crem gateway: %v\n", err)
 		return 1
 	}
