@@ -109,6 +109,7 @@ type counters struct {
 	// CREM messages the router could not give to a shard (the nodes count their own).
 	cremMalformed, cremUnknownFlw atomic.Uint64
 	cremDiscarded                 atomic.Uint64
+	pathMalformed                 atomic.Uint64 // PATH_REPORTs among cremMalformed
 	notRoCE                       atomic.Uint64
 }
 
@@ -426,9 +427,15 @@ func (g *Gateway) shardFor(p *pkt) *shard {
 		}
 		return g.shards[g.pairHash(h.Source.Unmap(), h.Destination.Unmap())]
 	case wire.TypePathReport:
+		if g.cfg.mode == "relay" {
+			// Every outbound flow runs between the two endpoints, whatever addresses the
+			// report names them by (Node.reportKey): their shard parses, maps and counts it.
+			return g.shards[g.pairHash(g.cfg.localEP, g.cfg.remoteEP)]
+		}
 		pr, err := wire.ParsePathReport(b)
 		if err != nil {
 			g.c.cremMalformed.Add(1)
+			g.c.pathMalformed.Add(1)
 			return nil
 		}
 		return g.shards[g.pairHash(pr.Source.Unmap(), pr.Destination.Unmap())]
