@@ -229,14 +229,13 @@ func WithMaxHeldBlocks(n int) Option {
 // WithReportAddresses adds an address pair by which path reporters may name the flow in
 // PATH_REPORT besides its descriptor's addresses: a node on the path between two relay-mode
 // gateways sees the flow's datagrams between the gateways' WAN sockets, not between the
-// endpoints' logical addresses, and names it by what it sees. An unspecified src (0.0.0.0, ::)
-// matches any source address (a WAN socket bound to the unspecified address). The Flow Label
-// must still be the flow's destination QP, and the report must still come from a configured
-// reporter (C14).
+// endpoints' logical addresses, and names it by what it sees. An unspecified address (0.0.0.0,
+// ::) on either side matches any address there, not on both. The Flow Label must still be the
+// flow's destination QP, and the report must still come from a configured reporter (C14).
 func WithReportAddresses(src, dst netip.Addr) Option {
 	return func(o *options) error {
-		if !src.IsValid() || !dst.IsValid() || dst.IsUnspecified() {
-			return fmt.Errorf("csf: WithReportAddresses(%v, %v): want a source and a specified destination address", src, dst)
+		if !src.IsValid() || !dst.IsValid() || src.IsUnspecified() && dst.IsUnspecified() {
+			return fmt.Errorf("csf: WithReportAddresses(%v, %v): want two addresses, at least one specified", src, dst)
 		}
 		o.reportAliases = append(o.reportAliases, [2]netip.Addr{src.Unmap(), dst.Unmap()})
 		return nil

@@ -108,8 +108,8 @@ func TestPathReportWrongFlowC14(t *testing.T) {
 		t.Fatalf("unspecified report source: %+v", st)
 	}
 	if _, err := New(WithFlow(testFlow), WithCRF(testCRF), WithRandom(counter()),
-		WithReportAddresses(wan, netip.IPv4Unspecified())); err == nil {
-		t.Fatal("an unspecified report destination accepted")
+		WithReportAddresses(netip.IPv4Unspecified(), netip.IPv4Unspecified())); err == nil {
+		t.Fatal("a report address pair that matches any flow accepted")
 	}
 }
 

@@ -330,7 +330,7 @@ func (s *Sender) namesFlow(m *wire.PathReport) bool {
 		return true
 	}
 	for _, a := range s.o.reportAliases {
-		if (a[0].IsUnspecified() || a[0] == src) && a[1] == dst {
+		if (a[0].IsUnspecified() || a[0] == src) && (a[1].IsUnspecified() || a[1] == dst) {
 			return true
 		}
 	}

@@ -477,11 +477,13 @@ func (n *Node) CREM(now time.Duration, from netip.AddrPort, b []byte, ce bool) {
 // carries the logical addresses, those are the flow's own. Between two relay-mode gateways the
 // path carries the datagrams from this gateway's WAN socket (relay.wan_listen) to the peer's
 // data address (relay.peer_data), whatever the endpoints' logical addresses (local_endpoint,
-// remote_endpoint) are: a report with that Source and Destination names the flow from the local
-// to the remote endpoint with the report's destination QP. Every outbound flow of a relay-mode
-// gateway runs between those two endpoints and flows differ by their destination QP alone, so
-// the mapping is one to one; a WAN socket bound to the unspecified address matches any Source.
-// The logical addresses are tried first: where they equal the WAN ones nothing changes.
+// remote_endpoint) are. A report whose Source is this gateway's WAN address (any Destination:
+// a proxy or a NAT on the path may show the peer under another address than peer_data), or
+// whose Destination is the peer_data address (any Source: a WAN socket bound to the
+// unspecified address), names the flow from the local to the remote endpoint with the report's
+// destination QP. Every outbound flow of a relay-mode gateway runs between those two endpoints
+// and the flows differ by their destination QP alone, so the mapping is one to one. The
+// logical addresses are tried first: where they equal the WAN ones nothing changes.
 func (n *Node) reportKey(pr *wire.PathReport) flow.Key {
 	k := flow.Key{Src: pr.Source.Unmap(), Dst: pr.Destination.Unmap(), DestQP: pr.FlowLabel & 0xffffff}
 	if n.cfg.mode != "relay" {
@@ -490,7 +492,7 @@ func (n *Node) reportKey(pr *wire.PathReport) flow.Key {
 	if _, ok := n.senders[k]; ok {
 		return k
 	}
-	if src, dst := n.wanReportAddrs(); (src.IsUnspecified() || k.Src == src) && k.Dst == dst {
+	if src, dst := n.wanReportAddrs(); !src.IsUnspecified() && k.Src == src || k.Dst == dst {
 		k.Src, k.Dst = n.cfg.localEP, n.cfg.remoteEP
 	}
 	return k
@@ -565,9 +567,13 @@ func (n *Node) senderFor(now time.Duration, k flow.Key, srcPort uint16) *sender 
 	if len(c.reporters) > 0 {
 		opts = append(opts, csf.WithReporters(c.reporters...))
 	}
-	if c.mode == "relay" {
-		if src, dst := n.wanReportAddrs(); src.IsValid() && dst.IsValid() && !dst.IsUnspecified() && (src != k.Src || dst != k.Dst) {
-			opts = append(opts, csf.WithReportAddresses(src, dst)) // reportKey's mapping
+	if c.mode == "relay" { // reportKey's mapping
+		src, dst := n.wanReportAddrs()
+		if src.IsValid() && !src.IsUnspecified() {
+			opts = append(opts, csf.WithReportAddresses(src, unspecified(src)))
+		}
+		if dst.IsValid() && !dst.IsUnspecified() {
+			opts = append(opts, csf.WithReportAddresses(unspecified(dst), dst))
 		}
 	}
 	if c.burstGap > 0 {
@@ -927,3 +933,11 @@ func (n *Node) removeSender(s *sender) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// unspecified is the unspecified address of a's family.
+func unspecified(a netip.Addr) netip.Addr {
+	if a.Is4() {
+		return netip.IPv4Unspecified()
+	}
+	return netip.IPv6Unspecified()
+}

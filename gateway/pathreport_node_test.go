@@ -146,7 +146,8 @@ func runWANReports(t *testing.T, report bool, from netip.AddrPort, src, dst neti
 // TestRelayPathReportWANAddressesC10: between two relay-mode gateways a node on the path sees
 // the flow's datagrams from A's WAN socket to A's peer_data address, not between the endpoints'
 // logical addresses, and names the flow by those in its PATH_REPORT, which it sends to A (the
-// source it sees) at the CREM port. A maps it to the flow with that destination QP (its only
+// source it sees) at the CREM port (A's WAN source with any destination: a proxy in front of
+// B shows B under its own address). A maps it to the flow with that destination QP (its only
 // flow to that peer with that QP) and its CSF sends extra ordinary repair for the dropped
 // PSNs at once: B's CRF restores every drop before its reorder allowance asks for any (no
 // REPAIR_REQUEST reaches A). A report by the logical addresses works as before. Without
@@ -158,6 +159,8 @@ func TestRelayPathReportWANAddressesC10(t *testing.T) {
 		src, dst netip.Addr
 	}{
 		{"WAN addresses", true, wrWANA.Addr(), wrWANB.Addr()},
+		// A proxy or NAT in front of B: the node sees B under another address than peer_data.
+		{"WAN source, destination translated", true, wrWANA.Addr(), netip.MustParseAddr("198.51.100.77")},
 		{"logical addresses", true, wrEpA, wrEpB},
 		{"no reporter", false, netip.Addr{}, netip.Addr{}},
 	} {
@@ -183,13 +186,13 @@ func TestRelayPathReportWANAddressesC10(t *testing.T) {
 
 // TestRelayPathReportForgedC14: the run of TestRelayPathReportWANAddressesC10 without a genuine
 // reporter, while for every drop a forged PATH_REPORT reaches A: from an unlisted address (by
-// the WAN and by the logical addresses), for a flow A does not have (another QP, another
-// destination), with absurd counts, naming PSNs that do not exist, and one that does not parse.
+// the WAN and by the logical addresses), for a flow A does not have (another QP, addresses
+// that are neither A's WAN address nor its peer_data address), with absurd counts, naming PSNs that do not exist, and one that does not parse.
 // None moves anything: no extra repair, the request round as without reports; each is counted
 // where it is refused, the gateway's own (malformed, unknown flow) among the gateway's metrics.
 func TestRelayPathReportForgedC14(t *testing.T) {
 	const qp = 0x2a
-	kinds := []string{"unlisted WAN", "unlisted logical", "other QP", "other destination", "absurd count", "no such PSN", "malformed"}
+	kinds := []string{"unlisted WAN", "unlisted logical", "other QP", "other addresses", "absurd count", "no such PSN", "malformed"}
 	i := 0
 	forged := func(p psn.PSN) (netip.AddrPort, []byte) {
 		k := kinds[i%len(kinds)]
@@ -204,8 +207,8 @@ func TestRelayPathReportForgedC14(t *testing.T) {
 			from, pr.Source, pr.Destination = wrStranger, wrEpA, wrEpB
 		case "other QP":
 			pr.FlowLabel = qp + 1
-		case "other destination":
-			pr.Destination = netip.MustParseAddr("198.51.100.3")
+		case "other addresses": // neither A's WAN address nor its peer_data, nor the logical ones
+			pr.Source, pr.Destination = netip.MustParseAddr("192.0.2.99"), netip.MustParseAddr("198.51.100.3")
 		case "absurd count":
 			pr.Hops[0].LostCount = 0xffffffff
 		case "no such PSN":
