@@ -7,6 +7,10 @@
 // flow and per port, and may merge the hop entries of downstream reporters, up to 16, within an
 // aggregation interval.
 //
+// Measurements made elsewhere on the node (Alternate Marking, method 1, see package altmark)
+// come in through Report and go out through the same limits and routing, in reports of their
+// own method.
+//
 // Like the CREM engines it never touches a socket or a clock: drops and downstream reports come
 // in with the current time, datagrams and the next deadline go out.
 package reporter
@@ -104,29 +108,39 @@ func (c *Config) defaults() error {
 
 // Stats counts every outcome.
 type Stats struct {
-	Drops           uint64 // drops reported to the reporter
-	Reports         uint64 // PATH_REPORTs sent
-	Truncated       uint64 // reports whose dropped-PSN lists were cut to fit
-	PSNsCut         uint64 // PSNs left out of reports (counted in Lost Count all the same)
-	DeferredFlow    uint64 // reports delayed by the per-flow limit
-	DeferredPort    uint64 // reports delayed by the per-port limit
-	Merged          uint64 // downstream reports merged into a pending one
-	PassedOn        uint64 // downstream reports left for the driver to forward unchanged
-	MalformedInput  uint64 // downstream datagrams that were not a valid PATH_REPORT
-	FlowsOverflow   uint64 // drops not reported because MaxFlows reports were pending
-	EntriesOverflow uint64 // drops folded into an existing entry because 16 entries were used
-	EncodeErrors    uint64
+	Drops           uint64 `json:"drops"`            // drops reported to the reporter
+	Reports         uint64 `json:"reports"`          // PATH_REPORTs sent, every method
+	Truncated       uint64 `json:"truncated"`        // reports whose dropped-PSN lists were cut to fit
+	PSNsCut         uint64 `json:"psns_cut"`         // PSNs left out of reports (counted in Lost Count all the same)
+	DeferredFlow    uint64 `json:"deferred_flow"`    // reports delayed by the per-flow limit
+	DeferredPort    uint64 `json:"deferred_port"`    // reports delayed by the per-port limit
+	Merged          uint64 `json:"merged"`           // downstream reports merged into a pending one
+	PassedOn        uint64 `json:"passed_on"`        // downstream reports left for the driver to forward unchanged
+	MalformedInput  uint64 `json:"malformed_input"`  // downstream datagrams that were not a valid PATH_REPORT
+	FlowsOverflow   uint64 `json:"flows_overflow"`   // drops and measurements not reported because MaxFlows reports were pending
+	EntriesOverflow uint64 `json:"entries_overflow"` // drops folded into an existing entry because 16 entries were used
+	EncodeErrors    uint64 `json:"encode_errors"`
+	// Measurements counts the hop-entry sets handed to Report (one per measured period);
+	// MeasurementReports the reports sent that carry them (several may share one report);
+	// HopsOverflow the hop entries given to Report that found no room (16 entries pending).
+	Measurements       uint64 `json:"measurements"`
+	MeasurementReports uint64 `json:"measurement_reports"`
+	HopsOverflow       uint64 `json:"hops_overflow"`
 }
 
-// pending is the report a flow is gathering.
+// pending is the report a flow is gathering, one per flow and method (a PATH_REPORT carries
+// one method).
 type pending struct {
 	key    FlowKey
+	method wire.Method
 	port   int
 	due    time.Duration
 	trunc  bool
 	hops   []wire.HopEntry // own entries (one per cause) first, then merged ones
-	own    int             // how many of hops are this node's
+	own    int             // how many of hops are this node's drop entries
 	period uint32
+	// measured: hops came from Report.
+	measured bool
 }
 
 type bucket struct {
@@ -146,10 +160,16 @@ type sent struct {
 	period uint32
 }
 
+// pendingKey names a pending report: the flow and the report's method.
+type pendingKey struct {
+	FlowKey
+	method wire.Method
+}
+
 // Reporter is the engine. It is not safe for concurrent use.
 type Reporter struct {
 	cfg      Config
-	flows    map[FlowKey]*pending
+	flows    map[pendingKey]*pending
 	lastSent map[FlowKey]sent
 	ports    map[int]*bucket
 	out      []Datagram
@@ -161,7 +181,7 @@ func New(cfg Config) (*Reporter, error) {
 	if err := cfg.defaults(); err != nil {
 		return nil, err
 	}
-	return &Reporter{cfg: cfg, flows: map[FlowKey]*pending{}, lastSent: map[FlowKey]sent{}, ports: map[int]*bucket{}}, nil
+	return &Reporter{cfg: cfg, flows: map[pendingKey]*pending{}, lastSent: map[FlowKey]sent{}, ports: map[int]*bucket{}}, nil
 }
 
 // Stats returns the counters.
@@ -170,7 +190,7 @@ func (r *Reporter) Stats() Stats { return r.stats }
 // Drop records that this node dropped the packet with PSN p of flow key on its port, for cause.
 func (r *Reporter) Drop(now time.Duration, key FlowKey, port int, p psn.PSN, cause wire.Cause) {
 	r.stats.Drops++
-	pd := r.pendingFor(now, key, port)
+	pd := r.pendingFor(now, key, wire.MethodNodeDrops, port)
 	if pd == nil {
 		r.stats.FlowsOverflow++
 		return
@@ -185,8 +205,9 @@ func (r *Reporter) Drop(now time.Duration, key FlowKey, port int, p psn.PSN, cau
 	}
 }
 
-func (r *Reporter) pendingFor(now time.Duration, key FlowKey, port int) *pending {
-	if pd, ok := r.flows[key]; ok {
+func (r *Reporter) pendingFor(now time.Duration, key FlowKey, method wire.Method, port int) *pending {
+	pk := pendingKey{key, method}
+	if pd, ok := r.flows[pk]; ok {
 		return pd
 	}
 	if len(r.flows) >= r.cfg.MaxFlows {
@@ -197,9 +218,43 @@ func (r *Reporter) pendingFor(now time.Duration, key FlowKey, port int) *pending
 		due = last.at + r.cfg.FlowInterval
 		r.stats.DeferredFlow++
 	}
-	pd := &pending{key: key, port: port, due: due}
-	r.flows[key] = pd
+	pd := &pending{key: key, method: method, port: port, due: due}
+	r.flows[pk] = pd
 	return pd
+}
+
+// Report sends hop entries that a measurement on this node produced (for example one period of
+// Alternate Marking, method 1) for flow key, seen on port, through the same aggregation, rate
+// limits per flow and per port, routing and MTU rule as the node's own drops. The entries are
+// sent as given (their Node IDs, Marking Period Numbers and Queue Delay Changes are the
+// measurement's). Entries of one method for one flow gather in one report, up to 16; entries
+// that find no room are counted (HopsOverflow) and Report returns false. method must not be
+// MethodNodeDrops, whose entries Drop builds.
+func (r *Reporter) Report(now time.Duration, key FlowKey, port int, method wire.Method, hops []wire.HopEntry) bool {
+	r.stats.Measurements++
+	if method == wire.MethodNodeDrops || len(hops) == 0 || len(hops) > wire.MaxHopEntries {
+		r.stats.HopsOverflow += uint64(len(hops))
+		return false
+	}
+	pd := r.pendingFor(now, key, method, port)
+	if pd == nil {
+		r.stats.FlowsOverflow++
+		return false
+	}
+	if len(pd.hops)+len(hops) > wire.MaxHopEntries {
+		r.stats.HopsOverflow += uint64(len(hops))
+		return false
+	}
+	for _, h := range hops {
+		if len(h.DroppedPSNs) > 255 {
+			h.DroppedPSNs = h.DroppedPSNs[:255]
+			pd.trunc = true
+		}
+		h.DroppedPSNs = append([]psn.PSN(nil), h.DroppedPSNs...)
+		pd.hops = append(pd.hops, h)
+	}
+	pd.measured = true
+	return true
 }
 
 // ownEntry returns this node's entry for cause, creating it (one entry per cause).
@@ -234,7 +289,7 @@ func (r *Reporter) Forward(now time.Duration, msg []byte) bool {
 		r.stats.PassedOn++
 		return false
 	}
-	key := FlowKey{Src: rep.Source, Dst: rep.Destination, FlowLabel: rep.FlowLabel}
+	key := pendingKey{FlowKey{Src: rep.Source, Dst: rep.Destination, FlowLabel: rep.FlowLabel}, rep.Method}
 	pd, ok := r.flows[key]
 	if !ok || len(pd.hops)+len(rep.Hops) > wire.MaxHopEntries {
 		r.stats.PassedOn++
@@ -363,6 +418,16 @@ func (r *Reporter) maxPayload(to netip.Addr) int {
 }
 
 func (r *Reporter) send(now time.Duration, pd *pending) {
+	if pd.method != wire.MethodNodeDrops {
+		// A measurement's entries carry their own numbers; only the time counts for the
+		// per-flow limit.
+		last := r.lastSent[pd.key]
+		last.at = now
+		r.lastSent[pd.key] = last
+		r.emit(pd, wire.PathReport{Truncated: pd.trunc, Method: pd.method, Source: pd.key.Src,
+			Destination: pd.key.Dst, FlowLabel: pd.key.FlowLabel, Hops: pd.hops})
+		return
+	}
 	var change int32
 	last, hadLast := r.lastSent[pd.key]
 	this := sent{at: now, period: last.period + 1}
@@ -380,8 +445,12 @@ func (r *Reporter) send(now time.Duration, pd *pending) {
 		pd.hops[i].MarkingPeriodNumber = period
 		pd.hops[i].QueueDelayChangeUS = change
 	}
-	msg := wire.PathReport{Truncated: pd.trunc, Method: wire.MethodNodeDrops, Source: pd.key.Src,
-		Destination: pd.key.Dst, FlowLabel: pd.key.FlowLabel, Hops: pd.hops}
+	r.emit(pd, wire.PathReport{Truncated: pd.trunc, Method: wire.MethodNodeDrops, Source: pd.key.Src,
+		Destination: pd.key.Dst, FlowLabel: pd.key.FlowLabel, Hops: pd.hops})
+}
+
+// emit fits msg into the path MTU toward the flow's CSF, encodes it and queues it.
+func (r *Reporter) emit(pd *pending, msg wire.PathReport) {
 	to := r.csfFor(pd.key.Src)
 	limit := r.maxPayload(to.Addr())
 	// Cut the longest dropped-PSN list until the report fits; Lost Count keeps the true number.
@@ -413,6 +482,9 @@ func (r *Reporter) send(now time.Duration, pd *pending) {
 		r.stats.Truncated++
 	}
 	r.stats.Reports++
+	if pd.measured {
+		r.stats.MeasurementReports++
+	}
 	r.out = append(r.out, Datagram{To: to, Payload: b})
 }
 

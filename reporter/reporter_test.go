@@ -235,18 +235,53 @@ func TestBoundedFlows(t *testing.T) {
 	}
 }
 
+// FuzzForward: Forward parses what downstream reporters send. Whatever the input, it never
+// panics, counts every datagram that is not a valid PATH_REPORT in MalformedInput (and only
+// those), and no report the reporter then sends exceeds the path MTU or fails to parse.
 func FuzzForward(f *testing.F) {
 	down := wire.PathReport{Method: wire.MethodNodeDrops, Source: flowA.Src, Destination: flowA.Dst, FlowLabel: flowA.FlowLabel,
 		Hops: []wire.HopEntry{{NodeID: 2, LostCount: 1, DroppedPSNs: []psn.PSN{77}}}}
 	seed, _ := down.Append(nil)
 	f.Add(seed)
+	big := down
+	big.Truncated = true
+	big.Hops = nil
+	for i := range 15 {
+		h := wire.HopEntry{NodeID: uint32(10 + i), LostCount: 255, Cause: wire.CauseCongestion}
+		for j := range 255 {
+			h.DroppedPSNs = append(h.DroppedPSNs, psn.PSN(i*255+j))
+		}
+		big.Hops = append(big.Hops, h)
+	}
+	if b, err := big.Append(nil); err == nil {
+		f.Add(b)
+	}
+	am := down
+	am.Method = wire.MethodAltMark
+	am.Hops = []wire.HopEntry{{NodeID: 1, MarkingPeriodNumber: 9}, {NodeID: 2, MarkingPeriodNumber: 9, LostCount: 3, QueueDelayChangeUS: -40}}
+	if b, err := am.Append(nil); err == nil {
+		f.Add(b)
+	}
+	v6 := down
+	v6.Source, v6.Destination = netip.MustParseAddr("2001:db8::1"), netip.MustParseAddr("2001:db8::2")
+	if b, err := v6.Append(nil); err == nil {
+		f.Add(b)
+	}
+	f.Add([]byte{})
+	f.Add([]byte{0x18, 0, 0, 8, 0, 0, 0, 0})
+	f.Add(seed[:len(seed)-1])
 	f.Fuzz(func(t *testing.T, b []byte) {
 		r, err := New(Config{Port: port, Merge: true, PathMTU: 576})
 		if err != nil {
 			t.Fatal(err)
 		}
 		r.Drop(0, flowA, 1, 1, wire.CauseCongestion)
+		r.Report(0, flowA, 1, wire.MethodAltMark, []wire.HopEntry{{NodeID: 1}, {NodeID: 2, LostCount: 1}})
+		_, perr := wire.ParsePathReport(b)
 		r.Forward(0, b)
+		if got, want := r.Stats().MalformedInput, map[bool]uint64{true: 1, false: 0}[perr != nil]; got != want {
+			t.Fatalf("MalformedInput = %d for a datagram whose parse error is %v", got, perr)
+		}
 		r.Tick(time.Second)
 		r.Drain(func(d Datagram) {
 			if len(d.Payload) > 576-28 {
@@ -257,6 +292,62 @@ func FuzzForward(f *testing.F) {
 			}
 		})
 	})
+}
+
+// TestReportMeasurementsC10: Report sends a measurement's hop entries as given, for its own
+// method, apart from the drop report of the same flow, through the same routing and per-flow
+// limit; entries beyond 16 are refused and counted.
+func TestReportMeasurementsC10(t *testing.T) {
+	csf := netip.MustParseAddr("10.9.9.9")
+	r := newReporter(t, Config{NodeID: 7, Routes: []Route{{Prefix: netip.MustParsePrefix("10.0.0.0/16"), CSF: csf}}})
+	hops := []wire.HopEntry{{NodeID: 7, MarkingPeriodNumber: 41}, {NodeID: 8, MarkingPeriodNumber: 41, LostCount: 2, QueueDelayChangeUS: 120}}
+	r.Drop(0, flowA, 0, 0x55, wire.CauseCongestion)
+	if !r.Report(0, flowA, 0, wire.MethodAltMark, hops) {
+		t.Fatal("measurement refused")
+	}
+	if r.Report(0, flowA, 0, wire.MethodNodeDrops, hops) {
+		t.Fatal("method 3 entries taken through Report")
+	}
+	r.Tick(time.Millisecond)
+	got := drain(t, r)
+	if len(got) != 2 {
+		t.Fatalf("%d reports, want one per method", len(got))
+	}
+	methods := map[wire.Method]wire.PathReport{}
+	for _, d := range got {
+		if d.To != netip.AddrPortFrom(csf, port) {
+			t.Fatalf("report to %v, want the route's CSF", d.To)
+		}
+		rep := parse(t, d)
+		methods[rep.Method] = rep
+	}
+	am, ok := methods[wire.MethodAltMark]
+	if !ok || len(am.Hops) != 2 || am.Hops[1].LostCount != 2 || am.Hops[1].QueueDelayChangeUS != 120 ||
+		am.Hops[0].MarkingPeriodNumber != 41 || am.Hops[1].NodeID != 8 || len(am.Hops[1].DroppedPSNs) != 0 {
+		t.Fatalf("method 1 report %+v", am)
+	}
+	if d, ok := methods[wire.MethodNodeDrops]; !ok || d.Hops[0].DroppedPSNs[0] != 0x55 {
+		t.Fatalf("method 3 report %+v", d)
+	}
+	// The per-flow interval holds for measurements as well; eight periods of two entries fit
+	// one report, the ninth is refused.
+	for i := range 9 {
+		ok := r.Report(1100*time.Microsecond, flowA, 0, wire.MethodAltMark, hops)
+		if ok != (i < 8) {
+			t.Fatalf("measurement %d accepted: %v", i, ok)
+		}
+	}
+	if d, _ := r.NextDeadline(); d != 2*time.Millisecond {
+		t.Fatalf("next report due at %v, want one flow interval after the last", d)
+	}
+	r.Tick(2 * time.Millisecond)
+	got = drain(t, r)
+	if len(got) != 1 || len(parse(t, got[0]).Hops) != 16 {
+		t.Fatalf("%d reports", len(got))
+	}
+	if s := r.Stats(); s.Measurements != 11 || s.MeasurementReports != 2 || s.HopsOverflow != 4 || s.DeferredFlow != 1 {
+		t.Fatalf("stats %+v", s)
+	}
 }
 
 // TestQueueDelayChangeC10: Queue Delay Change is the change of the port's queueing delay since

@@ -33,6 +33,13 @@ type direction struct {
 	deliver func(netem.Packet)
 	line    []byte // the drop log line being built
 
+	// The reporter's part, owned by the loop: the marking engine (nil without marking), the
+	// time datagrams being delivered leave the link, and when the queueing delay was last told.
+	mark      *marking
+	outNow    time.Duration
+	lastDelay time.Duration
+	delayTold bool
+
 	received, receivedBytes   atomic.Uint64
 	forwarded, forwardedBytes atomic.Uint64
 	lost, lostBytes           atomic.Uint64
@@ -84,19 +91,29 @@ func (d *direction) run() {
 		case <-timer.C:
 		}
 		now := d.p.now()
+		d.outNow = now
 		d.link.Deliver(now, d.deliver)
 		d.flush(now)
 		if in == nil {
 			if d.link.InFlight() == 0 {
 				d.inFlight.Store(0) // the final Stats say so
+				d.markTick(now, true)
 				return
 			}
 			if now >= drainEnd {
 				d.abandon()
+				d.markTick(now, true)
 				return
 			}
 		}
-		if next, ok := d.link.NextDeadline(); ok {
+		d.markTick(now, false)
+		next, ok := d.link.NextDeadline()
+		if d.mark != nil {
+			if mn, mok := d.mark.eng.NextDeadline(); mok && (!ok || mn < next) {
+				next, ok = mn, true
+			}
+		}
+		if ok {
 			if in == nil {
 				next = min(next, drainEnd)
 			}
@@ -136,7 +153,9 @@ func (d *direction) send(now time.Duration, pk *pkt) {
 	if ect {
 		d.ect.Add(1)
 	}
+	d.reportIn(now, pk)
 	v := d.link.Send(now, netem.Packet{Data: pk.data, ECT: ect, CE: ect && ecn == ecnCE, ID: pk.idx, Tag: pk})
+	d.reportVerdict(now, pk, v)
 	if v == netem.Queued {
 		st := d.link.Stats()
 		d.inFlight.Store(int64(st.InFlight))
@@ -163,6 +182,7 @@ func (d *direction) send(now time.Duration, pk *pkt) {
 // collect takes one datagram the link delivers.
 func (d *direction) collect(np netem.Packet) {
 	pk := np.Tag.(*pkt)
+	d.reportOut(d.outNow, pk)
 	if np.CE && pk.tos&ecnMask != ecnCE {
 		pk.tos |= ecnCE
 		d.marked.Add(1)

@@ -55,4 +55,29 @@
 // destination MAC address what became of the datagram (02:63:72:65:6d:00 sent on, :d1 lost,
 // :d2 queue overflow), and dropped datagrams carry IPv4 TTL (IPv6 hop limit) 1 instead of 64,
 // so Wireshark's filter ip.ttl == 1 shows the drops.
+//
+// # The path reporter
+//
+// With Config.Report the proxy is also a CREM Path Reporter (draft, Path Reports) for the
+// RoCEv2 datagrams it carries, the emulated path being the measurement domain. A flow is named
+// as the path sees it: forward, the client's address to the forward address; reverse, the
+// forward address to the client; Flow Label the BTH destination QP. Engine port 0 is the
+// forward direction, 1 the reverse one, so the per-port rate limit is per direction. Reports go
+// out on the reporter's own socket (ReportAddr, never the listening socket) to the CREM port
+// of the CSF routed for the flow's source prefix, or of the flow's source address, aggregated,
+// rate-limited per flow and per port and cut to the path MTU by package reporter.
+//
+// Method 3 (ReportConfig.Drops) reports every RoCEv2 datagram a link drops, with its PSN: a
+// queue overflow with Cause congestion (1), a loss of the loss model with Cause corruption
+// (2): the loss model stands for a lossy segment, whose losses are transmission errors, not
+// congestion (RULINGS C1, C6(c)). Each report's Queue Delay Change is the change of the
+// link's queueing delay (backlog over rate) since the flow's previous report.
+//
+// Method 1 (ReportConfig.Marking) measures each direction with Alternate Marking (package
+// altmark): a datagram is marked with its marking period when the proxy takes it in, the
+// mark kept in the proxy's own metadata and never written into the datagram; it is counted
+// where it enters the link (MP1) and where it leaves it (MP2). Each settled period with loss,
+// or with a change of the mean delay above the threshold, gives one PATH_REPORT method 1 with
+// two hop entries (MP1 and MP2). When the proxy stops, after delivering what was in flight,
+// every open period is read at once.
 package udpproxy

@@ -3,6 +3,9 @@ package udpproxy
 import (
 	"net/netip"
 	"sync"
+	"time"
+
+	"github.com/crem-project/crem/reporter"
 )
 
 // dgram is one datagram of a batch read or written by batchIO.
@@ -24,6 +27,12 @@ type pkt struct {
 	hasTOS bool
 	cl     *client // the client the datagram comes from (forward) or goes to (reverse)
 	idx    uint64  // its 0-based index among the datagrams its direction received
+	// Alternate Marking metadata (never written into the datagram): the flow, the marking
+	// period it entered the link in and when; measured when MP1 counted it.
+	key      reporter.FlowKey
+	mark     uint64
+	entered  time.Duration
+	measured bool
 }
 
 // sizeClasses are the capacities of pooled buffers: small control datagrams, an Ethernet MTU,
@@ -53,6 +62,7 @@ func (ps *pools) newPkt(m *dgram, c *client) *pkt {
 	pk.tos, pk.hasTOS = m.tos, m.hasTOS
 	pk.cl = c
 	pk.idx = 0
+	pk.measured = false
 	return pk
 }
 

@@ -60,6 +60,9 @@ type Config struct {
 	Pcap io.Writer
 	// Logger receives the proxy's diagnostics; nil discards them.
 	Logger *slog.Logger
+	// Report, if set, makes the proxy a CREM Path Reporter for the RoCEv2 datagrams it
+	// carries (see the package documentation). It must ask for drops, marking or both.
+	Report *ReportConfig
 }
 
 // Proxy is a running impairment proxy. Build it with New, run it with Run.
@@ -79,6 +82,7 @@ type Proxy struct {
 	drops    *dropLog
 	pcap     *pcapLog
 	pools    pools
+	rep      *reportLoop // nil without Config.Report
 
 	stopping atomic.Bool
 	ran      atomic.Bool    // Run was called
@@ -170,7 +174,38 @@ func New(cfg Config) (*Proxy, error) {
 			return nil, fmt.Errorf("udpproxy: %w", err)
 		}
 	}
+	if cfg.Report != nil {
+		if err := p.setupReport(*cfg.Report); err != nil {
+			p.listen.Close()
+			return nil, fmt.Errorf("udpproxy: %w", err)
+		}
+	}
 	return p, nil
+}
+
+func (p *Proxy) setupReport(cfg ReportConfig) error {
+	var err error
+	if p.rep, err = newReportLoop(p, cfg); err != nil {
+		return err
+	}
+	if cfg.Marking > 0 {
+		for _, d := range []*direction{p.fwd, p.rev} {
+			if d.mark, err = newMarking(p.rep.cfg, d.link.Config()); err != nil {
+				p.rep.conn.Close()
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// ReportAddr returns the address of the reporter's socket, where every PATH_REPORT comes
+// from; the zero value without Config.Report.
+func (p *Proxy) ReportAddr() netip.AddrPort {
+	if p.rep == nil {
+		return netip.AddrPort{}
+	}
+	return p.rep.addr()
 }
 
 // socketBuffer is the receive and send buffer the proxy asks for on each socket (the kernel
@@ -203,6 +238,9 @@ func (p *Proxy) Close() error {
 	if p.ran.Load() {
 		return nil
 	}
+	if p.rep != nil {
+		p.rep.conn.Close()
+	}
 	return p.listen.Close()
 }
 
@@ -228,6 +266,9 @@ func (p *Proxy) Run(ctx context.Context) error {
 	}
 	p.start = time.Now()
 	p.live.Store(true) // publishes start to Stats
+	if p.rep != nil {
+		go p.rep.run()
+	}
 	p.fwd.start()
 	p.rev.start()
 
@@ -258,6 +299,11 @@ func (p *Proxy) Run(ctx context.Context) error {
 	close(p.rev.in)
 	<-p.fwd.done
 	<-p.rev.done
+	if p.rep != nil {
+		// The directions have handed over their last drops and measurements.
+		close(p.rep.events)
+		<-p.rep.done
+	}
 
 	p.clients.mu.Lock()
 	for _, c := range p.clients.m {
@@ -409,6 +455,15 @@ func (p *Proxy) Stats() Stats {
 	s.ClientsOpened = p.clients.opened.Load()
 	s.ClientsEvicted = p.clients.evicted.Load()
 	s.ClientsExpired = p.clients.expired.Load()
+	if p.rep != nil {
+		rs := p.rep.stats()
+		for _, d := range []*direction{p.fwd, p.rev} {
+			if d.mark != nil {
+				rs.Marking = addMarking(rs.Marking, d.mark.stats())
+			}
+		}
+		s.Report = &rs
+	}
 	return s
 }
 
@@ -425,6 +480,10 @@ type Stats struct {
 	ClientsOpened  uint64 `json:"clients_opened"`
 	ClientsEvicted uint64 `json:"clients_evicted"`
 	ClientsExpired uint64 `json:"clients_expired"`
+	// Report counts the path reporter's work; nil without Config.Report. (Left out of this
+	// struct's JSON: its fields keep their Go names there; `crem netem --json` prints them
+	// under "reporter".)
+	Report *ReportStats `json:"-"`
 }
 
 // DirStats counts one direction. After Run has returned

@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
+	"net/netip"
 	"os"
 	"os/signal"
 	"strconv"
@@ -16,7 +18,9 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/crem-project/crem/altmark"
 	"github.com/crem-project/crem/netem"
+	"github.com/crem-project/crem/reporter"
 	"github.com/crem-project/crem/udpproxy"
 	"github.com/crem-project/crem/units"
 )
@@ -57,10 +61,29 @@ on standard output (a JSON object with --json). Progress goes to standard error.
 0 after a clean stop, 1 when a log could not be written, 2 for bad flags or when the sockets
 cannot be opened.
 
+With --report-to the proxy is also a CREM Path Reporter for the RoCEv2 datagrams it carries
+(the emulated path is the measurement domain) and sends PATH_REPORT messages from a socket of
+its own (--report-listen) to the CREM port given first (CREM has no default port), at the
+flow's source address or at the CSF routed for the source's prefix (PREFIX=CSFADDR). A flow is
+named as the path sees it: client to --forward address, or back, with the destination QP.
+--report-method drops (method 3) reports every RoCEv2 datagram a link drops, with its PSN:
+Cause congestion for a full queue, corruption for the loss model. --report-method marking
+(method 1) measures each direction with Alternate Marking (RFC 9341, single marking) in
+periods of --marking-period, counting datagrams where they enter and where they leave the
+emulated link; the mark stays in the proxy and is never written into a datagram. Each period
+with loss or a mean-delay change of 1ms or more gives a report with two hop entries (Node IDs
+--report-node-id and the next one) and the period's Lost Count and Queue Delay Change.
+--report-method both does both. Reports are aggregated (50us), rate-limited per flow (1ms)
+and per direction (2000/s) and fit a 1500-octet MTU.
+
 Example: emulate 10 ms each way, 1 percent loss and a 500 Mbit/s bottleneck in front of a
 server on port 9001, logging the drops, for one minute:
   crem netem --listen 127.0.0.1:9000 --forward 127.0.0.1:9001 \
-      --delay 10ms --loss 0.01 --rate 500Mbit --drop-log drops.jsonl --duration 1m`
+      --delay 10ms --loss 0.01 --rate 500Mbit --drop-log drops.jsonl --duration 1m
+Report the drops and marking measurements to the CSFs, on CREM port 50000, those of sources
+in 10.1.0.0/16 to the CSF at 10.1.0.1:
+  crem netem --listen 10.1.0.9:4791 --forward 10.2.0.5:4791 --loss 0.01 \
+      --report-to 50000,10.1.0.0/16=10.1.0.1 --report-method both --marking-period 100ms`
 
 // durationFlag is a non-negative Go duration.
 type durationFlag time.Duration
@@ -288,12 +311,82 @@ func lossSpec(loss, model string) (netem.LossSpec, error) {
 
 // netemSummary is what --json prints.
 type netemSummary struct {
-	Listen     string         `json:"listen_addr"`
-	Forward    string         `json:"forward_addr"`
-	ElapsedS   float64        `json:"elapsed_s"`
-	ForwardImp string         `json:"forward_impairment"`
-	ReverseImp string         `json:"reverse_impairment"`
-	Stats      udpproxy.Stats `json:"stats"`
+	Listen     string          `json:"listen_addr"`
+	Forward    string          `json:"forward_addr"`
+	ElapsedS   float64         `json:"elapsed_s"`
+	ForwardImp string          `json:"forward_impairment"`
+	ReverseImp string          `json:"reverse_impairment"`
+	Stats      udpproxy.Stats  `json:"stats"`
+	Reporter   *reporterReport `json:"reporter,omitempty"`
+}
+
+// reporterReport is the path reporter's part of --json.
+type reporterReport struct {
+	Addr     string `json:"report_addr"`
+	CREMPort uint16 `json:"crem_port"`
+	Method   string `json:"method"`
+	// Drops fed to the engine (method 3), PATH_REPORTs sent by the engine, of which carry
+	// drops and marking measurements.
+	DropsReported  uint64 `json:"drops_reported"`
+	Reports        uint64 `json:"reports"`
+	DropReports    uint64 `json:"drop_reports"`
+	MarkingReports uint64 `json:"marking_reports"`
+	Truncated      uint64 `json:"truncated"`
+	PSNsCut        uint64 `json:"psns_cut"`
+	DeferredFlow   uint64 `json:"deferred_flow"`
+	DeferredPort   uint64 `json:"deferred_port"`
+	FlowsOverflow  uint64 `json:"flows_overflow"`
+	HopsOverflow   uint64 `json:"hops_overflow"`
+	EncodeErrors   uint64 `json:"encode_errors"`
+	Sent           uint64 `json:"sent"`
+	SendErrors     uint64 `json:"send_errors"`
+	EventsLost     uint64 `json:"events_lost"`
+	NotRoCE        uint64 `json:"not_roce"`
+	// Marking is the Alternate Marking counters (both directions), with marking on.
+	Marking *altmark.Stats `json:"marking,omitempty"`
+}
+
+// reportTo is --report-to: the CREM port, then source prefix = CSF address routes.
+type reportTo struct {
+	port   uint16
+	routes []reporter.Route
+}
+
+func (r *reportTo) String() string {
+	if r == nil || r.port == 0 {
+		return ""
+	}
+	b := strconv.Itoa(int(r.port))
+	for _, rt := range r.routes {
+		b += "," + rt.Prefix.String() + "=" + rt.CSF.String()
+	}
+	return b
+}
+
+func (r *reportTo) Set(v string) error {
+	fields := strings.Split(v, ",")
+	n, err := strconv.ParseUint(strings.TrimSpace(fields[0]), 10, 16)
+	if err != nil || n == 0 {
+		return fmt.Errorf("%q: want the CREM port (1-65535) first, then PREFIX=CSFADDR routes", v)
+	}
+	rt := reportTo{port: uint16(n)}
+	for _, f := range fields[1:] {
+		pre, csf, ok := strings.Cut(strings.TrimSpace(f), "=")
+		if !ok {
+			return fmt.Errorf("route %q: want PREFIX=CSFADDR (10.1.0.0/16=10.1.0.1)", f)
+		}
+		p, err := netip.ParsePrefix(strings.TrimSpace(pre))
+		if err != nil {
+			return fmt.Errorf("route %q: %w", f, err)
+		}
+		a, err := netip.ParseAddr(strings.TrimSpace(csf))
+		if err != nil {
+			return fmt.Errorf("route %q: %w", f, err)
+		}
+		rt.routes = append(rt.routes, reporter.Route{Prefix: p.Masked(), CSF: a.Unmap()})
+	}
+	*r = rt
+	return nil
 }
 
 func runNetem(args []string, s stdio) int {
@@ -309,6 +402,11 @@ func runNetem(args []string, s stdio) int {
 		idle              = durationFlag(udpproxy.DefaultIdleTimeout)
 		maxClients        = udpproxy.DefaultMaxClients
 		asJSON            bool
+		repTo             reportTo
+		repNode           uint64 = 1
+		repMethod                = "drops"
+		markPeriod               = durationFlag(100 * time.Millisecond)
+		repListen         string
 	)
 	fs.StringVar(&listen, "listen", "", "`ADDR` (host:port) clients send to (required)")
 	fs.StringVar(&forward, "forward", "", "`ADDR` (host:port) datagrams are forwarded to (required)")
@@ -323,6 +421,11 @@ func runNetem(args []string, s stdio) int {
 	fs.Var(&idle, "idle-timeout", "close a client's socket after `DURATION` without traffic")
 	fs.IntVar(&maxClients, "max-clients", maxClients, "clients served at once; a new one evicts the one idle longest")
 	fs.BoolVar(&asJSON, "json", false, "print the final summary as a JSON object")
+	fs.Var(&repTo, "report-to", "be a path reporter: send PATH_REPORT to `PORT[,PREFIX=CSFADDR...]`, the CREM port at the flow's source or the CSF routed for its prefix")
+	fs.Uint64Var(&repNode, "report-node-id", repNode, "the reporter's Node `ID` (marking: this and the next one, for the link's entry and exit)")
+	fs.StringVar(&repMethod, "report-method", repMethod, "what to report: `METHOD` drops (3), marking (1) or both")
+	fs.Var(&markPeriod, "marking-period", "Alternate Marking period, a `DURATION`")
+	fs.StringVar(&repListen, "report-listen", "", "the reporter's own socket `ADDR` (default: any address of the forward address's family, any port)")
 
 	fail := func(err error) int {
 		fmt.Fprintf(s.err, "crem netem: %s\n", strings.ReplaceAll(err.Error(), "\n", "; "))
@@ -346,6 +449,10 @@ func runNetem(args []string, s stdio) int {
 		return fail(errors.New("--forward is required (see crem netem --help)"))
 	case maxClients <= 0:
 		return fail(fmt.Errorf("--max-clients %d: must be at least 1", maxClients))
+	}
+	report, err := netemReportConfig(fs, repTo, repNode, repMethod, time.Duration(markPeriod), repListen)
+	if err != nil {
+		return fail(err)
 	}
 
 	// Every reverse flag not given takes its forward counterpart's value.
@@ -411,6 +518,7 @@ func runNetem(args []string, s stdio) int {
 		MaxClients:  maxClients,
 		IdleTimeout: time.Duration(idle),
 		Logger:      slog.New(slog.NewTextHandler(s.err, &slog.HandlerOptions{Level: slog.LevelWarn})),
+		Report:      report,
 	}
 	if dropLog != "" {
 		f, err := os.Create(dropLog)
@@ -443,6 +551,10 @@ func runNetem(args []string, s stdio) int {
 	fmt.Fprintf(s.err, "crem netem: listening on %v, forwarding to %v\n", p.Addr(), p.ForwardAddr())
 	fmt.Fprintf(s.err, "crem netem: forward: %s\n", fwdDesc)
 	fmt.Fprintf(s.err, "crem netem: reverse: %s\n", revDesc)
+	if report != nil {
+		fmt.Fprintf(s.err, "crem netem: path reporter on %v: %s to CREM port %s\n", p.ReportAddr(),
+			netemMethodDesc(report), repTo.String())
+	}
 
 	statsDone := make(chan struct{})
 	go func() {
@@ -474,6 +586,9 @@ func runNetem(args []string, s stdio) int {
 			Listen: p.Addr().String(), Forward: p.ForwardAddr().String(),
 			ElapsedS: st.Elapsed.Seconds(), ForwardImp: fwdDesc, ReverseImp: revDesc, Stats: st,
 		}
+		if report != nil && st.Report != nil {
+			sum.Reporter = netemReporterJSON(p, report, st.Report)
+		}
 		b, _ := json.MarshalIndent(sum, "", "  ")
 		fmt.Fprintf(s.out, "%s\n", b)
 		return code
@@ -487,8 +602,92 @@ func netemStatsLine(st udpproxy.Stats) string {
 		return fmt.Sprintf("rx %d fwd %d lost %d overflow %d ce %d in-flight %d",
 			x.Received, x.Forwarded, x.DroppedLoss, x.DroppedOverflow, x.CEMarked, x.InFlight)
 	}
-	return fmt.Sprintf("crem netem: %s forward: %s | reverse: %s | clients %d",
+	line := fmt.Sprintf("crem netem: %s forward: %s | reverse: %s | clients %d",
 		units.FormatDuration(st.Elapsed), d(st.Forward), d(st.Reverse), st.Clients)
+	if r := st.Report; r != nil {
+		line += fmt.Sprintf(" | reports %d send-errors %d", r.Reporter.Reports, r.SendErrors)
+	}
+	return line
+}
+
+// netemReportConfig turns the reporter flags into the proxy's ReportConfig (nil without
+// --report-to).
+func netemReportConfig(fs *flag.FlagSet, to reportTo, node uint64, method string, period time.Duration, listen string) (*udpproxy.ReportConfig, error) {
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	if to.port == 0 {
+		for _, f := range []string{"report-node-id", "report-method", "marking-period", "report-listen"} {
+			if set[f] {
+				return nil, fmt.Errorf("--%s needs --report-to (the CREM port: there is no default)", f)
+			}
+		}
+		return nil, nil
+	}
+	if node > math.MaxUint32-1 {
+		return nil, fmt.Errorf("--report-node-id %d: must fit 32 bits (and leave room for the next one)", node)
+	}
+	rc := &udpproxy.ReportConfig{Reporter: reporter.Config{NodeID: uint32(node), Port: to.port, Routes: to.routes}}
+	marking := false
+	switch strings.ToLower(strings.TrimSpace(method)) {
+	case "drops":
+		rc.Drops = true
+	case "marking":
+		marking = true
+	case "both":
+		rc.Drops, marking = true, true
+	default:
+		return nil, fmt.Errorf("--report-method %q: want drops, marking or both", method)
+	}
+	switch {
+	case marking && period <= 0:
+		return nil, fmt.Errorf("--marking-period %v: must be positive", period)
+	case marking:
+		rc.Marking = period
+	case set["marking-period"]:
+		return nil, errors.New("--marking-period is for --report-method marking or both")
+	}
+	if listen != "" {
+		a, err := netip.ParseAddrPort(listen)
+		if err != nil {
+			return nil, fmt.Errorf("--report-listen %q: want ADDR:PORT (127.0.0.1:0, [::]:50001): %w", listen, err)
+		}
+		rc.Listen = a
+	}
+	return rc, nil
+}
+
+func netemMethodDesc(rc *udpproxy.ReportConfig) string {
+	switch {
+	case rc.Drops && rc.Marking > 0:
+		return fmt.Sprintf("drops (method 3) and marking every %v (method 1)", rc.Marking)
+	case rc.Drops:
+		return "drops (method 3)"
+	}
+	return fmt.Sprintf("marking every %v (method 1)", rc.Marking)
+}
+
+func netemReporterJSON(p *udpproxy.Proxy, rc *udpproxy.ReportConfig, r *udpproxy.ReportStats) *reporterReport {
+	method := "drops"
+	switch {
+	case rc.Drops && rc.Marking > 0:
+		method = "both"
+	case rc.Marking > 0:
+		method = "marking"
+	}
+	e := r.Reporter
+	out := &reporterReport{
+		Addr: p.ReportAddr().String(), CREMPort: rc.Reporter.Port, Method: method,
+		DropsReported: e.Drops, Reports: e.Reports, DropReports: e.Reports - e.MeasurementReports,
+		MarkingReports: e.MeasurementReports, Truncated: e.Truncated, PSNsCut: e.PSNsCut,
+		DeferredFlow: e.DeferredFlow, DeferredPort: e.DeferredPort, FlowsOverflow: e.FlowsOverflow,
+		HopsOverflow: e.HopsOverflow, EncodeErrors: e.EncodeErrors, Sent: r.Sent,
+		SendErrors: r.SendErrors, EventsLost: r.EventsLost, NotRoCE: r.NotRoCE,
+	}
+	if rc.Marking > 0 {
+		m := r.Marking
+		out.Marking = &m
+	}
+	return out
 }
 
 func writeNetemTable(w io.Writer, p *udpproxy.Proxy, st udpproxy.Stats) {
@@ -506,4 +705,15 @@ func writeNetemTable(w io.Writer, p *udpproxy.Proxy, st udpproxy.Stats) {
 			r.d.ReceivedBytes, r.d.ForwardedBytes)
 	}
 	tw.Flush()
+	if r := st.Report; r != nil {
+		e := r.Reporter
+		fmt.Fprintf(w, "path reporter %v: %d reports (%d of drops, %d of marking), %d drops reported, "+
+			"%d truncated, deferred %d per flow and %d per direction, %d sent, %d send errors, %d events lost\n",
+			p.ReportAddr(), e.Reports, e.Reports-e.MeasurementReports, e.MeasurementReports, e.Drops,
+			e.Truncated, e.DeferredFlow, e.DeferredPort, r.Sent, r.SendErrors, r.EventsLost)
+		if m := r.Marking; m.Entered > 0 || m.Periods > 0 {
+			fmt.Fprintf(w, "alternate marking: %d periods read (%d with loss, %d reported), %d lost, %d late, %d datagrams not measured\n",
+				m.Periods, m.PeriodsWithLoss, m.Reported, m.Lost, m.Late, m.FlowsOverflow)
+		}
+	}
 }

@@ -11,10 +11,17 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/crem-project/crem/psn"
+	"github.com/crem-project/crem/roce"
+	"github.com/crem-project/crem/wire"
 )
 
 // startNetemEcho runs a UDP echo server on 127.0.0.1 for the test.
@@ -50,7 +57,8 @@ func TestNetemHelp(t *testing.T) {
 	for _, want := range []string{"Example", "-listen", "-forward", "-delay", "-jitter", "-rate",
 		"-loss", "-loss-model", "-queue", "-ecn-threshold", "-seed", "-reverse-loss", "-reverse-seed",
 		"-drop-log", "-pcap", "-stats-interval", "-duration", "-json", "script:", "gilbert",
-		"PSN", "CE"} {
+		"PSN", "CE", "-report-to", "-report-method", "-report-node-id", "-marking-period", "-report-listen",
+		"PATH_REPORT", "Alternate Marking", "PREFIX=CSFADDR"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("help lacks %q", want)
 		}
@@ -270,5 +278,213 @@ func TestNetemTable(t *testing.T) {
 	}
 	if !strings.Contains(errb.String(), "reverse: delay 0s") || !strings.Contains(errb.String(), "seed 2") {
 		t.Errorf("the reverse direction's line should show its own seed:\n%s", errb.String())
+	}
+}
+
+// TestNetemReporterBadFlags: the reporter's flags are checked, each with one clear error line:
+// no CREM port, no default (C14).
+func TestNetemReporterBadFlags(t *testing.T) {
+	base := []string{"netem", "--listen", "127.0.0.1:0", "--forward", "127.0.0.1:9"}
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{append(base, "--report-method", "marking"), "needs --report-to"},
+		{append(base, "--marking-period", "10ms"), "needs --report-to"},
+		{append(base, "--report-to", "0"), "CREM port"},
+		{append(base, "--report-to", "70000"), "CREM port"},
+		{append(base, "--report-to", "50000,10.0.0.0/8"), "PREFIX=CSFADDR"},
+		{append(base, "--report-to", "50000,10.0.0.0/33=10.0.0.1"), "route"},
+		{append(base, "--report-to", "50000,10.0.0.0/8=csf"), "route"},
+		{append(base, "--report-to", "50000", "--report-method", "all"), "drops, marking or both"},
+		{append(base, "--report-to", "50000", "--marking-period", "10ms"), "marking or both"},
+		{append(base, "--report-to", "50000", "--report-method", "marking", "--marking-period", "0"), "positive"},
+		{append(base, "--report-to", "50000", "--report-listen", "here"), "--report-listen"},
+		{append(base, "--report-to", "50000", "--report-listen", "192.0.2.1:0"), "report"},
+		{append(base, "--report-to", "50000", "--report-node-id", "4294967295"), "32 bits"},
+	} {
+		var out, errb bytes.Buffer
+		code := run(c.args, stdio{in: strings.NewReader(""), out: &out, err: &errb})
+		msg := errb.String()
+		if code != 2 || strings.Count(msg, "\n") != 1 || !strings.HasPrefix(msg, "crem netem: ") ||
+			!strings.Contains(msg, c.want) || out.Len() != 0 {
+			t.Errorf("%v: exit %d, stderr %q (want one line with %q), stdout %q", c.args[5:], code, msg, c.want, out.String())
+		}
+	}
+}
+
+// TestNetemPathReporter: with --report-to and --report-method both, a fake CSF on the CREM
+// port gets method 3 reports naming exactly the scripted drops and method 1 reports whose Lost
+// Counts add up to them, from the reporter's own socket, and --json carries the reporter's
+// figures under "reporter".
+func TestNetemPathReporter(t *testing.T) {
+	echo := startNetemEcho(t)
+	csf, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer csf.Close()
+	cremPort := csf.LocalAddr().(*net.UDPAddr).AddrPort().Port()
+	type got struct {
+		from netip.AddrPort
+		rep  wire.PathReport
+	}
+	var mu sync.Mutex
+	var reports []got
+	csfDone := make(chan struct{})
+	go func() {
+		defer close(csfDone)
+		buf := make([]byte, 65535)
+		for {
+			n, from, err := csf.ReadFromUDPAddrPort(buf)
+			if err != nil {
+				return
+			}
+			if rep, err := wire.ParsePathReport(buf[:n]); err == nil {
+				mu.Lock()
+				reports = append(reports, got{from, rep})
+				mu.Unlock()
+			}
+		}
+	}()
+	defer func() { csf.Close(); <-csfDone }()
+
+	var out bytes.Buffer
+	var errb syncBuf
+	cmd := exec.Command(os.Args[0], "netem", "--listen", "127.0.0.1:0", "--forward", echo.String(),
+		"--loss", "script:1,3", "--reverse-loss", "none", "--report-to", strconv.Itoa(int(cremPort)),
+		"--report-method", "both", "--marking-period", "50ms", "--report-node-id", "40",
+		"--report-listen", "127.0.0.1:0", "--json")
+	cmd.Env = append(os.Environ(), "CREM_TEST_AS_CREM=1")
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	waited := false
+	defer func() {
+		if !waited {
+			cmd.Process.Kill()
+			<-exited
+		}
+	}()
+	var proxy, repAddr netip.AddrPort
+	for deadline := time.Now().Add(patience); !repAddr.IsValid() && time.Now().Before(deadline); {
+		for line := range strings.Lines(errb.String()) {
+			line = strings.TrimSpace(line)
+			if a, ok := strings.CutPrefix(line, "crem netem: listening on "); ok {
+				addr, _, _ := strings.Cut(a, ",")
+				proxy = netip.MustParseAddrPort(addr)
+			}
+			if a, ok := strings.CutPrefix(line, "crem netem: path reporter on "); ok {
+				if addr, _, ok := strings.Cut(a, ": "); ok {
+					repAddr = netip.MustParseAddrPort(addr)
+				}
+			}
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if !proxy.IsValid() || !repAddr.IsValid() {
+		t.Fatalf("no listening or reporter line: %s", errb.String())
+	}
+	c, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	for i := range 6 {
+		p := roce.Packet{BTH: roce.BTH{OpCode: roce.OpWriteMiddle, PKey: 0xffff, DestQP: 0x44, PSN: psn.PSN(100 + i)}, Payload: []byte{byte(i)}}
+		b, err := p.Append(nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.WriteToUDPAddrPort(b, proxy)
+	}
+	tally := func() (psns []psn.PSN, lost uint32) {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, g := range reports {
+			for i, h := range g.rep.Hops {
+				switch g.rep.Method {
+				case wire.MethodNodeDrops:
+					psns = append(psns, h.DroppedPSNs...)
+				case wire.MethodAltMark:
+					if i%2 == 1 {
+						lost += h.LostCount
+					}
+				}
+			}
+		}
+		slices.Sort(psns)
+		return psns, lost
+	}
+	deadline := time.Now().Add(patience)
+	for p, l := tally(); (len(p) < 2 || l < 2) && time.Now().Before(deadline); p, l = tally() {
+		time.Sleep(5 * time.Millisecond)
+	}
+	cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case err := <-exited:
+		waited = true
+		if err != nil {
+			t.Fatalf("exit: %v; stderr:\n%s", err, errb.String())
+		}
+	case <-time.After(patience):
+		t.Fatalf("no stop on SIGTERM within %v", patience)
+	}
+	psns, lost := tally()
+	if !slices.Equal(psns, []psn.PSN{101, 103}) || lost != 2 {
+		t.Fatalf("reported PSNs %v and a marking loss of %d, want [101 103] and 2; stderr:\n%s", psns, lost, errb.String())
+	}
+	mu.Lock()
+	n := len(reports)
+	for _, g := range reports {
+		if g.from != repAddr || g.rep.Source != netip.MustParseAddr("127.0.0.1") || g.rep.FlowLabel != 0x44 || g.rep.Hops[0].NodeID != 40 {
+			t.Errorf("report from %v: %+v", g.from, g.rep)
+		}
+	}
+	mu.Unlock()
+	var sum struct {
+		Reporter map[string]any `json:"reporter"`
+	}
+	if err := json.Unmarshal(out.Bytes(), &sum); err != nil {
+		t.Fatalf("summary: %v\n%s", err, out.String())
+	}
+	r := sum.Reporter
+	num := func(k string) float64 { v, _ := r[k].(float64); return v }
+	if num("drops_reported") != 2 || num("reports") != float64(n) || num("sent") != float64(n) || num("send_errors") != 0 ||
+		num("drop_reports") < 1 || num("marking_reports") < 1 || num("drop_reports")+num("marking_reports") != float64(n) ||
+		r["method"] != "both" || r["report_addr"] != repAddr.String() || num("crem_port") != float64(cremPort) {
+		t.Errorf("reporter JSON %v, %d reports arrived", r, n)
+	}
+	for _, k := range []string{"truncated", "deferred_flow", "deferred_port", "events_lost", "not_roce", "psns_cut", "flows_overflow", "hops_overflow", "encode_errors"} {
+		if _, ok := r[k]; !ok {
+			t.Errorf("reporter JSON lacks %q: %v", k, r)
+		}
+	}
+	if m, ok := r["marking"].(map[string]any); !ok || m["lost"] != float64(2) || m["late"] != float64(0) {
+		t.Errorf("marking JSON %v", r["marking"])
+	}
+}
+
+// TestNetemReporterTable: without --json the summary table is followed by the reporter's line
+// (and, with marking, the marking line).
+func TestNetemReporterTable(t *testing.T) {
+	echo := startNetemEcho(t)
+	var out, errb bytes.Buffer
+	code := run([]string{"netem", "--listen", "127.0.0.1:0", "--forward", echo.String(), "--duration", "50ms",
+		"--report-to", "50000,10.0.0.0/8=10.0.0.1", "--report-method", "both"},
+		stdio{in: strings.NewReader(""), out: &out, err: &errb})
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errb.String())
+	}
+	for _, want := range []string{"path reporter 0.0.0.0:", "0 reports", "0 send errors", "0 events lost"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("table lacks %q:\n%s", want, out.String())
+		}
+	}
+	if !strings.Contains(errb.String(), "drops (method 3) and marking every 100ms (method 1) to CREM port 50000,10.0.0.0/8=10.0.0.1") {
+		t.Errorf("no reporter line on standard error:\n%s", errb.String())
 	}
 }

@@ -1,0 +1,427 @@
+package udpproxy
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/crem-project/crem/altmark"
+	"github.com/crem-project/crem/netem"
+	"github.com/crem-project/crem/psn"
+	"github.com/crem-project/crem/reporter"
+	"github.com/crem-project/crem/wire"
+)
+
+// ReportConfig makes the proxy a CREM Path Reporter for the RoCEv2 flows it carries (draft,
+// Path Reports). The emulated path is the measurement domain; engine port 0 is the forward
+// direction, 1 the reverse one.
+type ReportConfig struct {
+	// Reporter configures the engine: NodeID, Port (the domain's CREM port, required: there is
+	// no default, RULINGS C14), Routes (source prefix -> CSF), limits.
+	Reporter reporter.Config
+	// Listen is the reporter's own UDP socket, the source of every report; the zero value means
+	// the unspecified address of the forward address's family, port 0.
+	Listen netip.AddrPort
+	// Drops: method 3, report the RoCEv2 datagrams the links drop, with their PSNs (queue
+	// overflow: Cause congestion; the loss model: Cause corruption).
+	Drops bool
+	// Marking is the Alternate Marking period T of method 1 (RFC 9341 single marking, see
+	// package altmark); 0 turns marking off.
+	Marking time.Duration
+	// MarkingNodeIDs are the Node IDs of method 1's two measurement points, where a datagram
+	// enters the emulated link and where it leaves it. Zero means Reporter.NodeID and
+	// Reporter.NodeID + 1.
+	MarkingNodeIDs [2]uint32
+	// MarkingSettle is how long after a period's end its counters are read (altmark.Config);
+	// 0 means the longest time a datagram can spend in the link (delay, jitter, reordering
+	// and a full queue drained at the rate; a jumbo frame per queued datagram when the queue
+	// is bounded in datagrams), at least half a period. With an unbounded queue, a datagram
+	// that waits longer than that is counted late (and lost for its period).
+	MarkingSettle time.Duration
+	// MarkingDelayThreshold: a period without loss is reported when its Queue Delay Change is
+	// at least this large; 0 means altmark.DefaultDelayThreshold, negative never.
+	MarkingDelayThreshold time.Duration
+	// MarkingMaxFlows bounds the flows each direction measures (0: altmark.DefaultMaxFlows).
+	MarkingMaxFlows int
+}
+
+// ReportStats counts the reporter's work.
+type ReportStats struct {
+	// Reporter is the engine's counters (drops fed, reports sent, truncated, deferred...).
+	Reporter reporter.Stats
+	// Marking is the Alternate Marking counters of both directions together.
+	Marking altmark.Stats
+	// Sent counts PATH_REPORT datagrams written to the socket, SendErrors those the socket
+	// refused.
+	Sent, SendErrors uint64
+	// EventsLost counts drops, delays and measurements the reporter's loop had no room for
+	// (the links never wait for it).
+	EventsLost uint64
+	// NotRoCE counts dropped datagrams not reported because they are not RoCEv2.
+	NotRoCE uint64
+}
+
+// Engine ports.
+const (
+	portForward = 0
+	portReverse = 1
+)
+
+type eventKind uint8
+
+const (
+	evDrop eventKind = iota
+	evDelay
+	evMeasure
+)
+
+// event is what a direction's loop tells the reporter's loop.
+type event struct {
+	kind  eventKind
+	now   time.Duration
+	port  int
+	key   reporter.FlowKey
+	psn   psn.PSN
+	cause wire.Cause
+	delay time.Duration
+	hops  [2]wire.HopEntry
+}
+
+// reportLoop owns the reporter engine and its socket; the directions hand it events.
+type reportLoop struct {
+	p      *Proxy
+	cfg    ReportConfig
+	eng    *reporter.Reporter
+	conn   *net.UDPConn
+	events chan event
+	done   chan struct{}
+
+	sent, sendErrors, eventsLost, notRoCE atomic.Uint64
+	mu                                    sync.Mutex
+	snap                                  reporter.Stats
+}
+
+// eventQueue is how many events wait for the reporter's loop at most.
+const eventQueue = 8192
+
+func newReportLoop(p *Proxy, cfg ReportConfig) (*reportLoop, error) {
+	if !cfg.Drops && cfg.Marking == 0 {
+		return nil, errors.New("report: neither drops (method 3) nor marking (method 1) asked for")
+	}
+	if cfg.Marking < 0 || cfg.MarkingSettle < 0 || cfg.MarkingMaxFlows < 0 {
+		return nil, errors.New("report: negative marking period, settle time or flow limit")
+	}
+	eng, err := reporter.New(cfg.Reporter)
+	if err != nil {
+		return nil, fmt.Errorf("report: %w", err)
+	}
+	if cfg.MarkingNodeIDs == [2]uint32{} {
+		cfg.MarkingNodeIDs = [2]uint32{cfg.Reporter.NodeID, cfg.Reporter.NodeID + 1}
+	}
+	la := cfg.Listen
+	network := "udp4"
+	if !la.IsValid() {
+		u := netip.IPv4Unspecified()
+		if p.fwdAddr.Addr().Is6() {
+			u, network = netip.IPv6Unspecified(), "udp6"
+		}
+		la = netip.AddrPortFrom(u, 0)
+	} else if la.Addr().Is6() && !la.Addr().Is4In6() {
+		network = "udp6"
+	}
+	conn, err := net.ListenUDP(network, net.UDPAddrFromAddrPort(la))
+	if err != nil {
+		return nil, fmt.Errorf("report: socket on %v: %w", la, err)
+	}
+	return &reportLoop{p: p, cfg: cfg, eng: eng, conn: conn, events: make(chan event, eventQueue), done: make(chan struct{})}, nil
+}
+
+// addr is the reporter socket's address.
+func (r *reportLoop) addr() netip.AddrPort {
+	a := r.conn.LocalAddr().(*net.UDPAddr).AddrPort()
+	return netip.AddrPortFrom(a.Addr().Unmap(), a.Port())
+}
+
+// post hands an event over without waiting; with wait it waits (only when the loop is sure to
+// run on, as while a direction stops).
+func (r *reportLoop) post(ev event, wait bool) {
+	if wait {
+		r.events <- ev
+		return
+	}
+	select {
+	case r.events <- ev:
+	default:
+		r.eventsLost.Add(1)
+	}
+}
+
+// reportDrainLimit bounds how long the loop goes on sending reports still pending once the
+// directions have stopped.
+const reportDrainLimit = time.Second
+
+// run is the reporter's loop: the only code that touches the engine and the socket.
+func (r *reportLoop) run() {
+	defer close(r.done)
+	timer := time.NewTimer(time.Hour)
+	timer.Stop()
+	in := r.events
+	var stopAt time.Duration
+	for {
+		select {
+		case ev, ok := <-in:
+			if !ok {
+				in = nil
+				stopAt = r.p.now() + reportDrainLimit
+				break
+			}
+			r.handle(ev)
+			// Take what else is waiting at once.
+			for more := true; more; {
+				select {
+				case ev, ok := <-in:
+					if !ok {
+						in = nil
+						stopAt = r.p.now() + reportDrainLimit
+						more = false
+						break
+					}
+					r.handle(ev)
+				default:
+					more = false
+				}
+			}
+		case <-timer.C:
+		}
+		now := r.p.now()
+		r.eng.Tick(now)
+		r.eng.Drain(r.write)
+		r.publish()
+		next, ok := r.eng.NextDeadline()
+		if in == nil && (!ok || now >= stopAt) {
+			r.conn.Close()
+			return
+		}
+		if ok {
+			if in == nil {
+				next = min(next, stopAt)
+			}
+			timer.Reset(max(next-r.p.now(), 0))
+		} else if in == nil {
+			timer.Reset(max(stopAt-r.p.now(), 0))
+		} else {
+			timer.Stop()
+		}
+	}
+}
+
+func (r *reportLoop) handle(ev event) {
+	switch ev.kind {
+	case evDrop:
+		r.eng.QueueDelay(ev.now, ev.port, ev.delay)
+		r.eng.Drop(ev.now, ev.key, ev.port, ev.psn, ev.cause)
+	case evDelay:
+		r.eng.QueueDelay(ev.now, ev.port, ev.delay)
+	case evMeasure:
+		r.eng.Report(ev.now, ev.key, ev.port, wire.MethodAltMark, ev.hops[:])
+	}
+}
+
+func (r *reportLoop) write(d reporter.Datagram) {
+	if _, err := r.conn.WriteToUDPAddrPort(d.Payload, d.To); err != nil {
+		r.sendErrors.Add(1)
+		r.p.logger.Debug("sending PATH_REPORT", "to", d.To, "err", err)
+		return
+	}
+	r.sent.Add(1)
+}
+
+func (r *reportLoop) publish() {
+	s := r.eng.Stats()
+	r.mu.Lock()
+	r.snap = s
+	r.mu.Unlock()
+}
+
+func (r *reportLoop) stats() ReportStats {
+	r.mu.Lock()
+	s := ReportStats{Reporter: r.snap}
+	r.mu.Unlock()
+	s.Sent = r.sent.Load()
+	s.SendErrors = r.sendErrors.Load()
+	s.EventsLost = r.eventsLost.Load()
+	s.NotRoCE = r.notRoCE.Load()
+	return s
+}
+
+// marking is a direction's Alternate Marking: the engine, owned by the direction's loop, and a
+// copy of its counters for Stats.
+type marking struct {
+	eng  *altmark.Engine
+	ids  [2]uint32
+	mu   sync.Mutex
+	snap altmark.Stats
+}
+
+func newMarking(cfg ReportConfig, link netem.Config) (*marking, error) {
+	settle := cfg.MarkingSettle
+	if settle == 0 {
+		settle = linkMaxDelay(link)
+	}
+	eng, err := altmark.New(altmark.Config{Period: cfg.Marking, Settle: settle,
+		DelayThreshold: cfg.MarkingDelayThreshold, MaxFlows: cfg.MarkingMaxFlows})
+	if err != nil {
+		return nil, fmt.Errorf("report: marking: %w", err)
+	}
+	return &marking{eng: eng, ids: cfg.MarkingNodeIDs}, nil
+}
+
+// jumboFrame is the size assumed of each datagram of a queue bounded in datagrams.
+const jumboFrame = 9216
+
+// linkMaxDelay is the longest a datagram can spend in a link with cfg, as far as its
+// configuration bounds it.
+func linkMaxDelay(cfg netem.Config) time.Duration {
+	d := cfg.Delay + cfg.ReorderDelay
+	if cfg.JitterDist == netem.JitterNormal {
+		d += 4 * cfg.Jitter
+	} else {
+		d += cfg.Jitter
+	}
+	if cfg.Rate > 0 {
+		octets := int64(cfg.QueueBytes)
+		if octets == 0 {
+			octets = int64(cfg.QueuePackets) * jumboFrame
+		}
+		d += time.Duration(float64(octets) * 8 / float64(cfg.Rate) * float64(time.Second))
+	}
+	// The loop's own scheduling: a little slack.
+	return d + time.Millisecond
+}
+
+func (m *marking) publish() {
+	s := m.eng.Stats()
+	m.mu.Lock()
+	m.snap = s
+	m.mu.Unlock()
+}
+
+func (m *marking) stats() altmark.Stats {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.snap
+}
+
+// addMarking sums b into a.
+func addMarking(a, b altmark.Stats) altmark.Stats {
+	a.Entered += b.Entered
+	a.Left += b.Left
+	a.Late += b.Late
+	a.FlowsOverflow += b.FlowsOverflow
+	a.Flows += b.Flows
+	a.FlowsExpired += b.FlowsExpired
+	a.Periods += b.Periods
+	a.PeriodsWithLoss += b.PeriodsWithLoss
+	a.Lost += b.Lost
+	a.Reported += b.Reported
+	a.Excess += b.Excess
+	return a
+}
+
+// flowKey names the flow of a datagram as the path sees it: forward, the client's address to
+// the forward address; reverse, the other way. Mixed families are both written as IPv6.
+func (d *direction) flowKey(pk *pkt, qp uint32) reporter.FlowKey {
+	c, f := pk.cl.addr.Addr().Unmap(), d.p.fwdAddr.Addr()
+	if c.Is4() != f.Is4() {
+		c, f = netip.AddrFrom16(c.As16()), netip.AddrFrom16(f.As16())
+	}
+	if d == d.p.fwd {
+		return reporter.FlowKey{Src: c, Dst: f, FlowLabel: qp}
+	}
+	return reporter.FlowKey{Src: f, Dst: c, FlowLabel: qp}
+}
+
+// port is the direction's engine port.
+func (d *direction) port() int {
+	if d == d.p.fwd {
+		return portForward
+	}
+	return portReverse
+}
+
+// delayEvery is how often, at most, a direction tells the reporter its queueing delay while
+// traffic flows.
+const delayEvery = time.Millisecond
+
+// reportIn is the reporter's part of handing a datagram to the link: MP1 of the marking,
+// before Send.
+func (d *direction) reportIn(now time.Duration, pk *pkt) {
+	if d.mark == nil {
+		return
+	}
+	h, ok := RoCE(pk.data)
+	if !ok {
+		return
+	}
+	pk.key = d.flowKey(pk, h.DestQP)
+	pk.mark, pk.measured = d.mark.eng.Enter(now, pk.key)
+	pk.entered = now
+}
+
+// reportVerdict is the reporter's part of the link's verdict on a datagram.
+func (d *direction) reportVerdict(now time.Duration, pk *pkt, v netem.Verdict) {
+	r := d.p.rep
+	if r == nil || !r.cfg.Drops {
+		return
+	}
+	if v == netem.Queued {
+		if now-d.lastDelay >= delayEvery || !d.delayTold {
+			d.lastDelay, d.delayTold = now, true
+			r.post(event{kind: evDelay, now: now, port: d.port(), delay: d.link.QueueDelay(now)}, false)
+		}
+		return
+	}
+	h, ok := RoCE(pk.data)
+	if !ok {
+		r.notRoCE.Add(1)
+		return
+	}
+	cause := wire.CauseCorruption
+	if v == netem.DroppedOverflow {
+		cause = wire.CauseCongestion
+	}
+	d.lastDelay, d.delayTold = now, true
+	r.post(event{kind: evDrop, now: now, port: d.port(), key: d.flowKey(pk, h.DestQP), psn: h.PSN,
+		cause: cause, delay: d.link.QueueDelay(now)}, false)
+}
+
+// reportOut is MP2 of the marking: a datagram leaves the link.
+func (d *direction) reportOut(now time.Duration, pk *pkt) {
+	if pk.measured {
+		d.mark.eng.Leave(now, pk.key, pk.mark, pk.entered)
+		pk.measured = false
+	}
+}
+
+// markTick reads the settled marking periods (all of them with flush) and passes the
+// measurements worth a report to the reporter.
+func (d *direction) markTick(now time.Duration, flush bool) {
+	m := d.mark
+	if m == nil {
+		return
+	}
+	if flush {
+		m.eng.Flush(now)
+	} else if next, ok := m.eng.NextDeadline(); ok && next <= now {
+		m.eng.Tick(now)
+	}
+	m.eng.Drain(func(ms altmark.Measurement) {
+		h := ms.Hops(m.ids)
+		d.p.rep.post(event{kind: evMeasure, now: now, port: d.port(), key: ms.Key, hops: [2]wire.HopEntry{h[0], h[1]}}, flush)
+	})
+	m.publish()
+}
