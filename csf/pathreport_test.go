@@ -460,3 +460,33 @@ func TestPathReportFloodBoundedC11(t *testing.T) {
 		t.Errorf("extra symbols per SRTT %v (%d in all, %d counted), want 4 at once and %d in all", perWindow, total, s2.Stats().ExtraSent, maxM-m)
 	}
 }
+
+// BenchmarkPathReport: one PATH_REPORT from a listed reporter naming 8 held PSNs (within an
+// SRTT of the last, so repeated: the cost of the checks, without sending) and one from an
+// unlisted address.
+func BenchmarkPathReport(b *testing.B) {
+	for _, bc := range []struct {
+		name string
+		from netip.AddrPort
+	}{{"listed", reporterAt}, {"unlisted", netip.MustParseAddrPort("10.6.6.6:1")}} {
+		b.Run(bc.name, func(b *testing.B) {
+			s := newSender(b, WithConfig(wire.SchemeCauchy, 32, 2, 0), WithAdaptation(false), WithReporters(testReporter))
+			establish(b, s, 0, 3)
+			for j := range 64 {
+				s.Observe(time.Millisecond, packet(psn.PSN(0x100+j), 1000))
+			}
+			drain(s)
+			var ps []psn.PSN
+			for j := range 8 {
+				ps = append(ps, psn.PSN(0x100+4*j))
+			}
+			msg := pathReport(b, wire.MethodNodeDrops, drops(wire.CauseCorruption, ps...))
+			s.Handle(time.Millisecond, bc.from, msg)
+			drain(s)
+			b.ReportAllocs()
+			for b.Loop() {
+				s.Handle(time.Millisecond, bc.from, msg)
+			}
+		})
+	}
+}
