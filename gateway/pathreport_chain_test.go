@@ -141,13 +141,13 @@ func runChain(t *testing.T, report bool, seed uint64) chainRun {
 
 	qa, err := rc.NewQP(rc.Config{QPN: 0x1a1, RemoteQPN: 0x2b2, SendPSN: 0x3000, RecvPSN: 0x9000, MTU: mtu, Mode: rc.ModeTCAETH,
 		Rate: qpRate, RTT: 3 * time.Millisecond, Burst: time.Millisecond, ReorderWindow: 40 * time.Millisecond, RetryCount: 50,
-		SendBuffer: 1 << 17, LocalAddr: epA, RemoteAddr: epB, LocalPort: hostA.LocalAddr().Port(), RemotePort: hostB.LocalAddr().Port()})
+		SendBuffer: 1 << 20, LocalAddr: epA, RemoteAddr: epB, LocalPort: hostA.LocalAddr().Port(), RemotePort: hostB.LocalAddr().Port()})
 	if err != nil {
 		t.Fatal(err)
 	}
 	qb, err := rc.NewQP(rc.Config{QPN: 0x2b2, RemoteQPN: 0x1a1, SendPSN: 0x9000, RecvPSN: 0x3000, MTU: mtu, Mode: rc.ModeTCAETH,
 		Rate: qpRate, RTT: 3 * time.Millisecond, Burst: time.Millisecond, ReorderWindow: 40 * time.Millisecond, RetryCount: 50,
-		SendBuffer: 1 << 17, LocalAddr: epB, RemoteAddr: epA, LocalPort: hostB.LocalAddr().Port(), RemotePort: hostA.LocalAddr().Port(),
+		SendBuffer: 1 << 20, LocalAddr: epB, RemoteAddr: epA, LocalPort: hostB.LocalAddr().Port(), RemotePort: hostA.LocalAddr().Port(),
 		NotifyWrites: true})
 	if err != nil {
 		t.Fatal(err)
