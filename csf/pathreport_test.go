@@ -126,12 +126,14 @@ func TestPathReportUnknownMethodC1(t *testing.T) {
 	}
 }
 
-// TestPathReportAbsurdCountsC10: Lost Counts no flow could have (0xFFFFFFFF; more than the
-// packets the flow sent in the last two LOSS_REPORT intervals; fewer than the PSNs the entry
-// lists) are implausible: the report is refused and counted, and nothing changes (no repair,
-// no congestion share). Plausible counts with Cause congestion add up saturating, never beyond
-// what the flow sent: the interval's sum never wraps, and the estimate that follows is the one a
-// report of exactly as many drops as the flow sent gives.
+// TestPathReportAbsurdCountsC10: Lost Counts no flow could have (0xFFFFFFFF; two entries whose
+// 32-bit sum wraps; more than the packets the flow sent in the last second or two; fewer than
+// the PSNs the entry lists) are implausible: the report is refused and counted, and nothing
+// changes (no repair, no congestion share). Plausible counts with Cause congestion add up
+// saturating, never beyond what the flow sent: the interval's sum never wraps, and the estimate
+// that follows is the one a report of exactly as many drops as the flow sent gives. A report
+// that comes long after the LOSS_REPORTs of its packets (a marking period of 100 ms) is
+// plausible; one about a flow silent for two seconds is not.
 func TestPathReportAbsurdCountsC10(t *testing.T) {
 	s, now := fullBlock(t, wire.SchemeCauchy, 8, 2, WithReporters(testReporter)) // 8 sources sent
 	for _, h := range []wire.HopEntry{
@@ -162,12 +164,16 @@ func TestPathReportAbsurdCountsC10(t *testing.T) {
 	if p := s.est.P(); p != 0 {
 		t.Fatalf("estimate %v after an interval whose loss was all congestion", p)
 	}
-	// The interval's packets bound the next reports: 8 in the interval before, none since.
-	s.Handle(now, reporterAt, pathReport(t, wire.MethodAltMark, wire.HopEntry{NodeID: 1, LostCount: 9, Cause: wire.CauseCongestion}))
-	lossReport(t, s, now+20*time.Millisecond, 8, 8, 0, 0, 10*time.Millisecond)
-	s.Handle(now, reporterAt, pathReport(t, wire.MethodAltMark, wire.HopEntry{NodeID: 1, LostCount: 1, Cause: wire.CauseCongestion}))
-	if st := s.Stats(); st.PathReportsImplausible != 6 || st.PathReports != 1000 {
-		t.Fatalf("reports beyond the last two intervals' packets: %+v", st)
+	// 150 ms and several LOSS_REPORTs later, a marking period's report of those 8: plausible.
+	for i := range 10 {
+		lossReport(t, s, now+time.Duration(20+10*i)*time.Millisecond, 0, 0, 0, 0, 10*time.Millisecond)
+	}
+	s.Handle(now+150*time.Millisecond, reporterAt, pathReport(t, wire.MethodAltMark, wire.HopEntry{NodeID: 1, LostCount: 8, Cause: wire.CauseCongestion}))
+	// More than the 8 sent, or anything about a flow silent for two seconds: implausible.
+	s.Handle(now+150*time.Millisecond, reporterAt, pathReport(t, wire.MethodAltMark, wire.HopEntry{NodeID: 1, LostCount: 9, Cause: wire.CauseCongestion}))
+	s.Handle(now+2100*time.Millisecond, reporterAt, pathReport(t, wire.MethodAltMark, wire.HopEntry{NodeID: 1, LostCount: 1, Cause: wire.CauseCongestion}))
+	if st := s.Stats(); st.PathReportsImplausible != 6 || st.PathReports != 1001 {
+		t.Fatalf("reports beyond the packets of the last second or two: %+v", st)
 	}
 }
 
@@ -208,7 +214,7 @@ func TestPathReportDropsCauseNoRepairSection4(t *testing.T) {
 	if rs := repairs(drain(s)); len(rs) != 1 {
 		t.Fatalf("%d symbols for a drop named twice within an SRTT, want 1", len(rs))
 	}
-	s.Handle(now+2*time.Second, reporterAt, pathReport(t, wire.MethodNodeDrops, drops(wire.CauseCorruption, 0x109)))
+	s.Handle(now+time.Second+100*time.Millisecond, reporterAt, pathReport(t, wire.MethodNodeDrops, drops(wire.CauseCorruption, 0x109)))
 	if rs := repairs(drain(s)); len(rs) != 1 {
 		t.Fatalf("%d symbols for a drop named again after an SRTT, want 1", len(rs))
 	}

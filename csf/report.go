@@ -118,7 +118,6 @@ func (s *Sender) onLossReport(now time.Duration, msg []byte) {
 		Repairs: m.RepairsReceived, RepairsCE: m.RepairsCEMarked,
 		CongestionDrops: s.pathCong, QueueDelayRising: s.pathDelay}
 	s.pathCong, s.pathDelay = 0, false
-	s.prevPackets, s.ivPackets = s.ivPackets, 0
 	used := s.est.Update(iv)
 	s.budget.OnRepairCE(now, s.srtt(), m.RepairsCEMarked)
 	interval := time.Duration(m.IntervalUS) * time.Microsecond
@@ -164,15 +163,16 @@ func (s *Sender) M() int {
 // counted by why, unless it comes from a configured reporter (C14), names this flow (its
 // descriptor's addresses, or an address pair given by WithReportAddresses, and its destination
 // QP), uses a Method the draft defines (C1), and is plausible: no entry lists more PSNs than its
-// Lost Count, and the Lost Counts together do not exceed the packets the flow sent since the
-// LOSS_REPORT before last (a report may arrive after the LOSS_REPORT that covered its drops).
+// Lost Count, and the Lost Counts together do not exceed the packets the flow sent in the last
+// second or two (sentWithin: a marking period of 100 ms is reported 50 ms after it ends, long
+// after the LOSS_REPORT intervals of a short path that covered it).
 //
 // What a report taken does, and nothing more (draft: reports influence only redundancy, the
 // timing of retransmission and loss classification, never what is delivered):
 //   - Loss classification, every method: Lost Counts with Cause 1 (congestion) are taken out of
 //     the interval's transmission loss, and a rising Queue Delay Change together with a loss
 //     marks the interval congested (C6 c); either way m is never raised for them. The sum is
-//     saturating and bounded by the packets the flow sent in the interval.
+//     saturating and bounded by the packets the flow sent in that same window.
 //   - Proactive repair, method 3 only (the only method that names PSNs): for each named PSN
 //     that is a present position of a held block, not yet acknowledged by the RDMA transport
 //     and not named within the last SRTT, one more ordinary symbol with a fresh Repair Index
@@ -202,7 +202,7 @@ func (s *Sender) onPathReport(now time.Duration, from netip.AddrPort, msg []byte
 		s.stats.PathReportsUnknownMethod++
 		return
 	}
-	sent := s.ivPackets + s.prevPackets
+	sent := s.sentWithin(now)
 	var lost uint64
 	for i := range m.Hops {
 		h := &m.Hops[i]
@@ -307,6 +307,35 @@ func (s *Sender) onPathReport(now time.Duration, from netip.AddrPort, msg []byte
 		s.stats.ExtraSent += s.stats.RepairSent - before
 		b.proactiveFrom = pf
 	}
+}
+
+// plausibleWindow is the least time a Lost Count may cover: the packets the flow sent within it
+// bound what a report may say was lost.
+const plausibleWindow = time.Second
+
+// countPacket counts a packet of the flow (a new source or one sent again) for sentWithin.
+func (s *Sender) countPacket(now time.Duration) {
+	s.rotatePackets(now)
+	s.winPackets[1]++
+}
+
+// sentWithin returns the packets of the flow sent since at least plausibleWindow ago (and at
+// most twice that): two counts, each of one window, the older dropped as a new one starts.
+func (s *Sender) sentWithin(now time.Duration) uint64 {
+	s.rotatePackets(now)
+	return s.winPackets[0] + s.winPackets[1]
+}
+
+func (s *Sender) rotatePackets(now time.Duration) {
+	if now < s.winStart+plausibleWindow {
+		return
+	}
+	if now < s.winStart+2*plausibleWindow {
+		s.winPackets[0] = s.winPackets[1]
+	} else {
+		s.winPackets[0] = 0
+	}
+	s.winPackets[1], s.winStart = 0, now
 }
 
 // listedReporter reports whether a is a configured path reporter (C14).

@@ -120,9 +120,10 @@ type Sender struct {
 	mOverride bool   // the breaker holds m at zero (C11 f)
 	pathCong  uint32 // Lost Counts with Cause congestion this interval, saturating at what was sent
 	pathDelay bool
-	// Packets of the flow (new sources and ones sent again) observed since the last LOSS_REPORT
-	// and in the interval before: what a path reporter's Lost Count may plausibly reach.
-	ivPackets, prevPackets uint64
+	// Packets of the flow (new sources and ones sent again) in the window that started at
+	// winStart and in the one before: what a path reporter's Lost Count may plausibly reach.
+	winPackets [2]uint64
+	winStart   time.Duration
 }
 
 type pendingParam struct {

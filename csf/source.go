@@ -121,7 +121,7 @@ func (s *Sender) ObserveSource(now time.Duration, p psn.PSN, n int, payload []by
 		return
 	}
 	s.stats.Sources++
-	s.ivPackets++
+	s.countPacket(now)
 	if s.haveNext {
 		if gap := s.next.Forward(p); gap > 0 {
 			s.stats.SkippedPSNs += uint64(gap)
@@ -196,7 +196,7 @@ func (s *Sender) ObserveSource(now time.Duration, p psn.PSN, n int, payload []by
 // source; a copy that differs from the original is counted (the original stays coded).
 func (s *Sender) retransmission(now time.Duration, p psn.PSN, payload []byte) {
 	s.stats.Retransmissions++
-	s.ivPackets++
+	s.countPacket(now)
 	s.lastAgain = now
 	i := s.find(p)
 	if i < 0 {

@@ -50,8 +50,8 @@ type Stats struct {
 	// PathReportsRejected those refused as a whole, which are exactly one of: PathReportsUnlisted
 	// (the source is not a configured reporter, C14), PathReportsWrongFlow (the addresses or the
 	// Flow Label name another flow), PathReportsUnknownMethod (a Method CREM does not define, or
-	// private use: C1, never acted on), PathReportsImplausible (a Lost Count above the packets the
-	// flow sent in the last two LOSS_REPORT intervals, or below the PSNs an entry lists).
+	// private use: C1, never acted on), PathReportsImplausible (Lost Counts above the packets the
+	// flow sent in the last second or two, or an entry listing more PSNs than its Lost Count).
 	PathReports, PathReportsRejected                 uint64
 	PathReportsUnlisted, PathReportsWrongFlow        uint64
 	PathReportsUnknownMethod, PathReportsImplausible uint64
@@ -62,7 +62,7 @@ type Stats struct {
 	// proactive repair: at most one extra symbol per reported position and round trip.
 	PathReportDrops, PathReportDropsUnknown, PathReportDropsRepeated uint64
 	// PathReportCongestionCapped counts Lost Counts with Cause congestion cut to the packets the
-	// flow sent in the interval (the sum is saturating: it never wraps).
+	// flow sent in that window (the interval's sum is saturating: it never wraps).
 	PathReportCongestionCapped                              uint64
 	BreakerTrips, MChanges                                  uint64
 	MessagesIgnored, MessagesMalformed, MessagesWrongSource uint64
