@@ -231,7 +231,7 @@ func (s *Sender) onPathReport(now time.Duration, from netip.AddrPort, msg []byte
 	for i := range m.Hops {
 		h := &m.Hops[i]
 		if h.Cause == wire.CauseCongestion && h.LostCount > 0 {
-			// Saturating, and never more than the flow sent in the interval.
+			// Saturating, and never more than the flow sent in the window.
 			if c := uint64(s.pathCong) + uint64(h.LostCount); c > uint64(limit) {
 				s.pathCong = limit
 				s.stats.PathReportCongestionCapped++
