@@ -211,6 +211,13 @@ func New(c Config, o Options) (*Gateway, error) {
 		g.shards = append(g.shards, sh)
 	}
 	ok = true
+	if c, w := g.crem.addr.Addr(), g.WANAddr().Addr(); len(r.reporters) > 0 && g.wan != nil &&
+		!c.IsUnspecified() && !w.IsUnspecified() && c != w {
+		// A reporter between the gateways names this gateway by its WAN address and sends to
+		// it at the CREM port (Node.reportKey): such reports reach no socket of the gateway.
+		log.Warn("path reporters on the WAN path send to the WAN address at the CREM port, where the gateway does not listen",
+			"crem_address", g.crem.addr, "wan_listen", g.WANAddr())
+	}
 	return g, nil
 }
 

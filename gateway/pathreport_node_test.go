@@ -1,7 +1,9 @@
 package gateway_test
 
 import (
+	"log/slog"
 	"net/netip"
+	"strings"
 	"testing"
 	"time"
 
@@ -242,5 +244,39 @@ func TestRelayPathReportForgedC14(t *testing.T) {
 	}
 	if got := s.PathReportsRejected + s.PathReports + g["path_reports_unknown_flow"] + g["path_reports_malformed"]; got != uint64(i) {
 		t.Errorf("%d forged reports, %d accounted for", i, got)
+	}
+}
+
+// TestRelayReportAddressWarnedC10: a relay-mode gateway with path reporters whose CREM socket
+// listens on another address than its WAN socket says so at start: a reporter between the
+// gateways sends its reports to the WAN address at the CREM port, where nothing listens. With
+// both on one address, or without reporters, nothing is said.
+func TestRelayReportAddressWarnedC10(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		wan       netip.Addr
+		reporters []string
+		warned    bool
+	}{
+		{"CREM elsewhere", netip.MustParseAddr("127.0.0.2"), []string{"127.0.0.9"}, true},
+		{"CREM on the WAN address", netip.MustParseAddr("127.0.0.1"), []string{"127.0.0.9"}, false},
+		{"no reporters", netip.MustParseAddr("127.0.0.2"), nil, false},
+	} {
+		h := &logRecords{}
+		g, err := gateway.New(gateway.Config{Peer: "127.0.0.1:9", Reporters: tc.reporters,
+			Relay: gateway.RelayConfig{Target: "127.0.0.1:9", PeerData: "127.0.0.1:9"}},
+			gateway.Options{Logger: slog.New(h), Seed: 1, Sockets: gateway.Sockets{CREM: bindLoopback(t, netip.MustParseAddr("127.0.0.1")),
+				Relay: bindLoopback(t, netip.MustParseAddr("127.0.0.1")), WAN: bindLoopback(t, tc.wan)}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		g.Close()
+		warned := false
+		for _, r := range h.recs {
+			warned = warned || strings.Contains(r, "path reporters on the WAN path")
+		}
+		if warned != tc.warned {
+			t.Errorf("%s: warned %v, want %v (%q)", tc.name, warned, tc.warned, h.recs)
+		}
 	}
 }
