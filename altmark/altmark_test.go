@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/crem-project/crem/netem"
 	"github.com/crem-project/crem/reporter"
 	"github.com/crem-project/crem/wire"
 )
@@ -289,5 +290,81 @@ func TestLostCountsExactUnderRandomTrafficRFC9341(t *testing.T) {
 		if st := s.e.Stats(); st.Late != 0 || st.Excess != 0 || st.Flows != 0 {
 			t.Fatalf("seed %d: %+v", seed, st)
 		}
+	}
+}
+
+// TestDelayChangeRisesWhenAQueueBuildsC10: driven by an emulated bottleneck (package netem, in
+// virtual time), Queue Delay Change is positive in the periods in which the sender overruns the
+// rate and the queue builds, and negative once the queue drains.
+func TestDelayChangeRisesWhenAQueueBuildsC10(t *testing.T) {
+	link, err := netem.NewLink(netem.Config{Rate: 10_000_000}) // 0.8 ms per 1000-octet packet
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := newEngine(t, Config{Period: 10 * ms, Settle: 60 * ms, DelayThreshold: -1})
+	type meta struct {
+		mark    uint64
+		entered time.Duration
+	}
+	var got []Measurement
+	step := func(now time.Duration) {
+		link.Deliver(now, func(p netem.Packet) {
+			m := p.Tag.(meta)
+			e.Leave(now, flowA, m.mark, m.entered)
+		})
+		e.Tick(now)
+		e.Drain(func(m Measurement) { got = append(got, m) })
+	}
+	// Periods 0-1: a packet every 2 ms (no queue); 2-3: every 0.4 ms (twice the rate, the
+	// queue builds); 4-5: every 4 ms (the first of these still wait behind the backlog; by
+	// period 5 it has drained).
+	gap := func(now time.Duration) time.Duration {
+		switch {
+		case now < 20*ms:
+			return 2 * ms
+		case now < 40*ms:
+			return 400 * time.Microsecond
+		}
+		return 4 * ms
+	}
+	next := time.Duration(0)
+	for now := time.Duration(0); now < 200*ms; now += 100 * time.Microsecond {
+		step(now)
+		if now >= next && now < 60*ms {
+			mark, _ := e.Enter(now, flowA)
+			link.Send(now, netem.Packet{Size: 1000, Tag: meta{mark, now}})
+			next = now + gap(now)
+		}
+	}
+	// With a negative threshold only loss is reported, and nothing was lost: read the periods
+	// from a second run that reports every change.
+	if len(got) != 0 {
+		t.Fatalf("reported %+v without loss", got)
+	}
+	link, _ = netem.NewLink(netem.Config{Rate: 10_000_000})
+	e = newEngine(t, Config{Period: 10 * ms, Settle: 60 * ms, DelayThreshold: time.Nanosecond})
+	next = 0
+	for now := time.Duration(0); now < 200*ms; now += 100 * time.Microsecond {
+		step(now)
+		if now >= next && now < 60*ms {
+			mark, _ := e.Enter(now, flowA)
+			link.Send(now, netem.Packet{Size: 1000, Tag: meta{mark, now}})
+			next = now + gap(now)
+		}
+	}
+	sign := map[uint32]int{}
+	for _, m := range got {
+		switch {
+		case m.DelayChange > 0:
+			sign[m.Period] = 1
+		case m.DelayChange < 0:
+			sign[m.Period] = -1
+		}
+	}
+	if sign[1] != 0 || sign[2] != 1 || sign[3] != 1 || sign[5] != -1 {
+		t.Fatalf("delay change signs per period %v (measurements %+v), want none in period 1, + in 2 and 3, - in 5", sign, got)
+	}
+	if st := e.Stats(); st.Late != 0 || st.Lost != 0 {
+		t.Fatalf("stats %+v", st)
 	}
 }

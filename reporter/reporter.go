@@ -304,6 +304,9 @@ func (r *Reporter) Forward(now time.Duration, msg []byte) bool {
 	return true
 }
 
+// Pending returns the number of reports being gathered or held back by the limits.
+func (r *Reporter) Pending() int { return len(r.flows) }
+
 // NextDeadline returns when Tick is next needed.
 func (r *Reporter) NextDeadline() (time.Duration, bool) {
 	var next time.Duration

@@ -63,6 +63,9 @@ type ReportStats struct {
 	EventsLost uint64
 	// NotRoCE counts dropped datagrams not reported because they are not RoCEv2.
 	NotRoCE uint64
+	// Unsent counts the reports still held back (by the rate limits) when the reporter
+	// stopped, a second after the links.
+	Unsent uint64
 }
 
 // Engine ports.
@@ -100,9 +103,9 @@ type reportLoop struct {
 	events chan event
 	done   chan struct{}
 
-	sent, sendErrors, eventsLost, notRoCE atomic.Uint64
-	mu                                    sync.Mutex
-	snap                                  reporter.Stats
+	sent, sendErrors, eventsLost, notRoCE, unsent atomic.Uint64
+	mu                                            sync.Mutex
+	snap                                          reporter.Stats
 }
 
 // eventQueue is how many events wait for the reporter's loop at most.
@@ -203,6 +206,7 @@ func (r *reportLoop) run() {
 		r.publish()
 		next, ok := r.eng.NextDeadline()
 		if in == nil && (!ok || now >= stopAt) {
+			r.unsent.Store(uint64(r.eng.Pending()))
 			r.conn.Close()
 			return
 		}
@@ -255,6 +259,7 @@ func (r *reportLoop) stats() ReportStats {
 	s.SendErrors = r.sendErrors.Load()
 	s.EventsLost = r.eventsLost.Load()
 	s.NotRoCE = r.notRoCE.Load()
+	s.Unsent = r.unsent.Load()
 	return s
 }
 

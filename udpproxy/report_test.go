@@ -8,6 +8,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"net/netip"
 	"runtime"
@@ -509,5 +510,129 @@ func BenchmarkNetemRelayReporting(b *testing.B) {
 				b.Fatal(err)
 			}
 		}
+	}
+}
+
+// TestReportTruncatedToPathMTU: on real sockets too, a PATH_REPORT fits the path MTU: with
+// every datagram lost and a 576-octet MTU, reports come cut, with the Truncated flag, while
+// their Lost Counts still add up to every drop.
+func TestReportTruncatedToPathMTU(t *testing.T) {
+	echo := startEcho(t)
+	csf := startCSF(t)
+	pr := startProxy(t, Config{
+		Forward:     echo.addr().String(),
+		ForwardLink: netem.Config{Loss: mustLoss(t, "1", 1)},
+		// Drops gather for half a second, so that (on any machine) far more than fit in 576
+		// octets wait for one report.
+		Report: &ReportConfig{Reporter: reporter.Config{Port: csf.port(), PathMTU: 576, Aggregation: 500 * time.Millisecond},
+			Listen: netip.AddrPortFrom(loopback, 0), Drops: true},
+	})
+	c := dialClient(t)
+	const n = 400
+	for i := range n {
+		c.WriteToUDPAddrPort(rocePacket(t, 9, psn.PSN(i), []byte("x")), pr.p.Addr())
+		if i%50 == 49 {
+			time.Sleep(time.Millisecond) // stay inside the socket buffers
+		}
+	}
+	lost := func() (k uint64, listed int, trunc bool) {
+		for _, g := range csf.reports() {
+			trunc = trunc || g.rep.Truncated
+			if g.size > 576-28 {
+				t.Errorf("a report of %d octets", g.size)
+			}
+			for _, h := range g.rep.Hops {
+				k += uint64(h.LostCount)
+				listed += len(h.DroppedPSNs)
+			}
+		}
+		return
+	}
+	ok := eventually(func() bool { k, _, _ := lost(); return k >= n })
+	st := pr.stop()
+	k, listed, trunc := lost()
+	if !ok || k != n || !trunc || listed >= n || st.Report.Reporter.Truncated == 0 ||
+		st.Report.Reporter.PSNsCut != uint64(n-listed) {
+		t.Errorf("lost %d (listed %d, truncated %v) of %d; stats %+v", k, listed, trunc, n, st.Report.Reporter)
+	}
+}
+
+// TestReportUnsentCounted: a report the per-port limit still holds back a second after the
+// links stopped is not sent, and is counted as unsent.
+func TestReportUnsentCounted(t *testing.T) {
+	echo := startEcho(t)
+	csf := startCSF(t)
+	pr := startProxy(t, Config{
+		Forward:     echo.addr().String(),
+		ForwardLink: netem.Config{Loss: mustLoss(t, "script:0,1", 1)},
+		Report: &ReportConfig{Reporter: reporter.Config{Port: csf.port(), PortRate: 0.01, PortBurst: 1},
+			Listen: netip.AddrPortFrom(loopback, 0), Drops: true},
+	})
+	c := dialClient(t)
+	c.WriteToUDPAddrPort(rocePacket(t, 1, 1, []byte("a")), pr.p.Addr())
+	c.WriteToUDPAddrPort(rocePacket(t, 2, 1, []byte("b")), pr.p.Addr())
+	ok := eventually(func() bool { r := pr.p.Stats().Report; return r.Sent == 1 && r.Reporter.DeferredPort > 0 })
+	st := pr.stop()
+	if !ok || st.Report.Sent != 1 || st.Report.Unsent != 1 || len(csf.reports()) != 1 {
+		t.Errorf("stats %+v, %d reports arrived", st.Report, len(csf.reports()))
+	}
+}
+
+// TestReportSurvivesGarbage: random datagrams, some shaped like a BTH, through a lossy link
+// with both methods on: nothing stops the proxy, every drop is either reported (RoCEv2) or
+// counted as not RoCEv2, and the marking counts exactly the RoCEv2 datagrams.
+func TestReportSurvivesGarbage(t *testing.T) {
+	echo := startEcho(t)
+	csf := startCSF(t)
+	pr := startProxy(t, Config{
+		Forward:     echo.addr().String(),
+		ForwardLink: netem.Config{Loss: mustLoss(t, "0.5", 7)},
+		Report: &ReportConfig{Reporter: reporter.Config{Port: csf.port()}, Listen: netip.AddrPortFrom(loopback, 0),
+			Drops: true, Marking: 20 * time.Millisecond},
+	})
+	c := dialClient(t)
+	rng := rand.New(rand.NewPCG(3, 4))
+	var msgs [][]byte
+	for i := range 300 {
+		var b []byte
+		switch i % 3 {
+		case 0:
+			b = rocePacket(t, uint32(rng.IntN(4)), psn.PSN(i), []byte("ok"))
+		case 1:
+			b = make([]byte, rng.IntN(80))
+			for j := range b {
+				b[j] = byte(rng.Uint32())
+			}
+			if len(b) > 1 {
+				b[0], b[1] = byte(rng.IntN(0x18)), b[1]&0xf0
+			}
+		default:
+			b = rocePacket(t, 5, psn.PSN(i), []byte("cut"))
+			b = b[:rng.IntN(len(b))]
+		}
+		msgs = append(msgs, b)
+	}
+	roceN := 0
+	for i, m := range msgs {
+		if _, ok := RoCE(m); ok {
+			roceN++
+		}
+		c.WriteToUDPAddrPort(m, pr.p.Addr())
+		if i%20 == 0 {
+			time.Sleep(time.Millisecond)
+		}
+	}
+	if !eventually(func() bool { return pr.p.Stats().Forward.Received == uint64(len(msgs)) }) {
+		t.Fatalf("forward received %d of %d", pr.p.Stats().Forward.Received, len(msgs))
+	}
+	echo.waitFor(int(pr.p.Stats().Forward.Forwarded))
+	st := pr.stop()
+	r := st.Report
+	if r.Reporter.Drops+r.NotRoCE != st.Forward.Dropped() || r.Reporter.Drops == 0 || r.NotRoCE == 0 {
+		t.Errorf("%d drops reported + %d not RoCEv2, the link dropped %d", r.Reporter.Drops, r.NotRoCE, st.Forward.Dropped())
+	}
+	// Forward: every RoCEv2 datagram entered; reverse: those the server answered.
+	if m := r.Marking; m.Entered < uint64(roceN) || m.Lost != r.Reporter.Drops || m.Late != 0 || r.EventsLost != 0 || r.SendErrors != 0 {
+		t.Errorf("marking %+v with %d RoCEv2 datagrams sent; reporter %+v", m, roceN, r)
 	}
 }

@@ -342,6 +342,7 @@ type reporterReport struct {
 	SendErrors     uint64 `json:"send_errors"`
 	EventsLost     uint64 `json:"events_lost"`
 	NotRoCE        uint64 `json:"not_roce"`
+	Unsent         uint64 `json:"unsent"`
 	// Marking is the Alternate Marking counters (both directions), with marking on.
 	Marking *altmark.Stats `json:"marking,omitempty"`
 }
@@ -681,7 +682,7 @@ func netemReporterJSON(p *udpproxy.Proxy, rc *udpproxy.ReportConfig, r *udpproxy
 		MarkingReports: e.MeasurementReports, Truncated: e.Truncated, PSNsCut: e.PSNsCut,
 		DeferredFlow: e.DeferredFlow, DeferredPort: e.DeferredPort, FlowsOverflow: e.FlowsOverflow,
 		HopsOverflow: e.HopsOverflow, EncodeErrors: e.EncodeErrors, Sent: r.Sent,
-		SendErrors: r.SendErrors, EventsLost: r.EventsLost, NotRoCE: r.NotRoCE,
+		SendErrors: r.SendErrors, EventsLost: r.EventsLost, NotRoCE: r.NotRoCE, Unsent: r.Unsent,
 	}
 	if rc.Marking > 0 {
 		m := r.Marking

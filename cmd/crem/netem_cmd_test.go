@@ -458,7 +458,7 @@ func TestNetemPathReporter(t *testing.T) {
 		r["method"] != "both" || r["report_addr"] != repAddr.String() || num("crem_port") != float64(cremPort) {
 		t.Errorf("reporter JSON %v, %d reports arrived", r, n)
 	}
-	for _, k := range []string{"truncated", "deferred_flow", "deferred_port", "events_lost", "not_roce", "psns_cut", "flows_overflow", "hops_overflow", "encode_errors"} {
+	for _, k := range []string{"truncated", "deferred_flow", "deferred_port", "events_lost", "not_roce", "psns_cut", "flows_overflow", "hops_overflow", "encode_errors", "unsent"} {
 		if _, ok := r[k]; !ok {
 			t.Errorf("reporter JSON lacks %q: %v", k, r)
 		}
