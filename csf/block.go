@@ -27,6 +27,14 @@ type block struct {
 	nextIndex int // the next fresh Repair Index (C16: never reuse one)
 	ordinary  int // ordinary symbols sent or scheduled
 
+	// Path reports (C16): the present positions a PATH_REPORT named as dropped since
+	// reportedAt (an SRTT later they may be named again); ordinary symbols from Repair Index
+	// proactiveFrom on are the extra ones sent for them (noProactive: none).
+	reported      psn.Bitmap
+	reportedAt    time.Duration
+	proactiveFrom int
+	extra         int // ordinary symbols sent for path reports after the block closed
+
 	// Pacing of ordinary symbols beyond a burst of 4 (C11 c).
 	pacedLeft int
 	pacedAt   time.Duration
@@ -46,6 +54,9 @@ type block struct {
 	queued   bool
 	queuedAt time.Duration
 }
+
+// noProactive is a block's proactiveFrom while no ordinary symbol is sent for a path report.
+const noProactive = 256
 
 // request is a REPAIR_REQUEST reduced to what the answer needs.
 type request struct {

@@ -873,7 +873,7 @@ func (r *fuzzRun) checkTwin(name string) {
 	a, b := r.a.Stats(), r.b.Stats()
 	for _, st := range []*Stats{&a, &b} {
 		st.MessagesIgnored, st.MessagesMalformed, st.MessagesWrongSource = 0, 0, 0
-		st.HelloAckIgnored, st.PathReportsRejected = 0, 0
+		st.HelloAckIgnored, st.PathReportsRejected, st.PathReportsUnlisted = 0, 0, 0
 	}
 	if a != b {
 		r.t.Fatalf("%s: counters differ from the twin's (C14):\n%+v\n%+v", name, a, b)

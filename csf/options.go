@@ -36,6 +36,7 @@ type options struct {
 	silence        time.Duration
 	maxHeld        int
 	reporters      []netip.Addr
+	reportAliases  [][2]netip.Addr // more (source, destination) pairs that name the flow in PATH_REPORT
 	reverseQP      uint32
 	haveReverseQP  bool
 	queue          int
@@ -221,6 +222,22 @@ func WithMaxHeldBlocks(n int) Option {
 			return fmt.Errorf("csf: WithMaxHeldBlocks(%d): want 2..65536", n)
 		}
 		o.maxHeld = n
+		return nil
+	}
+}
+
+// WithReportAddresses adds an address pair by which path reporters may name the flow in
+// PATH_REPORT besides its descriptor's addresses: a node on the path between two relay-mode
+// gateways sees the flow's datagrams between the gateways' WAN sockets, not between the
+// endpoints' logical addresses, and names it by what it sees. An unspecified address (0.0.0.0,
+// ::) on either side matches any address there, not on both. The Flow Label must still be the
+// flow's destination QP, and the report must still come from a configured reporter (C14).
+func WithReportAddresses(src, dst netip.Addr) Option {
+	return func(o *options) error {
+		if !src.IsValid() || !dst.IsValid() || src.IsUnspecified() && dst.IsUnspecified() {
+			return fmt.Errorf("csf: WithReportAddresses(%v, %v): want two addresses, at least one specified", src, dst)
+		}
+		o.reportAliases = append(o.reportAliases, [2]netip.Addr{src.Unmap(), dst.Unmap()})
 		return nil
 	}
 }

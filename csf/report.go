@@ -1,6 +1,7 @@
 package csf
 
 import (
+	"math"
 	"net/netip"
 	"time"
 
@@ -84,6 +85,9 @@ func (s *Sender) AckedThrough() (psn.PSN, bool) { return s.ackedThrough, s.haveA
 // transport has acknowledged them. Blocks open in PSN order, so the walk starts at the oldest
 // held block and stops at the first one not covered: its cost is the blocks released.
 func (s *Sender) Acknowledge(through psn.PSN) {
+	if !s.haveReleased || through.After(s.releasedThrough) {
+		s.releasedThrough, s.haveReleased = through, true
+	}
 	n := uint64(len(s.blocks))
 	if n == 0 {
 		return
@@ -155,17 +159,30 @@ func (s *Sender) M() int {
 	return s.cur.M
 }
 
-// onPathReport takes a PATH_REPORT: only from configured reporters (C14), only for this flow.
-// Dropped PSNs trigger extra ordinary repair at once (C16); nothing here marks data delivered.
+// onPathReport takes a PATH_REPORT (draft, Path Reports). It is refused as a whole, and
+// counted by why, unless it comes from a configured reporter (C14), names this flow (its
+// descriptor's addresses, or an address pair given by WithReportAddresses, and its destination
+// QP), uses a Method the draft defines (C1), and is plausible: no entry lists more PSNs than its
+// Lost Count, and the Lost Counts together do not exceed the packets the flow sent in the last
+// second or two (sentWithin: a marking period of 100 ms is reported 50 ms after it ends, long
+// after the LOSS_REPORT intervals of a short path that covered it).
+//
+// What a report taken does, and nothing more (draft: reports influence only redundancy, the
+// timing of retransmission and loss classification, never what is delivered):
+//   - Loss classification, every method: Lost Counts with Cause 1 (congestion) are taken out of
+//     the interval's transmission loss, and a rising Queue Delay Change together with a loss
+//     marks the interval congested (C6 c); either way m is never raised for them. The sum is
+//     saturating and bounded by the packets the flow sent in that same window.
+//   - Proactive repair, method 3 only (the only method that names PSNs): for each named PSN
+//     that is a present position of a held block, not yet acknowledged by the RDMA transport
+//     and not named within the last SRTT, one more ordinary symbol with a fresh Repair Index
+//     (C16): at once for a closed block, when it closes for an open one; at most Max m ordinary
+//     symbols per block, every one through the repair budget (C11 b). Other PSNs (no held
+//     block, not sent yet, absent, acknowledged) cause nothing and are counted.
 func (s *Sender) onPathReport(now time.Duration, from netip.AddrPort, msg []byte) {
-	ok := false
-	for _, a := range s.o.reporters {
-		if a == from.Addr().Unmap() {
-			ok = true
-		}
-	}
-	if !ok {
+	if !s.listedReporter(from.Addr().Unmap()) {
 		s.stats.PathReportsRejected++
+		s.stats.PathReportsUnlisted++
 		return
 	}
 	m, err := wire.ParsePathReport(msg)
@@ -173,30 +190,87 @@ func (s *Sender) onPathReport(now time.Duration, from netip.AddrPort, msg []byte
 		s.stats.MessagesMalformed++
 		return
 	}
-	if m.Source.Unmap() != s.o.desc.Src.Unmap() || m.Destination.Unmap() != s.o.desc.Dst.Unmap() ||
-		m.FlowLabel&0xffffff != s.o.desc.DestQP {
+	if !s.namesFlow(&m) {
 		s.stats.PathReportsRejected++
+		s.stats.PathReportsWrongFlow++
+		return
+	}
+	switch m.Method {
+	case wire.MethodAltMark, wire.MethodClusteredAltMark, wire.MethodNodeDrops:
+	default:
+		s.stats.PathReportsRejected++
+		s.stats.PathReportsUnknownMethod++
+		return
+	}
+	sent := s.sentWithin(now)
+	var lost uint64
+	for i := range m.Hops {
+		h := &m.Hops[i]
+		lost += uint64(h.LostCount)
+		if uint64(len(h.DroppedPSNs)) > uint64(h.LostCount) {
+			lost = sent + 1 // lists more drops than it counts
+		}
+	}
+	if lost > sent {
+		s.stats.PathReportsRejected++
+		s.stats.PathReportsImplausible++
 		return
 	}
 	s.stats.PathReports++
 	if s.state != StateEstablished {
+		for i := range m.Hops {
+			s.stats.PathReportDrops += uint64(len(m.Hops[i].DroppedPSNs))
+			s.stats.PathReportDropsUnknown += uint64(len(m.Hops[i].DroppedPSNs))
+		}
 		return
 	}
+	limit := uint32(min(sent, math.MaxUint32))
 	var extra [maxRangeBlocks]int
 	var idx [maxRangeBlocks]int
 	nb := 0
-	for _, h := range m.Hops {
-		if h.Cause == wire.CauseCongestion {
-			s.pathCong += h.LostCount
+	for i := range m.Hops {
+		h := &m.Hops[i]
+		if h.Cause == wire.CauseCongestion && h.LostCount > 0 {
+			// Saturating, and never more than the flow sent in the window.
+			if c := uint64(s.pathCong) + uint64(h.LostCount); c > uint64(limit) {
+				s.pathCong = limit
+				s.stats.PathReportCongestionCapped++
+			} else {
+				s.pathCong = uint32(c)
+			}
 		}
 		if h.QueueDelayChangeUS > 0 && h.LostCount > 0 {
 			s.pathDelay = true
 		}
+		s.stats.PathReportDrops += uint64(len(h.DroppedPSNs))
+		if m.Method != wire.MethodNodeDrops {
+			s.stats.PathReportDropsUnknown += uint64(len(h.DroppedPSNs))
+			continue
+		}
 		for _, p := range h.DroppedPSNs {
-			s.stats.PathReportDrops++
 			i := s.find(p)
-			if i < 0 || !s.blocks[i].closed || !s.blocks[i].present.Has(int(s.blocks[i].start.Forward(p))) {
+			if i < 0 || s.haveReleased && p.AtOrBefore(s.releasedThrough) {
+				s.stats.PathReportDropsUnknown++ // no held block, not sent yet, or acknowledged
 				continue
+			}
+			b := &s.blocks[i]
+			j := int(b.start.Forward(p))
+			if j >= b.k || !b.present.Has(j) {
+				s.stats.PathReportDropsUnknown++ // not sent yet, or an absent position
+				continue
+			}
+			if b.closed && now >= b.reportedAt+max(s.srtt(), time.Millisecond) {
+				// A round trip since the window of the block's reports opened: a position
+				// dropped again (the RDMA transport sent it again) may be named again.
+				b.reported, b.reportedAt = psn.Bitmap{}, now
+			}
+			if b.reported.Has(j) {
+				s.stats.PathReportDropsRepeated++
+				continue
+			}
+			b.reported.Set(j)
+			if !b.closed {
+				continue // its extra symbols go with its ordinary ones when it closes
 			}
 			n := 0
 			for ; n < nb && idx[n] != i; n++ {
@@ -219,13 +293,75 @@ func (s *Sender) onPathReport(now time.Duration, from netip.AddrPort, msg []byte
 		if b.cfg.Scheme != wire.SchemeCauchy {
 			continue
 		}
-		// C16: fresh indices, at most Max m ordinary symbols per block.
-		c := min(extra[n], s.eff.MaxM-b.nextIndex, 255-b.k-b.nextIndex)
+		// C16: fresh indices, at most Max m ordinary symbols per block: those of its round
+		// (sent or still paced) and the extra ones sent before.
+		c := min(extra[n], s.eff.MaxM-b.ordinary-b.extra, 255-b.k-b.nextIndex-b.pacedLeft)
 		if c <= 0 {
 			continue
 		}
+		b.extra += c
+		pf := b.proactiveFrom
+		b.proactiveFrom = noProactive // counted here, not by index
 		before := s.stats.RepairSent
 		s.sendOrdinary(b, c, b.nextIndex+c)
 		s.stats.ExtraSent += s.stats.RepairSent - before
+		b.proactiveFrom = pf
 	}
+}
+
+// plausibleWindow is the least time a Lost Count may cover: the packets the flow sent within it
+// bound what a report may say was lost.
+const plausibleWindow = time.Second
+
+// countPacket counts a packet of the flow (a new source or one sent again) for sentWithin.
+func (s *Sender) countPacket(now time.Duration) {
+	s.rotatePackets(now)
+	s.winPackets[1]++
+}
+
+// sentWithin returns the packets of the flow sent since at least plausibleWindow ago (and at
+// most twice that): two counts, each of one window, the older dropped as a new one starts.
+func (s *Sender) sentWithin(now time.Duration) uint64 {
+	s.rotatePackets(now)
+	return s.winPackets[0] + s.winPackets[1]
+}
+
+func (s *Sender) rotatePackets(now time.Duration) {
+	if now < s.winStart+plausibleWindow {
+		return
+	}
+	if now < s.winStart+2*plausibleWindow {
+		s.winPackets[0] = s.winPackets[1]
+	} else {
+		s.winPackets[0] = 0
+	}
+	s.winPackets[1], s.winStart = 0, now
+}
+
+// listedReporter reports whether a is a configured path reporter (C14).
+func (s *Sender) listedReporter(a netip.Addr) bool {
+	for _, r := range s.o.reporters {
+		if r == a {
+			return true
+		}
+	}
+	return false
+}
+
+// namesFlow reports whether a PATH_REPORT names this flow: its destination QP, and its
+// descriptor's addresses or a pair given by WithReportAddresses.
+func (s *Sender) namesFlow(m *wire.PathReport) bool {
+	if m.FlowLabel&0xffffff != s.o.desc.DestQP {
+		return false
+	}
+	src, dst := m.Source.Unmap(), m.Destination.Unmap()
+	if src == s.o.desc.Src.Unmap() && dst == s.o.desc.Dst.Unmap() {
+		return true
+	}
+	for _, a := range s.o.reportAliases {
+		if (a[0].IsUnspecified() || a[0] == src) && (a[1].IsUnspecified() || a[1] == dst) {
+			return true
+		}
+	}
+	return false
 }

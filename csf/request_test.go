@@ -443,7 +443,12 @@ func TestPathReportCongestionNeverRaisesMC6c(t *testing.T) {
 	s := newSender(t, WithConfig(wire.SchemeCauchy, 32, 0, 0), WithReporters(rep))
 	establish(t, s, 0, 3)
 	now := time.Millisecond
+	next := psn.PSN(0x100)
 	for range 2 {
+		for range 1000 { // the interval's sources: what a Lost Count may plausibly reach
+			s.Observe(now, packet(next, 100))
+			next++
+		}
 		pr := wire.PathReport{Method: wire.MethodAltMark, Source: testFlow.Src, Destination: testFlow.Dst, FlowLabel: testFlow.DestQP,
 			Hops: []wire.HopEntry{{NodeID: 9, LostCount: 10, Cause: wire.CauseCongestion}}}
 		b, _ := pr.Append(nil)

@@ -98,6 +98,9 @@ type Sender struct {
 	haveReverseQP bool
 	ackedThrough  psn.PSN
 	haveAcked     bool
+	// The highest PSN Acknowledge was given: a path report's drop at or before it is delivered.
+	releasedThrough psn.PSN
+	haveReleased    bool
 
 	// The latest long message (C16): its PSNs.
 	long             bool
@@ -115,8 +118,12 @@ type Sender struct {
 	breaker   policy.Breaker
 	tripsPast uint64 // breaker trips of earlier sessions (each session starts with a fresh breaker)
 	mOverride bool   // the breaker holds m at zero (C11 f)
-	pathCong  uint32
+	pathCong  uint32 // Lost Counts with Cause congestion this interval, saturating at what was sent
 	pathDelay bool
+	// Packets of the flow (new sources and ones sent again) in the window that started at
+	// winStart and in the one before: what a path reporter's Lost Count may plausibly reach.
+	winPackets [2]uint64
+	winStart   time.Duration
 }
 
 type pendingParam struct {

@@ -380,5 +380,5 @@ func (s *Sender) release() {
 	s.haveCfg, s.pend = false, pendingParam{}
 	s.flowID, s.bound = 0, netip.AddrPort{}
 	s.mOverride = false
-	s.haveAcked = false
+	s.haveAcked, s.haveReleased = false, false
 }

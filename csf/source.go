@@ -121,6 +121,7 @@ func (s *Sender) ObserveSource(now time.Duration, p psn.PSN, n int, payload []by
 		return
 	}
 	s.stats.Sources++
+	s.countPacket(now)
 	if s.haveNext {
 		if gap := s.next.Forward(p); gap > 0 {
 			s.stats.SkippedPSNs += uint64(gap)
@@ -195,6 +196,7 @@ func (s *Sender) ObserveSource(now time.Duration, p psn.PSN, n int, payload []by
 // source; a copy that differs from the original is counted (the original stays coded).
 func (s *Sender) retransmission(now time.Duration, p psn.PSN, payload []byte) {
 	s.stats.Retransmissions++
+	s.countPacket(now)
 	s.lastAgain = now
 	i := s.find(p)
 	if i < 0 {
@@ -351,7 +353,8 @@ func (s *Sender) openBlock(now time.Duration, p psn.PSN) {
 	if s.prefix > 0 && len(pre) < s.cur.K*s.prefix {
 		pre = make([]byte, s.cur.K*s.prefix)
 	}
-	*b = block{seq: s.seq, used: true, start: p, cfg: s.cur, limit: limit, syms: syms, pre: pre, opened: now}
+	*b = block{seq: s.seq, used: true, start: p, cfg: s.cur, limit: limit, syms: syms, pre: pre, opened: now,
+		proactiveFrom: noProactive}
 	s.seq++
 	s.open = slot
 	s.stats.BlocksOpened++
@@ -395,6 +398,13 @@ func (s *Sender) closeBlock(now time.Duration, i int, full bool) {
 		m = max(m, min(m+s.o.longExtra, s.eff.MaxM))
 		s.stats.LongMessageBlocks++
 	}
+	if n := b.reported.Count(); n > 0 && !s.mOverride && b.cfg.Scheme == wire.SchemeCauchy {
+		// Dropped PSNs a path reporter named while the block was open (C16): one more ordinary
+		// symbol each, at most Max m in all; those beyond m count as extra (ExtraSent).
+		b.proactiveFrom = m
+		m = max(m, min(m+n, s.eff.MaxM))
+		b.reportedAt = now
+	}
 	m = min(m, 255-b.k)
 	b.ordinary = m
 	burst := min(m, 4)
@@ -427,6 +437,9 @@ func (s *Sender) sendOrdinary(b *block, n, total int) {
 		last := first+r == total-1
 		if s.sendRepair(b, wire.Repair{Scheme: b.cfg.Scheme, RepairIndex: uint8(first + r), Last: last, Symbol: syms[r]}) {
 			s.stats.RepairSent++
+			if first+r >= b.proactiveFrom {
+				s.stats.ExtraSent++
+			}
 		}
 	}
 }

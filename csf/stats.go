@@ -45,8 +45,26 @@ type Stats struct {
 	InfoAbsentSent                                                          uint64 // INFO messages naming PSNs of no block (E29)
 
 	// Reports and messages.
-	LossReports, PathReports, PathReportsRejected, PathReportDrops uint64
-	BreakerTrips, MChanges                                         uint64
-	MessagesIgnored, MessagesMalformed, MessagesWrongSource        uint64
-	EncodeErrors                                                   uint64
+	LossReports uint64
+	// PATH_REPORT (draft, Path Reports; C10, C14, C16). PathReports counts the reports taken;
+	// PathReportsRejected those refused as a whole, which are exactly one of: PathReportsUnlisted
+	// (the source is not a configured reporter, C14), PathReportsWrongFlow (the addresses or the
+	// Flow Label name another flow), PathReportsUnknownMethod (a Method CREM does not define, or
+	// private use: C1, never acted on), PathReportsImplausible (Lost Counts above the packets the
+	// flow sent in the last second or two, or an entry listing more PSNs than its Lost Count).
+	PathReports, PathReportsRejected                 uint64
+	PathReportsUnlisted, PathReportsWrongFlow        uint64
+	PathReportsUnknownMethod, PathReportsImplausible uint64
+	// PathReportDrops counts the dropped PSNs the reports taken named; PathReportDropsUnknown
+	// those that caused nothing: of no held block, not sent yet, absent positions, already
+	// acknowledged by the RDMA transport, or named by a method other than 3 (node drops).
+	// PathReportDropsRepeated counts PSNs named again within an SRTT of the block's last
+	// proactive repair: at most one extra symbol per reported position and round trip.
+	PathReportDrops, PathReportDropsUnknown, PathReportDropsRepeated uint64
+	// PathReportCongestionCapped counts Lost Counts with Cause congestion cut to the packets the
+	// flow sent in that window (the interval's sum is saturating: it never wraps).
+	PathReportCongestionCapped                              uint64
+	BreakerTrips, MChanges                                  uint64
+	MessagesIgnored, MessagesMalformed, MessagesWrongSource uint64
+	EncodeErrors                                            uint64
 }

@@ -109,6 +109,7 @@ type counters struct {
 	// CREM messages the router could not give to a shard (the nodes count their own).
 	cremMalformed, cremUnknownFlw atomic.Uint64
 	cremDiscarded                 atomic.Uint64
+	pathMalformed                 atomic.Uint64 // PATH_REPORTs among cremMalformed
 	notRoCE                       atomic.Uint64
 }
 
@@ -210,6 +211,13 @@ func New(c Config, o Options) (*Gateway, error) {
 		g.shards = append(g.shards, sh)
 	}
 	ok = true
+	if c, w := g.crem.addr.Addr(), g.WANAddr().Addr(); len(r.reporters) > 0 && g.wan != nil &&
+		!c.IsUnspecified() && !w.IsUnspecified() && c != w {
+		// A reporter between the gateways names this gateway by its WAN address and sends to
+		// it at the CREM port (Node.reportKey): such reports reach no socket of the gateway.
+		log.Warn("path reporters on the WAN path send to the WAN address at the CREM port, where the gateway does not listen",
+			"crem_address", g.crem.addr, "wan_listen", g.WANAddr())
+	}
 	return g, nil
 }
 
@@ -426,9 +434,15 @@ func (g *Gateway) shardFor(p *pkt) *shard {
 		}
 		return g.shards[g.pairHash(h.Source.Unmap(), h.Destination.Unmap())]
 	case wire.TypePathReport:
+		if g.cfg.mode == "relay" {
+			// Every outbound flow runs between the two endpoints, whatever addresses the
+			// report names them by (Node.reportKey): their shard parses, maps and counts it.
+			return g.shards[g.pairHash(g.cfg.localEP, g.cfg.remoteEP)]
+		}
 		pr, err := wire.ParsePathReport(b)
 		if err != nil {
 			g.c.cremMalformed.Add(1)
+			g.c.pathMalformed.Add(1)
 			return nil
 		}
 		return g.shards[g.pairHash(pr.Source.Unmap(), pr.Destination.Unmap())]

@@ -103,6 +103,8 @@ type relaySetup struct {
 	shards        int
 	maxOpenBlocks int
 	bufferTrim    time.Duration // 0: the gateway's default
+	reporters     []string      // the gateways' configured path reporters
+	adapt         *bool         // nil: the default (the RECOMMENDED policy on)
 }
 
 // relayPair is two gateways in relay mode on loopback: A (127.0.0.1) in front of hostA, B
@@ -154,11 +156,11 @@ func newRelayPair(t *testing.T, s relaySetup) *relayPair {
 		if i == 1 {
 			host, other = p.hostB, p.addrA
 		}
-		c := gateway.Config{Peer: p.path.addr[i].String(), Shards: s.shards, Protect: rules,
+		c := gateway.Config{Peer: p.path.addr[i].String(), Shards: s.shards, Protect: rules, Reporters: s.reporters,
 			Relay: gateway.RelayConfig{Target: host.LocalAddr().String(), PeerData: p.path.addr[i].String(),
 				LocalEndpoint: self.String(), RemoteEndpoint: other.String()},
 			Policy: gateway.PolicyConfig{K: 32, M: 4, MTU: s.mtu, InitialRTT: (s.rtt + time.Millisecond).String(),
-				MaxOpenBlocks: s.maxOpenBlocks, BurstGap: "2ms", Idle: "5m"}}
+				MaxOpenBlocks: s.maxOpenBlocks, BurstGap: "2ms", Idle: "5m", Adapt: s.adapt}}
 		g, err := gateway.New(c, gateway.Options{Seed: s.seed*16 + uint64(i) + 1, BufferTrim: s.bufferTrim,
 			Sockets: gateway.Sockets{CREM: socks[i], Relay: bindLoopback(t, self), WAN: bindLoopback(t, self)}})
 		if err != nil {

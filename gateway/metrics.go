@@ -73,6 +73,7 @@ func (g *Gateway) ownCounters() map[string]uint64 {
 		"buffers_exhausted": c.buffersExhausted.Load(), "memory_returned": c.memoryReturned.Load(),
 		"crem_malformed": c.cremMalformed.Load(), "crem_unknown_flow": c.cremUnknownFlw.Load(),
 		"crem_discarded": c.cremDiscarded.Load(), "not_roce": c.notRoCE.Load(),
+		"path_reports_malformed": c.pathMalformed.Load(),
 	}
 	for k, n := range kindNames {
 		m["rx_packets_"+n] = c.rx[k].Load()

@@ -102,10 +102,14 @@ type NodeStats struct {
 	HelloRefusedNoPort uint64 // HELLOs refused: relay mode needs the rule's src_port (G2)
 	FlowsStarted       uint64 // CSF sessions started, again after a CLOSE included
 	PathReportsTaken   uint64 // TUN mode: PATH_REPORTs taken off the path for a CSF (C10)
-	TemplateErrors     uint64 // TUN mode: deliveries with no header template
-	CREMDiscarded      uint64 // too short, another Version, or an unknown Type
-	CREMMalformed      uint64 // a HELLO_ACK or PATH_REPORT that does not parse
-	CREMUnknownFlow    uint64 // a CREM message for no engine of this node
+	// PATH_REPORTs the node dropped itself (the CSFs count what they refuse, by kind):
+	// PathReportsMalformed did not parse; PathReportsUnknownFlow named no flow with a CSF here
+	// (by its logical addresses, or in relay mode by the WAN addresses: reportKey).
+	PathReportsMalformed, PathReportsUnknownFlow uint64
+	TemplateErrors                               uint64 // TUN mode: deliveries with no header template
+	CREMDiscarded                                uint64 // too short, another Version, or an unknown Type
+	CREMMalformed                                uint64 // a HELLO_ACK or PATH_REPORT that does not parse
+	CREMUnknownFlow                              uint64 // a CREM message for no engine of this node
 	// ReverseToSender counts packets passing back that were offered to the CSF of their flow;
 	// ReverseToNone those offered to none (no flow paired with their QP: they release nothing).
 	ReverseToSender, ReverseToNone uint64
@@ -372,15 +376,18 @@ func (n *Node) Tun(now time.Duration, b []byte, ce bool) bool {
 		payload = payload[:ul-8]
 	}
 	if inbound && dport == c.crem.Port() && len(payload) >= wire.HeaderLen && wire.Type(payload[0]&0x0f) == wire.TypePathReport {
-		// C10: a PATH_REPORT addressed to a source this gateway serves is its CSF's.
+		// C10: a PATH_REPORT addressed to a source this gateway serves is its CSF's, which
+		// takes it only from a configured reporter (C14) and counts what it refuses. Any other
+		// goes on to the host it is addressed to, counted if it does not parse.
 		pr, err := wire.ParsePathReport(payload)
-		if err == nil {
-			k := flow.Key{Src: pr.Source.Unmap(), Dst: pr.Destination.Unmap(), DestQP: pr.FlowLabel & 0xffffff}
-			if s := n.senders[k]; s != nil {
-				s.s.Handle(now, netip.AddrPortFrom(src, sport), payload)
-				n.stats.PathReportsTaken++
-				return false
-			}
+		if err != nil {
+			n.stats.PathReportsMalformed++
+			return true
+		}
+		if s := n.senders[n.reportKey(&pr)]; s != nil {
+			s.s.Handle(now, netip.AddrPortFrom(src, sport), payload)
+			n.stats.PathReportsTaken++
+			return false
 		}
 		return true
 	}
@@ -451,17 +458,50 @@ func (n *Node) CREM(now time.Duration, from netip.AddrPort, b []byte, ce bool) {
 		pr, err := wire.ParsePathReport(b)
 		if err != nil {
 			n.stats.CREMMalformed++
+			n.stats.PathReportsMalformed++
 			return
 		}
-		k := flow.Key{Src: pr.Source.Unmap(), Dst: pr.Destination.Unmap(), DestQP: pr.FlowLabel & 0xffffff}
-		if s := n.senders[k]; s != nil {
-			s.s.Handle(now, from, b)
+		if s := n.senders[n.reportKey(&pr)]; s != nil {
+			s.s.Handle(now, from, b) // C14 and the rest: the CSF's to judge and count
 		} else {
 			n.stats.CREMUnknownFlow++
+			n.stats.PathReportsUnknownFlow++
 		}
 	default:
 		n.stats.CREMDiscarded++
 	}
+}
+
+// reportKey is the outbound flow a PATH_REPORT names. A report names a flow by the addresses
+// a node on the path sees (draft, Path Reports). In tun mode, and in relay mode where the path
+// carries the logical addresses, those are the flow's own. Between two relay-mode gateways the
+// path carries the datagrams from this gateway's WAN socket (relay.wan_listen) to the peer's
+// data address (relay.peer_data), whatever the endpoints' logical addresses (local_endpoint,
+// remote_endpoint) are. A report whose Source is this gateway's WAN address (any Destination:
+// a proxy or a NAT on the path may show the peer under another address than peer_data), or
+// whose Destination is the peer_data address (any Source: a WAN socket bound to the
+// unspecified address), names the flow from the local to the remote endpoint with the report's
+// destination QP. Every outbound flow of a relay-mode gateway runs between those two endpoints
+// and the flows differ by their destination QP alone, so the mapping is one to one. The
+// logical addresses are tried first: where they equal the WAN ones nothing changes.
+func (n *Node) reportKey(pr *wire.PathReport) flow.Key {
+	k := flow.Key{Src: pr.Source.Unmap(), Dst: pr.Destination.Unmap(), DestQP: pr.FlowLabel & 0xffffff}
+	if n.cfg.mode != "relay" {
+		return k
+	}
+	if _, ok := n.senders[k]; ok {
+		return k
+	}
+	if src, dst := n.wanReportAddrs(); !src.IsUnspecified() && k.Src == src || k.Dst == dst {
+		k.Src, k.Dst = n.cfg.localEP, n.cfg.remoteEP
+	}
+	return k
+}
+
+// wanReportAddrs are the addresses a relay-mode gateway's relayed datagrams cross the path
+// with: from its WAN socket to the peer's data address.
+func (n *Node) wanReportAddrs() (src, dst netip.Addr) {
+	return n.cfg.wanListen.Addr().Unmap(), n.cfg.peerData.Addr().Unmap()
 }
 
 // learnFlowID records the Flow ID the peer assigned to a sender.
@@ -526,6 +566,15 @@ func (n *Node) senderFor(now time.Duration, k flow.Key, srcPort uint16) *sender 
 		csf.WithLogger(n.log.With("src", k.Src, "dst", k.Dst, "qp", qp))}
 	if len(c.reporters) > 0 {
 		opts = append(opts, csf.WithReporters(c.reporters...))
+	}
+	if c.mode == "relay" { // reportKey's mapping
+		src, dst := n.wanReportAddrs()
+		if src.IsValid() && !src.IsUnspecified() {
+			opts = append(opts, csf.WithReportAddresses(src, unspecified(src)))
+		}
+		if dst.IsValid() && !dst.IsUnspecified() {
+			opts = append(opts, csf.WithReportAddresses(unspecified(dst), dst))
+		}
 	}
 	if c.burstGap > 0 {
 		opts = append(opts, csf.WithBurstGap(c.burstGap))
@@ -742,6 +791,7 @@ func (ns *NodeStats) addTo(m map[string]uint64) {
 		"restored_delivered": ns.RestoredDelivered, "abandoned": ns.Abandoned,
 		"hello_refused_no_src_port": ns.HelloRefusedNoPort, "flows_started": ns.FlowsStarted,
 		"path_reports_intercepted": ns.PathReportsTaken, "template_errors": ns.TemplateErrors,
+		"path_reports_malformed": ns.PathReportsMalformed, "path_reports_unknown_flow": ns.PathReportsUnknownFlow,
 		"crem_discarded": ns.CREMDiscarded, "crem_malformed": ns.CREMMalformed, "crem_unknown_flow": ns.CREMUnknownFlow,
 		"reverse_to_sender": ns.ReverseToSender, "reverse_to_none": ns.ReverseToNone,
 		"sender_reverse_qp_set": ns.SenderReverseQPSet, "sender_reverse_qp_cleared": ns.SenderReverseQPCleared,
@@ -883,3 +933,11 @@ func (n *Node) removeSender(s *sender) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// unspecified is the unspecified address of a's family.
+func unspecified(a netip.Addr) netip.Addr {
+	if a.Is4() {
+		return netip.IPv4Unspecified()
+	}
+	return netip.IPv6Unspecified()
+}
