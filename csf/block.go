@@ -34,6 +34,9 @@ type block struct {
 	reportedAt    time.Duration
 	proactiveFrom int
 	extra         int // ordinary symbols sent for path reports after the block closed
+	// covering is how many of the block's symbols answer the positions named in the current
+	// window: its ordinary ones, then the extra ones sent since (0 after the window restarts).
+	covering int
 
 	// Pacing of ordinary symbols beyond a burst of 4 (C11 c).
 	pacedLeft int

@@ -74,7 +74,8 @@ func TestPathReportUnlistedSourceC14(t *testing.T) {
 func TestPathReportWrongFlowC14(t *testing.T) {
 	wan, peer := netip.MustParseAddr("192.0.2.1"), netip.MustParseAddr("198.51.100.9")
 	s, now := fullBlock(t, wire.SchemeCauchy, 8, 2, WithReporters(testReporter), WithReportAddresses(wan, peer))
-	h := drops(wire.CauseCorruption, 0x101)
+	// Two drops in a block with m = 2: one extra symbol (beyond m, and reportMargin more).
+	h := drops(wire.CauseCorruption, 0x101, 0x102)
 	for _, pr := range []wire.PathReport{
 		{Method: 3, Source: testFlow.Src, Destination: testFlow.Dst, FlowLabel: testFlow.DestQP + 1},
 		{Method: 3, Source: testFlow.Dst, Destination: testFlow.Src, FlowLabel: testFlow.DestQP},
@@ -90,7 +91,7 @@ func TestPathReportWrongFlowC14(t *testing.T) {
 	if st := s.Stats(); st.PathReportsWrongFlow != 5 || st.PathReportsRejected != 5 || st.PathReports != 0 {
 		t.Fatalf("wrong-flow reports: %+v", st)
 	}
-	// The WAN pair names the flow: one extra symbol for the drop.
+	// The WAN pair names the flow: one extra symbol for the drops.
 	pr := wire.PathReport{Method: 3, Source: wan, Destination: peer, FlowLabel: testFlow.DestQP | 0x7f000000, Hops: []wire.HopEntry{h}}
 	b, _ := pr.Append(nil)
 	s.Handle(now, reporterAt, b)
@@ -208,17 +209,20 @@ func TestPathReportDropsCauseNoRepairSection4(t *testing.T) {
 	s.Acknowledge(0x108)
 	s.Handle(now+time.Second, reporterAt, pathReport(t, wire.MethodNodeDrops, drops(wire.CauseCorruption, 0x101, 0x108)))
 	queuedNothing(t, s, "drops already acknowledged")
-	// Once, not twice, within an SRTT; again after one.
-	s.Handle(now+time.Second, reporterAt, pathReport(t, wire.MethodNodeDrops, drops(wire.CauseCorruption, 0x109)))
-	s.Handle(now+time.Second, reporterAt, pathReport(t, wire.MethodNodeDrops, drops(wire.CauseCorruption, 0x109)))
+	// Once, not twice, within an SRTT; again after one. The block's m = 2 symbols cover two
+	// drops: two named get one more symbol (reportMargin); named again after an SRTT (the
+	// RDMA transport sent them again and they were dropped again) the earlier symbols are not
+	// counted, and they get three.
+	s.Handle(now+time.Second, reporterAt, pathReport(t, wire.MethodNodeDrops, drops(wire.CauseCorruption, 0x109, 0x10b)))
+	s.Handle(now+time.Second, reporterAt, pathReport(t, wire.MethodNodeDrops, drops(wire.CauseCorruption, 0x109, 0x10b)))
 	if rs := repairs(drain(s)); len(rs) != 1 {
-		t.Fatalf("%d symbols for a drop named twice within an SRTT, want 1", len(rs))
+		t.Fatalf("%d symbols for two drops named twice within an SRTT, want 1", len(rs))
 	}
-	s.Handle(now+time.Second+100*time.Millisecond, reporterAt, pathReport(t, wire.MethodNodeDrops, drops(wire.CauseCorruption, 0x109)))
-	if rs := repairs(drain(s)); len(rs) != 1 {
-		t.Fatalf("%d symbols for a drop named again after an SRTT, want 1", len(rs))
+	s.Handle(now+time.Second+100*time.Millisecond, reporterAt, pathReport(t, wire.MethodNodeDrops, drops(wire.CauseCorruption, 0x109, 0x10b)))
+	if rs := repairs(drain(s)); len(rs) != 2+reportMargin {
+		t.Fatalf("%d symbols for two drops named again after an SRTT, want %d", len(rs), 2+reportMargin)
 	}
-	if st := s.Stats(); st.PathReportDropsUnknown != 8 || st.PathReportDropsRepeated != 1 || st.ExtraSent != 2 {
+	if st := s.Stats(); st.PathReportDropsUnknown != 8 || st.PathReportDropsRepeated != 2 || st.ExtraSent != 1+2+reportMargin {
 		t.Fatalf("counters: %+v", st)
 	}
 }
@@ -227,7 +231,7 @@ func TestPathReportDropsCauseNoRepairSection4(t *testing.T) {
 // extra ordinary symbols when the block closes, with the block's own (fresh indices, LAST on
 // the final one, counted as extra); with m = 0 they are the block's only repair.
 func TestPathReportOpenBlockC16(t *testing.T) {
-	for _, m := range []int{0, 2} {
+	for _, m := range []int{0, 2, 4} {
 		s := newSender(t, WithConfig(wire.SchemeCauchy, 8, m, 0), WithAdaptation(false), WithRepairFraction(16), WithReporters(testReporter))
 		establish(t, s, 0, 3)
 		now := time.Millisecond
@@ -241,9 +245,15 @@ func TestPathReportOpenBlockC16(t *testing.T) {
 		for j := 5; j < 8; j++ {
 			s.Observe(now, packet(psn.PSN(0x100+j), 300))
 		}
+		// Two present positions named: the block gets symbols for the drops beyond what m
+		// covers, and one more (reportMargin).
+		extra := max(0, 2+reportMargin-m)
 		rs := repairs(drain(s))
-		if len(rs) != m+2 || s.Stats().ExtraSent != 2 || s.Stats().PathReportDropsUnknown != 1 {
-			t.Fatalf("m = %d: %d symbols at close, want %d; %+v", m, len(rs), m+2, s.Stats())
+		if len(rs) != m+extra || s.Stats().ExtraSent != uint64(extra) || s.Stats().PathReportDropsUnknown != 1 {
+			t.Fatalf("m = %d: %d symbols at close, want %d; %+v", m, len(rs), m+extra, s.Stats())
+		}
+		if covered := s.Stats().PathReportDropsCovered; (extra == 0) != (covered == 2) {
+			t.Fatalf("m = %d: %d named PSNs counted as covered by the block's own symbols", m, covered)
 		}
 		for i, r := range rs {
 			if int(r.RepairIndex) != i || r.Retx || r.Last != (i == len(rs)-1) {
@@ -434,7 +444,7 @@ func TestPathReportFloodBoundedC11(t *testing.T) {
 		}
 		// Each position named once per SRTT at most: the flood lasts a few ms per block
 		// (32 packets behind the newest), less than an SRTT, so each at most once.
-		if extra := b.ordinary - m; extra > len(namedBy[bs]) {
+		if extra := b.ordinary - m; extra > len(namedBy[bs])+reportMargin {
 			t.Errorf("block %v: %d extra symbols for %d positions named", bs, extra, len(namedBy[bs]))
 		}
 	}
@@ -458,12 +468,13 @@ func TestPathReportFloodBoundedC11(t *testing.T) {
 	total := 0
 	for _, n := range perWindow {
 		total += n
-		if n > 4 {
+		if n > 4+reportMargin {
 			t.Errorf("%d extra symbols in one SRTT for 4 named positions: %v", n, perWindow)
 		}
 	}
-	if perWindow[0] != 4 || total != maxM-m || s2.Stats().ExtraSent != uint64(maxM-m) {
-		t.Errorf("extra symbols per SRTT %v (%d in all, %d counted), want 4 at once and %d in all", perWindow, total, s2.Stats().ExtraSent, maxM-m)
+	// The first window: the drops beyond the block's m, and reportMargin more.
+	if perWindow[0] != 4+reportMargin-m || total != maxM-m || s2.Stats().ExtraSent != uint64(maxM-m) {
+		t.Errorf("extra symbols per SRTT %v (%d in all, %d counted), want %d at once and %d in all", perWindow, total, s2.Stats().ExtraSent, 4+reportMargin-m, maxM-m)
 	}
 }
 

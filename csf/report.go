@@ -117,7 +117,12 @@ func (s *Sender) onLossReport(now time.Duration, msg []byte) {
 	iv := policy.Interval{Expected: m.Expected, Received: m.Received, CEMarked: m.CEMarked,
 		Repairs: m.RepairsReceived, RepairsCE: m.RepairsCEMarked,
 		CongestionDrops: s.pathCong, QueueDelayRising: s.pathDelay}
-	s.pathCong, s.pathDelay = 0, false
+	// The path reports' findings go to the first interval that shows loss: the CRF counts a lost
+	// PSN only once it is settled (E42), often an interval after the reporter saw the drop. An
+	// interval without loss leaves them for the next, until they are older than a few SRTT.
+	if iv.Lost() > 0 || now >= s.pathSince+pathFindingsLife*s.srtt() {
+		s.pathCong, s.pathDelay = 0, false
+	}
 	used := s.est.Update(iv)
 	s.budget.OnRepairCE(now, s.srtt(), m.RepairsCEMarked)
 	interval := time.Duration(m.IntervalUS) * time.Microsecond
@@ -230,6 +235,9 @@ func (s *Sender) onPathReport(now time.Duration, from netip.AddrPort, msg []byte
 	nb := 0
 	for i := range m.Hops {
 		h := &m.Hops[i]
+		if (h.Cause == wire.CauseCongestion || h.QueueDelayChangeUS > 0) && h.LostCount > 0 && s.pathCong == 0 && !s.pathDelay {
+			s.pathSince = now
+		}
 		if h.Cause == wire.CauseCongestion && h.LostCount > 0 {
 			// Saturating, and never more than the flow sent in the window.
 			if c := uint64(s.pathCong) + uint64(h.LostCount); c > uint64(limit) {
@@ -262,7 +270,12 @@ func (s *Sender) onPathReport(now time.Duration, from netip.AddrPort, msg []byte
 			if b.closed && now >= b.reportedAt+max(s.srtt(), time.Millisecond) {
 				// A round trip since the window of the block's reports opened: a position
 				// dropped again (the RDMA transport sent it again) may be named again.
-				b.reported, b.reportedAt = psn.Bitmap{}, now
+				if b.reported.Count() > 0 {
+					// The block's symbols answered the positions named before; those named
+					// again need their own.
+					b.reported, b.covering = psn.Bitmap{}, 0
+				}
+				b.reportedAt = now
 			}
 			if b.reported.Has(j) {
 				s.stats.PathReportDropsRepeated++
@@ -295,11 +308,16 @@ func (s *Sender) onPathReport(now time.Duration, from netip.AddrPort, msg []byte
 		}
 		// C16: fresh indices, at most Max m ordinary symbols per block: those of its round
 		// (sent or still paced) and the extra ones sent before.
-		c := min(extra[n], s.eff.MaxM-b.ordinary-b.extra, 255-b.k-b.nextIndex-b.pacedLeft)
+		// Only the drops beyond what the block's symbols of this window cover (its ordinary ones,
+		// and the extra ones sent for earlier reports), and one more (reportMargin).
+		need := b.reported.Count() + reportMargin - b.covering
+		c := min(need, s.eff.MaxM-b.ordinary-b.extra, 255-b.k-b.nextIndex-b.pacedLeft)
 		if c <= 0 {
+			s.stats.PathReportDropsCovered += uint64(extra[n])
 			continue
 		}
 		b.extra += c
+		b.covering += c
 		pf := b.proactiveFrom
 		b.proactiveFrom = noProactive // counted here, not by index
 		before := s.stats.RepairSent
@@ -308,6 +326,14 @@ func (s *Sender) onPathReport(now time.Duration, from netip.AddrPort, msg []byte
 		b.proactiveFrom = pf
 	}
 }
+
+// pathFindingsLife is how many SRTT the congestion findings of path reports wait for a
+// LOSS_REPORT interval that shows loss.
+const pathFindingsLife = 4
+
+// reportMargin is how many repair symbols beyond the reported drops a block is given: the node
+// reports the source packets it dropped, not the repair symbols, which the same burst may take.
+const reportMargin = 1
 
 // plausibleWindow is the least time a Lost Count may cover: the packets the flow sent within it
 // bound what a report may say was lost.

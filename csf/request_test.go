@@ -354,8 +354,9 @@ func TestPathReportC14C16(t *testing.T) {
 		t.Fatal("PATH_REPORT from an unconfigured address acted on")
 	}
 	s.Handle(now, netip.AddrPortFrom(rep, 50000), b)
+	// Two drops in a block of m = 2: the symbols beyond what m covers, and reportMargin more.
 	rs := repairs(drain(s))
-	if len(rs) != 2 || rs[0].Retx || rs[0].RepairIndex != 2 || rs[1].RepairIndex != 3 || rs[0].RepairSessionID != 0 {
+	if len(rs) != reportMargin || rs[0].Retx || rs[0].RepairIndex != 2 || rs[0].RepairSessionID != 0 {
 		t.Fatalf("proactive symbols %+v", rs)
 	}
 	if s.Stats().BlocksAcked != 0 || s.find(0x101) < 0 {
@@ -463,5 +464,42 @@ func TestPathReportCongestionNeverRaisesMC6c(t *testing.T) {
 	}
 	if s.Stats().PathReports != 2 {
 		t.Fatal("reports not taken")
+	}
+}
+
+// TestPathReportFindingsWaitForTheLossC6c: the CRF counts a lost PSN only once it is settled
+// (E42), often in the LOSS_REPORT after the interval in which the reporter saw the drop. A path
+// report's congestion finding therefore waits for the first interval that shows loss (within
+// pathFindingsLife SRTT), and that loss does not raise m; a finding that waited longer is
+// forgotten, and the same loss then counts as transmission loss and raises m.
+func TestPathReportFindingsWaitForTheLossC6c(t *testing.T) {
+	for _, wait := range []time.Duration{10 * time.Millisecond, time.Second} {
+		rep := netip.MustParseAddr("10.5.5.5")
+		s := newSender(t, WithConfig(wire.SchemeCauchy, 32, 0, 0), WithReporters(rep), WithInitialRTT(10*time.Millisecond))
+		establish(t, s, 0, 3)
+		now := time.Millisecond
+		next := psn.PSN(0x100)
+		for range 1000 {
+			s.Observe(now, packet(next, 100))
+			next++
+		}
+		pr := wire.PathReport{Method: wire.MethodNodeDrops, Source: testFlow.Src, Destination: testFlow.Dst, FlowLabel: testFlow.DestQP,
+			Hops: []wire.HopEntry{{NodeID: 9, LostCount: 10, Cause: wire.CauseCongestion, QueueDelayChangeUS: 800}}}
+		b, _ := pr.Append(nil)
+		s.Handle(now, netip.AddrPortFrom(rep, 50000), b)
+		// The interval of the drop shows no loss yet: the finding is kept.
+		now += 10 * time.Millisecond
+		lossReport(t, s, now, 990, 990, 0, 0, 10*time.Millisecond)
+		now += wait
+		lossReport(t, s, now, 10, 0, 0, 0, 10*time.Millisecond)
+		raised := false
+		for _, m := range drain(s) {
+			if _, ok := m.(*wire.ParamUpdate); ok {
+				raised = true
+			}
+		}
+		if kept := wait < pathFindingsLife*s.srtt(); raised == kept {
+			t.Fatalf("finding %v old (kept: %v): m raised %v", wait, kept, raised)
+		}
 	}
 }

@@ -120,6 +120,7 @@ type Sender struct {
 	mOverride bool   // the breaker holds m at zero (C11 f)
 	pathCong  uint32 // Lost Counts with Cause congestion this interval, saturating at what was sent
 	pathDelay bool
+	pathSince time.Duration // when the current path findings began
 	// Packets of the flow (new sources and ones sent again) in the window that started at
 	// winStart and in the one before: what a path reporter's Lost Count may plausibly reach.
 	winPackets [2]uint64

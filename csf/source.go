@@ -399,14 +399,20 @@ func (s *Sender) closeBlock(now time.Duration, i int, full bool) {
 		s.stats.LongMessageBlocks++
 	}
 	if n := b.reported.Count(); n > 0 && !s.mOverride && b.cfg.Scheme == wire.SchemeCauchy {
-		// Dropped PSNs a path reporter named while the block was open (C16): one more ordinary
-		// symbol each, at most Max m in all; those beyond m count as extra (ExtraSent).
+		// Dropped PSNs a path reporter named while the block was open (C16): ordinary symbols
+		// for those beyond what m covers and one more (reportMargin), at most Max m in all;
+		// those beyond m count as extra (ExtraSent).
 		b.proactiveFrom = m
-		m = max(m, min(m+n, s.eff.MaxM))
+		if add := n + reportMargin - m; add > 0 {
+			m = max(m, min(m+add, s.eff.MaxM))
+		} else {
+			s.stats.PathReportDropsCovered += uint64(n)
+		}
 		b.reportedAt = now
 	}
 	m = min(m, 255-b.k)
 	b.ordinary = m
+	b.covering = m
 	burst := min(m, 4)
 	s.sendOrdinary(b, burst, m)
 	if m > burst {

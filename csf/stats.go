@@ -60,7 +60,10 @@ type Stats struct {
 	// acknowledged by the RDMA transport, or named by a method other than 3 (node drops).
 	// PathReportDropsRepeated counts PSNs named again within an SRTT of the block's last
 	// proactive repair: at most one extra symbol per reported position and round trip.
+	// PathReportDropsCovered counts the named PSNs for which no extra symbol was needed: the
+	// block's own symbols already answer every position named, and one more.
 	PathReportDrops, PathReportDropsUnknown, PathReportDropsRepeated uint64
+	PathReportDropsCovered                                           uint64
 	// PathReportCongestionCapped counts Lost Counts with Cause congestion cut to the packets the
 	// flow sent in that window (the interval's sum is saturating: it never wraps).
 	PathReportCongestionCapped                              uint64
