@@ -227,10 +227,10 @@ func TestForgedPathReportsSecurity(t *testing.T) {
 				kind := arng.IntN(fKinds)
 				r := runs[arng.IntN(nQP)]
 				k := keys(r)[side]
-				first := r.psnA // the PSNs the flow's source sends from
-				if side == 1 {
-					first = r.psnB
-				}
+				// The PSNs the flow's source sends from: A's WRITE and READ requests, and B's
+				// READ responses, which carry the PSNs of the requests they answer (IBTA), so
+				// both directions' data PSNs lie in the range that starts at psnA.
+				first := r.psnA
 				pr := wire.PathReport{Method: wire.MethodNodeDrops, Source: k.Src, Destination: k.Dst, FlowLabel: k.DestQP}
 				h := wire.HopEntry{NodeID: 77, MarkingPeriodNumber: uint32(batch), LostCount: 1, Cause: wire.CauseCongestion,
 					DroppedPSNs: []psn.PSN{first.Add(arng.IntN(2 * size / mtu))}}
@@ -375,7 +375,8 @@ wait:
 			t.Errorf("gateway %s: %d forged reports counted and %d lost, of %d sent", name, counted, lost, all)
 		}
 		if unknownPSNs < 3*got[fNoSuchPSN] || nA+nN > 0 && got[fAbsurd]+got[fNoSuchPSN] == 0 {
-			t.Errorf("gateway %s: %d dropped PSNs counted as of no held position, want %d", name, unknownPSNs, 3*got[fNoSuchPSN])
+			t.Errorf("gateway %s: %d dropped PSNs counted as of no held position, want %d (named %d, repeated %d, covered %d, extra %d)", name, unknownPSNs, 3*got[fNoSuchPSN],
+				s.PathReportDrops-b.PathReportDrops, s.PathReportDropsRepeated-b.PathReportDropsRepeated, s.PathReportDropsCovered-b.PathReportDropsCovered, s.ExtraSent)
 		}
 		if s.ExtraSent != 0 {
 			t.Errorf("gateway %s: %d extra symbols sent for forged reports", name, s.ExtraSent)
