@@ -309,8 +309,8 @@ func (s *Sender) onPathReport(now time.Duration, from netip.AddrPort, msg []byte
 		// C16: fresh indices, at most Max m ordinary symbols per block: those of its round
 		// (sent or still paced) and the extra ones sent before.
 		// Only the drops beyond what the block's symbols of this window cover (its ordinary ones,
-		// and the extra ones sent for earlier reports), and one more (reportMargin).
-		need := b.reported.Count() + reportMargin - b.covering
+		// and the extra ones sent for earlier reports), and one more for a burst (symbolsFor).
+		need := symbolsFor(b.reported.Count()) - b.covering
 		c := min(need, s.eff.MaxM-b.ordinary-b.extra, 255-b.k-b.nextIndex-b.pacedLeft)
 		if c <= 0 {
 			s.stats.PathReportDropsCovered += uint64(extra[n])
@@ -331,9 +331,19 @@ func (s *Sender) onPathReport(now time.Duration, from netip.AddrPort, msg []byte
 // LOSS_REPORT interval that shows loss.
 const pathFindingsLife = 4
 
-// reportMargin is how many repair symbols beyond the reported drops a block is given: the node
-// reports the source packets it dropped, not the repair symbols, which the same burst may take.
+// reportMargin is how many repair symbols beyond the reported drops a block is given when a
+// report names two or more of its positions: the node reports the source packets it dropped,
+// not the repair symbols, which the same burst may take. A lone drop gets no margin: its
+// block's symbols meet the path's loss rate only.
 const reportMargin = 1
+
+// symbolsFor returns how many symbols a block needs for named dropped positions.
+func symbolsFor(named int) int {
+	if named >= 2 {
+		return named + reportMargin
+	}
+	return named
+}
 
 // plausibleWindow is the least time a Lost Count may cover: the packets the flow sent within it
 // bound what a report may say was lost.

@@ -400,10 +400,10 @@ func (s *Sender) closeBlock(now time.Duration, i int, full bool) {
 	}
 	if n := b.reported.Count(); n > 0 && !s.mOverride && b.cfg.Scheme == wire.SchemeCauchy {
 		// Dropped PSNs a path reporter named while the block was open (C16): ordinary symbols
-		// for those beyond what m covers and one more (reportMargin), at most Max m in all;
+		// for those beyond what m covers, and one more for a burst (symbolsFor), at most Max m in all;
 		// those beyond m count as extra (ExtraSent).
 		b.proactiveFrom = m
-		if add := n + reportMargin - m; add > 0 {
+		if add := symbolsFor(n) - m; add > 0 {
 			m = max(m, min(m+add, s.eff.MaxM))
 		} else {
 			s.stats.PathReportDropsCovered += uint64(n)
