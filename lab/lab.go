@@ -51,12 +51,11 @@ type Options struct {
 	// with a path reporter (PATH_REPORT method 3, node-local drops) that tells the flow's CSF of
 	// every RoCEv2 datagram it drops, and the gateways accept its reports (C14, C16).
 	Reporter bool
-	// ReportHold delays each drop before the reporter hears of it: 0 takes the default, one
-	// block's span (K packets at a QP's rate), after which the dropped PSN's block has closed
-	// at its CSF (a CSF sends extra repair for the PSNs of closed blocks only, C16 as
-	// implemented); negative reports at once (the reporter's own 50 us aggregation only). The
-	// report helps when it reaches the CSF after the block closed and its extra repair reaches
-	// the CRF before the CRF's reorder allowance ends (protocol notes).
+	// ReportHold delays each drop before the reporter hears of it: 0 (the default) reports at
+	// once, as a node on a real path does (the reporter's own 50 us aggregation only; a CSF
+	// keeps the drops named while their block is open for its close, C16); negative holds each
+	// drop one block's span (K packets at a QP's rate), so that its block has closed at the CSF
+	// before the report arrives; positive holds it that long.
 	ReportHold time.Duration
 	// Pcap, if set, receives the impaired path of every run as one classic pcap file.
 	Pcap io.Writer
@@ -746,13 +745,10 @@ func runOne(ctx context.Context, o *Options, name string, ports *Ports, pc *path
 
 // reportHold is the reporter's hold of a run (Options.ReportHold).
 func reportHold(o *Options, rate int64) time.Duration {
-	switch {
-	case o.ReportHold < 0:
-		return 0
-	case o.ReportHold > 0:
-		return o.ReportHold
+	if o.ReportHold < 0 {
+		return blockSpan(o, rate)
 	}
-	return blockSpan(o, rate)
+	return o.ReportHold
 }
 
 // blockSpan is the time one QP's block of K packets takes at its rate.

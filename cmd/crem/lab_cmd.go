@@ -52,10 +52,12 @@ CREM port of the flow's source address: the flow is the datagram's addresses as 
 them (the gateways', the flows' logical endpoints) and its destination QP, and the node's
 queueing delay gives Queue Delay Change. The reports go out from the reporter's own socket on
 127.0.0.5, the only address the gateways accept PATH_REPORT from; a CSF answers the dropped PSNs
-of a closed block with extra ordinary repair at once, before the receiver asks. CREM messages
-are not reported. The node hears of each drop --report-hold later (default auto: one block's
-span, --k packets at a QP's rate, so that the block has closed at its CSF; 0: at once, then only
-the reporter's 50 us aggregation). "+reporter" may follow crem+gbn too, and --runs selects
+with the ordinary repair its block's m does not cover (and one more for a burst of two or more)
+at once, before the receiver asks. CREM messages
+are not reported. The node reports each drop at once (the reporter's 50 us aggregation
+only; a CSF gives the drops named while their block is open its close's repair), or
+--report-hold later (auto: one block's span, --k packets at a QP's rate, so that the block has
+closed at its CSF). "+reporter" may follow crem+gbn too, and --runs selects
 these runs by name with or without --reporter. --k and --m set the gateways' block size and
 first repair count (32 and 4); a small --m makes blocks lose more than m under bursty loss, which
 is where a path report saves a round trip (--m 1 is XOR parity, for which no extra repair is
@@ -112,7 +114,7 @@ func runLab(args []string, s stdio) int {
 	mtu := fs.Int("mtu", 4096, "RDMA MTU")
 	runs := fs.String("runs", "", "comma-separated configurations to run (default: gbn,tcaeth,crem+gbn,crem+tcaeth, and crem+tcaeth+reporter with --reporter)")
 	withReporter := fs.Bool("reporter", false, "add the run crem+tcaeth+reporter: a path reporter in the path tells the CSFs of the RoCEv2 packets it drops")
-	reportHold := fs.String("report-hold", "auto", "how long after a drop the path's reporter hears of it: auto (one block's span at a QP's rate) or a Go `DURATION` (0: at once)")
+	reportHold := fs.String("report-hold", "0", "how long after a drop the path's reporter hears of it: a Go `DURATION` (0: at once), or auto (one block's span at a QP's rate)")
 	k := fs.Int("k", 0, "the gateways' block size, 1 to 64 (default 32)")
 	m := fs.Int("m", 0, "the gateways' first repair count per block, 1 to 16 (default 4; 1 is XOR parity, which extra repair does not use)")
 	pcapFile := fs.String("pcap", "", "capture the impaired path of every run to this classic pcap `FILE` (Ethernet)")
@@ -137,16 +139,15 @@ func runLab(args []string, s stdio) int {
 	o := lab.Options{RTT: *rtt, Loss: ls, Rate: int64(rate), Seed: *seed, Messages: *messages, Size: int(size),
 		Op: *op, MTU: *mtu, Timeout: *timeout, QPs: *qps, Duration: *duration, StatsInterval: *statsInterval, RetryCount: *retries,
 		Reporter: *withReporter, K: *k, M: *m}
-	if *reportHold != "auto" {
+	if *reportHold == "auto" {
+		o.ReportHold = -1 // one block's span
+	} else {
 		d, err := time.ParseDuration(*reportHold)
 		if err != nil || d < 0 {
 			fmt.Fprintf(s.err, "crem lab: --report-hold %q: want auto or a duration of 0 or more\n", *reportHold)
 			return 2
 		}
 		o.ReportHold = d
-		if d == 0 {
-			o.ReportHold = -1 // at once
-		}
 	}
 	if *k < 0 || *k > 64 || *m < 0 || *m > 16 {
 		fmt.Fprintf(s.err, "crem lab: --k %d, --m %d: want k 1 to 64 and m 1 to 16 (0: the defaults, 32 and 4)\n", *k, *m)
