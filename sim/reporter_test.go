@@ -351,3 +351,36 @@ func TestReporterPositionS19(t *testing.T) {
 		}
 	}
 }
+
+// TestReporterCongestedScenarioKeepsMC6: on the congested scenario's own path (400 Gbit/s,
+// 25 ms, a bottleneck queue with ECN), a message that passes within one or two LOSS_REPORT
+// intervals loses to queue overflow; without reports the CSF takes the interval that shows the
+// loss (its CE marks were counted an interval before, E42) for transmission loss and proposes a
+// higher m, while with reporters their Cause congestion and rising queue delay wait for that
+// interval (protocol notes E65) and no higher m is proposed.
+func TestReporterCongestedScenarioKeepsMC6(t *testing.T) {
+	for _, size := range []int64{64 << 20, 128 << 20} {
+		var start int
+		for _, name := range []string{"crem+tcaeth", "crem+tcaeth+reporter"} {
+			p := casestudy(scheme(t, name), size, 1e-2, 3)
+			p.Loss = LossQueue
+			o, err := Run(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			start = o.KM[0].M
+			rose := slices.ContainsFunc(append(slices.Clone(o.Proposed), o.KM...), func(k KM) bool { return k.M > start })
+			t.Logf("%d MiB %s: m %d at the start, proposed %v, %d path reports, %d loss reports, %d data packets lost",
+				size>>20, name, start, o.Proposed, o.PathReports, o.LossReports, o.ForwardDataLost)
+			if o.ForwardDataLost == 0 {
+				t.Fatalf("%s: the queue lost nothing: the comparison shows nothing", name)
+			}
+			switch withReports := o.PathReports > 0; {
+			case name == "crem+tcaeth" && !rose:
+				t.Fatalf("%d MiB: without reports the congestion loss raised no m: the comparison shows nothing", size>>20)
+			case name != "crem+tcaeth" && (!withReports || rose):
+				t.Fatalf("%d MiB: with %d reports m rose from %d: proposed %v", size>>20, o.PathReports, start, o.Proposed)
+			}
+		}
+	}
+}
