@@ -138,8 +138,9 @@ func TestTunPathReportC10C14(t *testing.T) {
 		{"unlisted reporter", report(stranger, src, dst, qp, drop(psns[2])), counts{taken: 1, unlisted: 1}, false, 0},
 		{"absurd count", report(reporter, src, dst, qp, wire.HopEntry{NodeID: 5, LostCount: 0xffffffff, Cause: wire.CauseCongestion}), counts{taken: 1, implausible: 1}, false, 0},
 		{"PSN not sent", report(reporter, src, dst, qp, drop(syn.PSN.Add(5))), counts{taken: 1, accepted: 1, unknown: 1}, false, 0},
-		{"configured reporter", report(reporter, src, dst, qp, drop(psns[2])), counts{taken: 1, accepted: 1, extra: 1}, false, 1},
-		{"same drop again within an SRTT", report(reporter, src, dst, qp, drop(psns[2])), counts{taken: 1, accepted: 1}, false, 0},
+		// Two drops in a block of m = 1: one symbol beyond what m covers, and one for the burst.
+		{"configured reporter", report(reporter, src, dst, qp, drop(psns[2], psns[4])), counts{taken: 1, accepted: 1, extra: 2}, false, 2},
+		{"same drops again within an SRTT", report(reporter, src, dst, qp, drop(psns[2], psns[4])), counts{taken: 1, accepted: 1}, false, 0},
 		{"another QP", report(reporter, src, dst, qp+1, drop(psns[3])), counts{}, true, 0},
 		{"another destination", report(reporter, src, netip.MustParseAddr("10.2.0.9"), qp, drop(psns[3])), counts{}, true, 0},
 		{"malformed", malformed, counts{malformed: 1}, true, 0},
