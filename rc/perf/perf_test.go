@@ -35,11 +35,13 @@ func TestLoopbackAllModesSmall(t *testing.T) {
 	}
 }
 
-// The real-loopback figures, as loose as a noisy shared machine needs: the issue's own
-// command for tcaeth (4 MiB x 4, MTU 1024, 1 Gbit/s, 2 percent loss, 10 ms delay) carries at
-// least 4x fewer ACKs than data packets and retransmits at most 1.2x the data lost plus its
-// timeout retransmissions; gbn on a smaller run with the same seed retransmits at least twice
-// what tcaeth does on it.
+// The real-loopback figures, as loose as a noisy shared machine needs: tcaeth moving 4 MiB x 4
+// (MTU 1024, 400 Mbit/s, 2 percent loss, 10 ms delay) carries at least 4x fewer ACKs than data
+// packets and retransmits at most 1.2x the data lost plus its timeout retransmissions; gbn on a
+// smaller run with the same seed retransmits at least twice what tcaeth does on it. 400 Mbit/s,
+// not 1 Gbit/s: a 2-core machine's loopback drops 40 to 70 percent of the datagrams at 1 Gbit/s
+// in bursts (the sockets' receive queues overflow), and the loss is then the kernel's, not the
+// path's the test sets.
 func TestLoopbackFigures(t *testing.T) {
 	if testing.Short() {
 		t.Skip("real sockets for a second or two")
@@ -47,10 +49,10 @@ func TestLoopbackFigures(t *testing.T) {
 	if testenv.Race {
 		// Slowed several times over, the receivers fall behind 1 Gbit/s: the sockets drop, the
 		// timers fire, and the figures are the race detector's.
-		t.Skip("figures at 1 Gbit/s mean nothing under the race detector")
+		t.Skip("figures at 400 Mbit/s mean nothing under the race detector")
 	}
 	loss, _ := netem.ParseLossSpec("0.02")
-	o := Options{Op: "write", Size: 4 << 20, Iters: 4, MTU: 1024, Mode: rc.ModeTCAETH, Rate: 1e9, Loss: loss,
+	o := Options{Op: "write", Size: 4 << 20, Iters: 4, MTU: 1024, Mode: rc.ModeTCAETH, Rate: 400e6, Loss: loss,
 		Delay: 10 * time.Millisecond, Seed: 1, Timeout: time.Minute, RetryCount: stallRetries}
 	tc, err := Loopback(context.Background(), o)
 	if err != nil {
