@@ -70,7 +70,8 @@ restored by CREM, coded retransmission symbols sent, packets retransmitted by RD
 overhead: all UDP payload octets the path carried, both directions, divided by the message
 octets, and report repair: the ordinary repair symbols the gateways sent because a path report
 named dropped PSNs, 0 without a reporter), with a progress bar when standard error is a
-terminal. With --json, one JSON object and nothing else on standard output: crem_port and runs,
+terminal, and otherwise a line on standard error as each configuration completes its messages.
+With --json, one JSON object and nothing else on standard output: crem_port and runs,
 an array of {name, verified, messages, bytes, mean_s, max_s, goodput_bps, lost, restored,
 coded_retx, rdma_retx, overhead, repair_requests, requests_unknown_block, rdma_timeouts,
 path_reports, report_repair, qps, per_qp}; path_reports counts the PATH_REPORTs the CSFs of both
@@ -198,8 +199,11 @@ func runLab(args []string, s stdio) int {
 		defer f.Close()
 		o.Pcap = f
 	}
-	if isTerminal(s.err) {
+	term := isTerminal(s.err)
+	if term {
 		o.Progress = progressBar(s.err)
+	} else if *duration == 0 {
+		o.Progress = finishedLines(s.err, time.Now())
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -227,14 +231,14 @@ func runLab(args []string, s stdio) int {
 			lines = s.err
 		}
 		o.Report = func(run string, iv lab.Interval) {
-			if o.Progress != nil {
+			if term {
 				fmt.Fprint(s.err, "\r\033[K")
 			}
 			fmt.Fprintf(lines, "%s %s\n", run, iv.Line())
 		}
 	}
 	res, err := lab.Lab(ctx, o)
-	if o.Progress != nil {
+	if term {
 		fmt.Fprint(s.err, "\r\033[K")
 	}
 	if err != nil {
@@ -313,6 +317,19 @@ func isTerminal(w io.Writer) bool {
 	}
 	st, err := f.Stat()
 	return err == nil && st.Mode()&os.ModeCharDevice != 0
+}
+
+// finishedLines writes one line when a configuration has completed its messages, for a standard
+// error that is not a terminal (a log, a CI job): the lab is not silent for the whole run.
+func finishedLines(w io.Writer, start time.Time) func(run string, done, total int) {
+	said := map[string]bool{}
+	return func(run string, done, total int) {
+		if total == 0 || done < total || said[run] {
+			return
+		}
+		said[run] = true
+		fmt.Fprintf(w, "crem lab: %s: %d of %d messages done, %.1f s since the start\n", run, done, total, time.Since(start).Seconds())
+	}
 }
 
 // progressBar draws one line on the terminal per update.

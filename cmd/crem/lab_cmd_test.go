@@ -75,6 +75,18 @@ func TestLabTableAndUsage(t *testing.T) {
 	if code != 0 || !strings.Contains(out, "CREM port") || !strings.Contains(out, "crem+tcaeth") {
 		t.Fatalf("exit %d: %s %s", code, out, errs)
 	}
+	// Standard error is no terminal here: a line as each configuration completes, in order,
+	// and no terminal control sequence.
+	want := []string{"crem lab: tcaeth: 1 of 1 messages done", "crem lab: crem+tcaeth: 1 of 1 messages done"}
+	lines := strings.Split(strings.TrimSpace(errs), "\n")
+	if len(lines) != len(want) || strings.ContainsAny(errs, "\r\033") {
+		t.Fatalf("standard error %q, want one line per configuration", errs)
+	}
+	for i, w := range want {
+		if !strings.HasPrefix(lines[i], w) {
+			t.Fatalf("line %d: %q, want %q...", i, lines[i], w)
+		}
+	}
 	if code, _, _ := runCmd("lab", "--op", "cas"); code == 0 {
 		t.Fatal("bad --op accepted")
 	}
