@@ -50,7 +50,7 @@ type ReportConfig struct {
 	// Merge: a PATH_REPORT from a downstream reporter that the proxy carries (either
 	// direction) joins the report this node is gathering for the same flow and method, if
 	// there is one and the entries fit 16, and is not forwarded itself (draft: when
-	// reverse-path capacity is scarce). It turns on Reporter.Merge too. See the package
+	// reverse-path capacity is scarce). Reporter.Merge is set to it. See the package
 	// documentation.
 	Merge bool
 }
