@@ -46,6 +46,7 @@ type direction struct {
 	overflow, overflowBytes   atomic.Uint64
 	ect, marked               atomic.Uint64
 	writeErrors, unsent       atomic.Uint64
+	merged, mergedBytes       atomic.Uint64
 	inFlight, peakQueue       atomic.Int64
 }
 
@@ -153,6 +154,9 @@ func (d *direction) send(now time.Duration, pk *pkt) {
 	if ect {
 		d.ect.Add(1)
 	}
+	if d.mergeReport(now, pk) {
+		return
+	}
 	d.reportIn(now, pk)
 	v := d.link.Send(now, netem.Packet{Data: pk.data, ECT: ect, CE: ect && ecn == ecnCE, ID: pk.idx, Tag: pk})
 	d.reportVerdict(now, pk, v)
@@ -174,9 +178,31 @@ func (d *direction) send(now time.Duration, pk *pkt) {
 		d.line = d.p.drops.write(d.line, d.p.start, now, d.name, pk, v)
 	}
 	if d.p.pcap != nil {
-		d.p.pcap.write(d.p.start.Add(now), d.frameEnds(pk), pk, v)
+		d.p.pcap.write(d.p.start.Add(now), d.frameEnds(pk), pk, fateOf(v))
 	}
 	pk.free()
+}
+
+// mergeReport offers a carried datagram that looks like a PATH_REPORT to the path reporter
+// (ReportConfig.Merge), before the link; it reports whether the reporter merged it, in which
+// case the datagram is counted, recorded in the capture and freed. Any other datagram, and a
+// PATH_REPORT not merged, goes on into the link untouched.
+func (d *direction) mergeReport(now time.Duration, pk *pkt) bool {
+	r := d.p.rep
+	if r == nil || !r.cfg.Merge || !looksLikePathReport(pk.data) {
+		return false
+	}
+	ends := d.frameEnds(pk)
+	if !r.offer(now, pk.data, ends[1]) {
+		return false
+	}
+	d.merged.Add(1)
+	d.mergedBytes.Add(uint64(len(pk.data)))
+	if d.p.pcap != nil {
+		d.p.pcap.write(d.p.start.Add(now), ends, pk, fateMerged)
+	}
+	pk.free()
+	return true
 }
 
 // collect takes one datagram the link delivers.
@@ -200,7 +226,7 @@ func (d *direction) flush(now time.Duration) {
 	if d.p.pcap != nil {
 		t := d.p.start.Add(now)
 		for _, pk := range d.out {
-			d.p.pcap.write(t, d.frameEnds(pk), pk, netem.Queued)
+			d.p.pcap.write(t, d.frameEnds(pk), pk, fateSent)
 		}
 	}
 	out := d.out
@@ -302,6 +328,8 @@ func (d *direction) stats() DirStats {
 		CEMarked:             d.marked.Load(),
 		WriteErrors:          d.writeErrors.Load(),
 		Unsent:               d.unsent.Load(),
+		Merged:               d.merged.Load(),
+		MergedBytes:          d.mergedBytes.Load(),
 		InFlight:             int(d.inFlight.Load()),
 		PeakQueue:            int(d.peakQueue.Load()),
 	}

@@ -15,8 +15,9 @@
 // (time since Run started), calls Send, and at the link's NextDeadline calls Deliver and writes
 // what comes out. Datagrams are never delivered before their time; a busy machine can only make
 // them later. The i-th datagram a direction receives (counting from 0) is the one its loss model
-// decides i-th, as long as no datagram before it overflowed the queue, so `script:3,17`
-// drops exactly datagrams 3 and 17 of that direction.
+// decides i-th, as long as no datagram before it overflowed the queue or was merged into a
+// PATH_REPORT (ReportConfig.Merge), so `script:3,17` drops exactly datagrams 3 and 17 of that
+// direction.
 //
 // On Linux, datagrams are read and written in batches with recvmmsg and sendmmsg, through
 // buffers allocated once; received datagrams are copied into pooled buffers of a few size
@@ -53,8 +54,9 @@
 // between: the client and the forward address, whichever way it goes, with the TOS as sent.
 // The source MAC address names the direction (02:63:72:65:6d:01 forward, :02 reverse); the
 // destination MAC address what became of the datagram (02:63:72:65:6d:00 sent on, :d1 lost,
-// :d2 queue overflow), and dropped datagrams carry IPv4 TTL (IPv6 hop limit) 1 instead of 64,
-// so Wireshark's filter ip.ttl == 1 shows the drops.
+// :d2 queue overflow, :d3 a PATH_REPORT merged into the path reporter's own), and datagrams
+// not sent on carry IPv4 TTL (IPv6 hop limit) 1 instead of 64, so Wireshark's filter
+// ip.ttl == 1 shows the drops (and the merged reports).
 //
 // # The path reporter
 //
@@ -80,4 +82,24 @@
 // or with a change of the mean delay above the threshold, gives one PATH_REPORT method 1 with
 // two hop entries (MP1 and MP2). When the proxy stops, after delivering what was in flight,
 // every open period is read at once.
+//
+// # Merging downstream reports
+//
+// With ReportConfig.Merge (draft: "a Path Reporter that forwards PATH_REPORT messages from
+// downstream reporters for the same CSF MAY merge their Hop Entries with its own"), every
+// datagram the proxy carries, in either direction, whose first octet says CREM version 1,
+// type 8 is offered to the engine when the direction takes it in, before its link: a
+// PATH_REPORT addressed to the CREM port of the CSF this node reports its flow to (the
+// client's address in the reverse direction, the forward address in the forward one), for a
+// flow and method of which this node is gathering a report whose entries it can join (16 at
+// most), is merged into it and not forwarded (DirStats.Merged); the merged report leaves
+// from the reporter's socket when it is due, through the same limits. Everything else, a
+// malformed PATH_REPORT included, goes into the link unchanged, in its place among the
+// direction's datagrams, like any other datagram. Each outcome is counted (ReportStats:
+// Offered, Merged, PassedOn, of which Malformed and OtherCSF).
+//
+// The engine sits behind a mutex. The reporter's loop takes it for each round of work (the
+// socket is written after it lets go); a direction takes it only to offer such a datagram,
+// and first applies the drops and measurements still waiting in the queue to the reporter's
+// loop, in order, so that a report always finds the drops taken in before it.
 package udpproxy

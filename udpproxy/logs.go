@@ -125,7 +125,28 @@ var (
 	macSent     = [6]byte{0x02, 'c', 'r', 'e', 'm', 0x00}
 	macLost     = [6]byte{0x02, 'c', 'r', 'e', 'm', 0xd1}
 	macOverflow = [6]byte{0x02, 'c', 'r', 'e', 'm', 0xd2}
+	macMerged   = [6]byte{0x02, 'c', 'r', 'e', 'm', 0xd3}
 )
+
+// fate is what became of a recorded datagram.
+type fate uint8
+
+const (
+	fateSent     fate = iota // forwarded
+	fateLost                 // dropped by the loss model
+	fateOverflow             // dropped: the queue was full
+	fateMerged               // a PATH_REPORT merged into one of the path reporter's own
+)
+
+func fateOf(v netem.Verdict) fate {
+	switch v {
+	case netem.Queued:
+		return fateSent
+	case netem.DroppedLoss:
+		return fateLost
+	}
+	return fateOverflow
+}
 
 func newPcapLog(w io.Writer) (*pcapLog, error) {
 	bw := bufio.NewWriterSize(w, 256<<10)
@@ -136,18 +157,20 @@ func newPcapLog(w io.Writer) (*pcapLog, error) {
 	return &pcapLog{bw: bw, w: cw}, nil
 }
 
-func (l *pcapLog) write(t time.Time, ends [2]netip.AddrPort, pk *pkt, v netem.Verdict) {
+func (l *pcapLog) write(t time.Time, ends [2]netip.AddrPort, pk *pkt, f fate) {
 	h := capture.FrameHeader{Src: ends[0], Dst: ends[1], TOS: pk.tos, ID: uint16(pk.idx)}
 	if ends[1] == pk.cl.addr {
 		h.SrcMAC = macReverse
 	} else {
 		h.SrcMAC = macForward
 	}
-	switch v {
-	case netem.Queued:
+	switch f {
+	case fateSent:
 		h.DstMAC = macSent
-	case netem.DroppedLoss:
+	case fateLost:
 		h.DstMAC, h.TTL = macLost, 1
+	case fateMerged:
+		h.DstMAC, h.TTL = macMerged, 1
 	default:
 		h.DstMAC, h.TTL = macOverflow, 1
 	}

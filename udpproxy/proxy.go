@@ -301,7 +301,7 @@ func (p *Proxy) Run(ctx context.Context) error {
 	<-p.rev.done
 	if p.rep != nil {
 		// The directions have handed over their last drops and measurements.
-		close(p.rep.events)
+		close(p.rep.quit)
 		<-p.rep.done
 	}
 
@@ -488,7 +488,7 @@ type Stats struct {
 
 // DirStats counts one direction. After Run has returned
 //
-//	Received = Forwarded + DroppedLoss + DroppedOverflow + WriteErrors + Unsent
+//	Received = Forwarded + DroppedLoss + DroppedOverflow + WriteErrors + Unsent + Merged
 //
 // and while it runs the difference is InFlight, give or take the datagrams being handled at
 // that instant.
@@ -513,6 +513,11 @@ type DirStats struct {
 	WriteErrors uint64 `json:"write_errors"`
 	// Unsent counts datagrams still in flight when the drain time after a stop ran out.
 	Unsent uint64 `json:"unsent"`
+	// Merged counts PATH_REPORTs from downstream reporters that the path reporter merged into
+	// one of its own reports (ReportConfig.Merge) instead of forwarding them; they never
+	// entered the link.
+	Merged      uint64 `json:"merged"`
+	MergedBytes uint64 `json:"merged_bytes"`
 	// InFlight is the number of datagrams inside the link now.
 	InFlight int `json:"in_flight"`
 	// PeakQueue is the largest number of datagrams the bottleneck queue held at once.

@@ -241,10 +241,10 @@ func recvUntil(t *testing.T, c *net.UDPConn, want int, quiet time.Duration) [][]
 // checkSums checks that a direction's counters add up once the proxy has stopped.
 func checkSums(t *testing.T, name string, d DirStats) {
 	t.Helper()
-	out := d.Forwarded + d.DroppedLoss + d.DroppedOverflow + d.WriteErrors + d.Unsent
+	out := d.Forwarded + d.DroppedLoss + d.DroppedOverflow + d.WriteErrors + d.Unsent + d.Merged
 	if d.Received != out || d.InFlight != 0 {
-		t.Errorf("%s: received %d != forwarded %d + lost %d + overflow %d + write errors %d + unsent %d (in flight %d)",
-			name, d.Received, d.Forwarded, d.DroppedLoss, d.DroppedOverflow, d.WriteErrors, d.Unsent, d.InFlight)
+		t.Errorf("%s: received %d != forwarded %d + lost %d + overflow %d + write errors %d + unsent %d + merged %d (in flight %d)",
+			name, d.Received, d.Forwarded, d.DroppedLoss, d.DroppedOverflow, d.WriteErrors, d.Unsent, d.Merged, d.InFlight)
 	}
 }
 

@@ -47,6 +47,12 @@ type ReportConfig struct {
 	MarkingDelayThreshold time.Duration
 	// MarkingMaxFlows bounds the flows each direction measures (0: altmark.DefaultMaxFlows).
 	MarkingMaxFlows int
+	// Merge: a PATH_REPORT from a downstream reporter that the proxy carries (either
+	// direction) joins the report this node is gathering for the same flow and method, if
+	// there is one and the entries fit 16, and is not forwarded itself (draft: when
+	// reverse-path capacity is scarce). Reporter.Merge is set to it. See the package
+	// documentation.
+	Merge bool
 }
 
 // ReportStats counts the reporter's work.
@@ -66,6 +72,14 @@ type ReportStats struct {
 	// Unsent counts the reports still held back (by the rate limits) when the reporter
 	// stopped, a second after the links.
 	Unsent uint64
+	// With Merge: Offered counts the datagrams carried (either direction) that looked like a
+	// PATH_REPORT (CREM version 1, type 8); each is either Merged into a report of this node
+	// (and not forwarded) or PassedOn, forwarded unchanged through its direction's link.
+	// Offered = Merged + PassedOn. Of those passed on, Malformed did not parse as a
+	// PATH_REPORT, OtherCSF were addressed to another CSF than the one this node reports the
+	// flow to; the rest found no pending report of their flow and method, or no room for
+	// their entries (Reporter.PassedOn).
+	Offered, Merged, PassedOn, Malformed, OtherCSF uint64
 }
 
 // Engine ports.
@@ -94,18 +108,27 @@ type event struct {
 	hops  [2]wire.HopEntry
 }
 
-// reportLoop owns the reporter engine and its socket; the directions hand it events.
+// reportLoop drives the reporter engine and owns the reporter's socket; the directions hand it
+// events. The engine is behind engMu, which the loop takes for each round of work and a
+// direction only to offer a carried PATH_REPORT for merging (ReportConfig.Merge): whoever
+// holds it first applies the events waiting in the queue, in order, so a report offered after
+// a drop always finds the drop applied. The socket is written outside the lock.
 type reportLoop struct {
 	p      *Proxy
 	cfg    ReportConfig
-	eng    *reporter.Reporter
+	routes []reporter.Route
 	conn   *net.UDPConn
 	events chan event
+	wake   chan struct{} // one token: events are waiting
+	quit   chan struct{} // closed once the directions have stopped
 	done   chan struct{}
+	out    []reporter.Datagram // the loop's: reports to write once the lock is released
 
-	sent, sendErrors, eventsLost, notRoCE, unsent atomic.Uint64
-	mu                                            sync.Mutex
-	snap                                          reporter.Stats
+	engMu sync.Mutex
+	eng   *reporter.Reporter
+
+	sent, sendErrors, eventsLost, notRoCE, unsent  atomic.Uint64
+	offered, merged, passedOn, malformed, otherCSF atomic.Uint64
 }
 
 // eventQueue is how many events wait for the reporter's loop at most.
@@ -118,6 +141,7 @@ func newReportLoop(p *Proxy, cfg ReportConfig) (*reportLoop, error) {
 	if cfg.Marking < 0 || cfg.MarkingSettle < 0 || cfg.MarkingMaxFlows < 0 {
 		return nil, errors.New("report: negative marking period, settle time or flow limit")
 	}
+	cfg.Reporter.Merge = cfg.Merge
 	eng, err := reporter.New(cfg.Reporter)
 	if err != nil {
 		return nil, fmt.Errorf("report: %w", err)
@@ -140,7 +164,9 @@ func newReportLoop(p *Proxy, cfg ReportConfig) (*reportLoop, error) {
 	if err != nil {
 		return nil, fmt.Errorf("report: socket on %v: %w", la, err)
 	}
-	return &reportLoop{p: p, cfg: cfg, eng: eng, conn: conn, events: make(chan event, eventQueue), done: make(chan struct{})}, nil
+	return &reportLoop{p: p, cfg: cfg, routes: cfg.Reporter.Routes, eng: eng, conn: conn,
+		events: make(chan event, eventQueue), wake: make(chan struct{}, 1), quit: make(chan struct{}),
+		done: make(chan struct{})}, nil
 }
 
 // addr is the reporter socket's address.
@@ -154,12 +180,31 @@ func (r *reportLoop) addr() netip.AddrPort {
 func (r *reportLoop) post(ev event, wait bool) {
 	if wait {
 		r.events <- ev
-		return
+	} else {
+		select {
+		case r.events <- ev:
+		default:
+			r.eventsLost.Add(1)
+			return
+		}
 	}
 	select {
-	case r.events <- ev:
-	default:
-		r.eventsLost.Add(1)
+	case r.wake <- struct{}{}:
+	default: // a token is already there
+	}
+}
+
+// applyEvents hands the events waiting in the queue to the engine, in order; engMu must be
+// held. It takes at most the queue's capacity, so it ends even while directions post, and
+// still takes every event posted before it began.
+func (r *reportLoop) applyEvents() {
+	for range cap(r.events) {
+		select {
+		case ev := <-r.events:
+			r.handle(ev)
+		default:
+			return
+		}
 	}
 }
 
@@ -167,55 +212,46 @@ func (r *reportLoop) post(ev event, wait bool) {
 // directions have stopped.
 const reportDrainLimit = time.Second
 
-// run is the reporter's loop: the only code that touches the engine and the socket.
+// run is the reporter's loop: the only code that ticks the engine and writes the socket.
 func (r *reportLoop) run() {
 	defer close(r.done)
 	timer := time.NewTimer(time.Hour)
 	timer.Stop()
-	in := r.events
+	quit := r.quit
+	stopping := false
 	var stopAt time.Duration
 	for {
 		select {
-		case ev, ok := <-in:
-			if !ok {
-				in = nil
-				stopAt = r.p.now() + reportDrainLimit
-				break
-			}
-			r.handle(ev)
-			// Take what else is waiting at once.
-			for more := true; more; {
-				select {
-				case ev, ok := <-in:
-					if !ok {
-						in = nil
-						stopAt = r.p.now() + reportDrainLimit
-						more = false
-						break
-					}
-					r.handle(ev)
-				default:
-					more = false
-				}
-			}
+		case <-r.wake:
+		case <-quit:
+			quit, stopping = nil, true
+			stopAt = r.p.now() + reportDrainLimit
 		case <-timer.C:
 		}
+		r.engMu.Lock()
+		r.applyEvents()
 		now := r.p.now()
 		r.eng.Tick(now)
-		r.eng.Drain(r.write)
-		r.publish()
+		r.eng.Drain(r.collect)
 		next, ok := r.eng.NextDeadline()
-		if in == nil && (!ok || now >= stopAt) {
-			r.unsent.Store(uint64(r.eng.Pending()))
+		pending := r.eng.Pending()
+		r.engMu.Unlock()
+		for i, d := range r.out {
+			r.write(d)
+			r.out[i] = reporter.Datagram{}
+		}
+		r.out = r.out[:0]
+		if stopping && (!ok || now >= stopAt) {
+			r.unsent.Store(uint64(pending))
 			r.conn.Close()
 			return
 		}
 		if ok {
-			if in == nil {
+			if stopping {
 				next = min(next, stopAt)
 			}
 			timer.Reset(max(next-r.p.now(), 0))
-		} else if in == nil {
+		} else if stopping {
 			timer.Reset(max(stopAt-r.p.now(), 0))
 		} else {
 			timer.Stop()
@@ -235,6 +271,8 @@ func (r *reportLoop) handle(ev event) {
 	}
 }
 
+func (r *reportLoop) collect(d reporter.Datagram) { r.out = append(r.out, d) }
+
 func (r *reportLoop) write(d reporter.Datagram) {
 	if _, err := r.conn.WriteToUDPAddrPort(d.Payload, d.To); err != nil {
 		r.sendErrors.Add(1)
@@ -244,22 +282,72 @@ func (r *reportLoop) write(d reporter.Datagram) {
 	r.sent.Add(1)
 }
 
-func (r *reportLoop) publish() {
-	s := r.eng.Stats()
-	r.mu.Lock()
-	r.snap = s
-	r.mu.Unlock()
+// looksLikePathReport reports whether a carried datagram claims to be a PATH_REPORT: its first
+// octet is CREM version 1, type 8. No RoCEv2 datagram does (0x18 is no BTH opcode).
+func looksLikePathReport(b []byte) bool {
+	return len(b) > 0 && b[0] == wire.Version<<4|uint8(wire.TypePathReport)
 }
 
+// offer is ReportConfig.Merge for a datagram a direction carries toward dst that looks like a
+// PATH_REPORT: it reports whether the datagram was merged into a report of this node, in which
+// case the direction does not forward it. A direction calls it from its loop; it holds engMu
+// only to apply the waiting events and to merge.
+func (r *reportLoop) offer(now time.Duration, msg []byte, dst netip.AddrPort) bool {
+	r.offered.Add(1)
+	rep, err := wire.ParsePathReport(msg)
+	if err != nil {
+		r.malformed.Add(1)
+		r.passedOn.Add(1)
+		return false
+	}
+	// Only a report for the CSF this node reports the flow to ("for the same CSF"): a merged
+	// report goes where this node's reports of the flow go.
+	if csfFor(r.routes, rep.Source, r.cfg.Reporter.Port) != unmapAP(dst) {
+		r.otherCSF.Add(1)
+		r.passedOn.Add(1)
+		return false
+	}
+	r.engMu.Lock()
+	r.applyEvents()
+	merged := r.eng.Forward(now, msg)
+	r.engMu.Unlock()
+	if merged {
+		r.merged.Add(1)
+	} else {
+		r.passedOn.Add(1)
+	}
+	return merged
+}
+
+// csfFor is where the engine sends the reports of flows from src: the CREM port of the CSF
+// routed for the longest prefix holding src, or of src itself (package reporter's rule).
+func csfFor(routes []reporter.Route, src netip.Addr, port uint16) netip.AddrPort {
+	best := -1
+	to := src
+	for _, rt := range routes {
+		if rt.Prefix.Contains(src) && rt.Prefix.Bits() > best {
+			best, to = rt.Prefix.Bits(), rt.CSF
+		}
+	}
+	return netip.AddrPortFrom(to.Unmap(), port)
+}
+
+func unmapAP(a netip.AddrPort) netip.AddrPort { return netip.AddrPortFrom(a.Addr().Unmap(), a.Port()) }
+
 func (r *reportLoop) stats() ReportStats {
-	r.mu.Lock()
-	s := ReportStats{Reporter: r.snap}
-	r.mu.Unlock()
+	r.engMu.Lock()
+	s := ReportStats{Reporter: r.eng.Stats()}
+	r.engMu.Unlock()
 	s.Sent = r.sent.Load()
 	s.SendErrors = r.sendErrors.Load()
 	s.EventsLost = r.eventsLost.Load()
 	s.NotRoCE = r.notRoCE.Load()
 	s.Unsent = r.unsent.Load()
+	s.Offered = r.offered.Load()
+	s.Merged = r.merged.Load()
+	s.PassedOn = r.passedOn.Load()
+	s.Malformed = r.malformed.Load()
+	s.OtherCSF = r.otherCSF.Load()
 	return s
 }
 

@@ -34,13 +34,16 @@ type fakeCSF struct {
 	mu   sync.Mutex
 	got  []gotReport
 	bad  int
-	done chan struct{}
+	// badGot keeps the datagrams that were not a PATH_REPORT.
+	badGot []gotReport
+	done   chan struct{}
 }
 
 type gotReport struct {
 	from netip.AddrPort
 	rep  wire.PathReport
 	size int
+	raw  []byte
 }
 
 func startCSF(t *testing.T) *fakeCSF {
@@ -59,11 +62,13 @@ func startCSF(t *testing.T) *fakeCSF {
 				return
 			}
 			rep, err := wire.ParsePathReport(buf[:n])
+			g := gotReport{from: from, rep: rep, size: n, raw: bytes.Clone(buf[:n])}
 			f.mu.Lock()
 			if err != nil {
 				f.bad++
+				f.badGot = append(f.badGot, g)
 			} else {
-				f.got = append(f.got, gotReport{from: from, rep: rep, size: n})
+				f.got = append(f.got, g)
 			}
 			f.mu.Unlock()
 		}

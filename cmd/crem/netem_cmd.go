@@ -73,8 +73,18 @@ periods of --marking-period, counting datagrams where they enter and where they 
 emulated link; the mark stays in the proxy and is never written into a datagram. Each period
 with loss or a mean-delay change of 1ms or more gives a report with two hop entries (Node IDs
 --report-node-id and the next one) and the period's Lost Count and Queue Delay Change.
---report-method both does both. Reports are aggregated (50us), rate-limited per flow (1ms)
-and per direction (2000/s) and fit a 1500-octet MTU.
+--report-method both does both. Reports are aggregated (for --report-aggregation, 50us by
+default, the draft's recommendation), rate-limited per flow (1ms) and per direction (2000/s)
+and fit a 1500-octet MTU.
+
+--report-merge makes the reporter merge the PATH_REPORTs of downstream reporters that the
+proxy carries, in either direction (the draft allows it when reverse-path capacity is
+scarce): a PATH_REPORT addressed to the CREM port of the CSF this reporter sends the flow's
+reports to, for a flow and method of which a report is being gathered (within the
+aggregation interval), joins that report if the hop entries fit (16 at most) and is not
+forwarded itself; the merged report leaves from the reporter's socket. Every other datagram,
+and every PATH_REPORT that does not merge (a malformed one too), goes through the emulated
+path unchanged. The summary counts the reports offered, merged and passed on.
 
 Example: emulate 10 ms each way, 1 percent loss and a 500 Mbit/s bottleneck in front of a
 server on port 9001, logging the drops, for one minute:
@@ -343,6 +353,17 @@ type reporterReport struct {
 	EventsLost     uint64 `json:"events_lost"`
 	NotRoCE        uint64 `json:"not_roce"`
 	Unsent         uint64 `json:"unsent"`
+	// AggregationS is the aggregation interval in seconds. With --report-merge (Merge):
+	// carried datagrams that looked like a PATH_REPORT (merge_offered) = merged +
+	// merge_passed_on; of those passed on, merge_malformed were not a valid PATH_REPORT and
+	// merge_other_csf were addressed to another CSF than this reporter's for the flow.
+	AggregationS  float64 `json:"aggregation_s"`
+	Merge         bool    `json:"merge"`
+	MergeOffered  uint64  `json:"merge_offered"`
+	Merged        uint64  `json:"merged"`
+	MergePassedOn uint64  `json:"merge_passed_on"`
+	MergeMalform  uint64  `json:"merge_malformed"`
+	MergeOtherCSF uint64  `json:"merge_other_csf"`
 	// Marking is the Alternate Marking counters (both directions), with marking on.
 	Marking *altmark.Stats `json:"marking,omitempty"`
 }
@@ -408,6 +429,8 @@ func runNetem(args []string, s stdio) int {
 		repMethod                = "drops"
 		markPeriod               = durationFlag(100 * time.Millisecond)
 		repListen         string
+		repMerge          bool
+		repAggregation    = durationFlag(50 * time.Microsecond)
 	)
 	fs.StringVar(&listen, "listen", "", "`ADDR` (host:port) clients send to (required)")
 	fs.StringVar(&forward, "forward", "", "`ADDR` (host:port) datagrams are forwarded to (required)")
@@ -427,6 +450,8 @@ func runNetem(args []string, s stdio) int {
 	fs.StringVar(&repMethod, "report-method", repMethod, "what to report: `METHOD` drops (3), marking (1) or both")
 	fs.Var(&markPeriod, "marking-period", "Alternate Marking period, a `DURATION`")
 	fs.StringVar(&repListen, "report-listen", "", "the reporter's own socket `ADDR` (default: any address of the forward address's family, any port)")
+	fs.BoolVar(&repMerge, "report-merge", false, "merge the PATH_REPORTs of downstream reporters the proxy carries into the reporter's own (up to 16 entries)")
+	fs.Var(&repAggregation, "report-aggregation", "how long drops and merged reports gather before a report goes out, a `DURATION`")
 
 	fail := func(err error) int {
 		fmt.Fprintf(s.err, "crem netem: %s\n", strings.ReplaceAll(err.Error(), "\n", "; "))
@@ -451,7 +476,8 @@ func runNetem(args []string, s stdio) int {
 	case maxClients <= 0:
 		return fail(fmt.Errorf("--max-clients %d: must be at least 1", maxClients))
 	}
-	report, err := netemReportConfig(fs, repTo, repNode, repMethod, time.Duration(markPeriod), repListen)
+	report, err := netemReportConfig(fs, repTo, repNode, repMethod, time.Duration(markPeriod), repListen,
+		repMerge, time.Duration(repAggregation))
 	if err != nil {
 		return fail(err)
 	}
@@ -553,8 +579,12 @@ func runNetem(args []string, s stdio) int {
 	fmt.Fprintf(s.err, "crem netem: forward: %s\n", fwdDesc)
 	fmt.Fprintf(s.err, "crem netem: reverse: %s\n", revDesc)
 	if report != nil {
-		fmt.Fprintf(s.err, "crem netem: path reporter on %v: %s to CREM port %s\n", p.ReportAddr(),
-			netemMethodDesc(report), repTo.String())
+		merging := ""
+		if report.Merge {
+			merging = ", merging downstream reports"
+		}
+		fmt.Fprintf(s.err, "crem netem: path reporter on %v: %s to CREM port %s%s\n", p.ReportAddr(),
+			netemMethodDesc(report), repTo.String(), merging)
 	}
 
 	statsDone := make(chan struct{})
@@ -594,7 +624,7 @@ func runNetem(args []string, s stdio) int {
 		fmt.Fprintf(s.out, "%s\n", b)
 		return code
 	}
-	writeNetemTable(s.out, p, st)
+	writeNetemTable(s.out, p, st, report != nil && report.Merge)
 	return code
 }
 
@@ -607,17 +637,21 @@ func netemStatsLine(st udpproxy.Stats) string {
 		units.FormatDuration(st.Elapsed), d(st.Forward), d(st.Reverse), st.Clients)
 	if r := st.Report; r != nil {
 		line += fmt.Sprintf(" | reports %d send-errors %d", r.Reporter.Reports, r.SendErrors)
+		if r.Offered > 0 {
+			line += fmt.Sprintf(" merged %d of %d", r.Merged, r.Offered)
+		}
 	}
 	return line
 }
 
 // netemReportConfig turns the reporter flags into the proxy's ReportConfig (nil without
 // --report-to).
-func netemReportConfig(fs *flag.FlagSet, to reportTo, node uint64, method string, period time.Duration, listen string) (*udpproxy.ReportConfig, error) {
+func netemReportConfig(fs *flag.FlagSet, to reportTo, node uint64, method string, period time.Duration, listen string,
+	merge bool, aggregation time.Duration) (*udpproxy.ReportConfig, error) {
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 	if to.port == 0 {
-		for _, f := range []string{"report-node-id", "report-method", "marking-period", "report-listen"} {
+		for _, f := range []string{"report-node-id", "report-method", "marking-period", "report-listen", "report-merge", "report-aggregation"} {
 			if set[f] {
 				return nil, fmt.Errorf("--%s needs --report-to (the CREM port: there is no default)", f)
 			}
@@ -627,7 +661,11 @@ func netemReportConfig(fs *flag.FlagSet, to reportTo, node uint64, method string
 	if node > math.MaxUint32-1 {
 		return nil, fmt.Errorf("--report-node-id %d: must fit 32 bits (and leave room for the next one)", node)
 	}
-	rc := &udpproxy.ReportConfig{Reporter: reporter.Config{NodeID: uint32(node), Port: to.port, Routes: to.routes}}
+	if aggregation <= 0 {
+		return nil, fmt.Errorf("--report-aggregation %v: must be positive", aggregation)
+	}
+	rc := &udpproxy.ReportConfig{Reporter: reporter.Config{NodeID: uint32(node), Port: to.port, Routes: to.routes,
+		Aggregation: aggregation}, Merge: merge}
 	marking := false
 	switch strings.ToLower(strings.TrimSpace(method)) {
 	case "drops":
@@ -683,6 +721,8 @@ func netemReporterJSON(p *udpproxy.Proxy, rc *udpproxy.ReportConfig, r *udpproxy
 		DeferredFlow: e.DeferredFlow, DeferredPort: e.DeferredPort, FlowsOverflow: e.FlowsOverflow,
 		HopsOverflow: e.HopsOverflow, EncodeErrors: e.EncodeErrors, Sent: r.Sent,
 		SendErrors: r.SendErrors, EventsLost: r.EventsLost, NotRoCE: r.NotRoCE, Unsent: r.Unsent,
+		AggregationS: rc.Reporter.Aggregation.Seconds(), Merge: rc.Merge, MergeOffered: r.Offered,
+		Merged: r.Merged, MergePassedOn: r.PassedOn, MergeMalform: r.Malformed, MergeOtherCSF: r.OtherCSF,
 	}
 	if rc.Marking > 0 {
 		m := r.Marking
@@ -691,7 +731,7 @@ func netemReporterJSON(p *udpproxy.Proxy, rc *udpproxy.ReportConfig, r *udpproxy
 	return out
 }
 
-func writeNetemTable(w io.Writer, p *udpproxy.Proxy, st udpproxy.Stats) {
+func writeNetemTable(w io.Writer, p *udpproxy.Proxy, st udpproxy.Stats, merge bool) {
 	fmt.Fprintf(w, "crem netem: %v -> %v, %s, clients: %d (%d evicted, %d closed idle)\n",
 		p.Addr(), p.ForwardAddr(), units.FormatDuration(st.Elapsed), st.ClientsOpened,
 		st.ClientsEvicted, st.ClientsExpired)
@@ -712,6 +752,10 @@ func writeNetemTable(w io.Writer, p *udpproxy.Proxy, st udpproxy.Stats) {
 			"%d truncated, deferred %d per flow and %d per direction, %d sent, %d send errors, %d events lost\n",
 			p.ReportAddr(), e.Reports, e.Reports-e.MeasurementReports, e.MeasurementReports, e.Drops,
 			e.Truncated, e.DeferredFlow, e.DeferredPort, r.Sent, r.SendErrors, r.EventsLost)
+		if merge {
+			fmt.Fprintf(w, "merging: %d downstream PATH_REPORTs offered, %d merged, %d passed on (%d malformed, %d for another CSF)\n",
+				r.Offered, r.Merged, r.PassedOn, r.Malformed, r.OtherCSF)
+		}
 		if m := r.Marking; m.Entered > 0 || m.Periods > 0 {
 			fmt.Fprintf(w, "alternate marking: %d periods read (%d with loss, %d reported), %d lost, %d late, %d datagrams not measured\n",
 				m.Periods, m.PeriodsWithLoss, m.Reported, m.Lost, m.Late, m.FlowsOverflow)

@@ -58,7 +58,8 @@ func TestNetemHelp(t *testing.T) {
 		"-loss", "-loss-model", "-queue", "-ecn-threshold", "-seed", "-reverse-loss", "-reverse-seed",
 		"-drop-log", "-pcap", "-stats-interval", "-duration", "-json", "script:", "gilbert",
 		"PSN", "CE", "-report-to", "-report-method", "-report-node-id", "-marking-period", "-report-listen",
-		"PATH_REPORT", "Alternate Marking", "PREFIX=CSFADDR"} {
+		"PATH_REPORT", "Alternate Marking", "PREFIX=CSFADDR", "-report-merge", "-report-aggregation",
+		"downstream reporters", "16 at most"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("help lacks %q", want)
 		}
@@ -302,6 +303,10 @@ func TestNetemReporterBadFlags(t *testing.T) {
 		{append(base, "--report-to", "50000", "--report-listen", "here"), "--report-listen"},
 		{append(base, "--report-to", "50000", "--report-listen", "192.0.2.1:0"), "report"},
 		{append(base, "--report-to", "50000", "--report-node-id", "4294967295"), "32 bits"},
+		{append(base, "--report-merge"), "needs --report-to"},
+		{append(base, "--report-aggregation", "1ms"), "needs --report-to"},
+		{append(base, "--report-to", "50000", "--report-aggregation", "0"), "positive"},
+		{append(base, "--report-to", "50000", "--report-aggregation", "-1ms"), "report-aggregation"},
 	} {
 		var out, errb bytes.Buffer
 		code := run(c.args, stdio{in: strings.NewReader(""), out: &out, err: &errb})
@@ -486,5 +491,181 @@ func TestNetemReporterTable(t *testing.T) {
 	}
 	if !strings.Contains(errb.String(), "drops (method 3) and marking every 100ms (method 1) to CREM port 50000,10.0.0.0/8=10.0.0.1") {
 		t.Errorf("no reporter line on standard error:\n%s", errb.String())
+	}
+	if strings.Contains(out.String(), "merging:") {
+		t.Errorf("a merging line without --report-merge:\n%s", out.String())
+	}
+	out.Reset()
+	errb.Reset()
+	code = run([]string{"netem", "--listen", "127.0.0.1:0", "--forward", echo.String(), "--duration", "50ms",
+		"--report-to", "50000", "--report-merge"}, stdio{in: strings.NewReader(""), out: &out, err: &errb})
+	if code != 0 || !strings.Contains(out.String(), "merging: 0 downstream PATH_REPORTs offered, 0 merged, 0 passed on") ||
+		!strings.Contains(errb.String(), "to CREM port 50000, merging downstream reports") {
+		t.Errorf("exit %d, with --report-merge:\n%s\n%s", code, out.String(), errb.String())
+	}
+}
+
+// TestNetemReportMergePathReports (draft, Path Reports: a Path Reporter that forwards
+// PATH_REPORT messages from downstream reporters for the same CSF MAY merge their Hop Entries
+// with its own, up to 16 entries, within an aggregation interval): with --report-merge, the
+// CSF (the client, on the CREM port) gets one PATH_REPORT from the reporter's socket with the
+// proxy's entry for the scripted drop and the downstream reporter's entry, and not the
+// downstream report itself; a downstream report of another flow comes through unchanged; and
+// --json counts them.
+func TestNetemReportMergePathReports(t *testing.T) {
+	csf, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer csf.Close()
+	cremPort := csf.LocalAddr().(*net.UDPAddr).AddrPort().Port()
+	down, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer down.Close()
+	downAddr := down.LocalAddr().(*net.UDPAddr).AddrPort()
+
+	var out bytes.Buffer
+	var errb syncBuf
+	cmd := exec.Command(os.Args[0], "netem", "--listen", "127.0.0.1:0", "--forward", downAddr.String(),
+		"--loss", "script:0", "--reverse-loss", "none", "--report-to", strconv.Itoa(int(cremPort)),
+		"--report-node-id", "40", "--report-listen", "127.0.0.1:0", "--report-merge",
+		// A drop's report waits 2s for downstream reports: far longer than the loopback round
+		// trip that brings the downstream report, on any machine.
+		"--report-aggregation", "2s", "--json")
+	cmd.Env = append(os.Environ(), "CREM_TEST_AS_CREM=1")
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	waited := false
+	defer func() {
+		if !waited {
+			cmd.Process.Kill()
+			<-exited
+		}
+	}()
+	var proxy, repAddr netip.AddrPort
+	for deadline := time.Now().Add(patience); !repAddr.IsValid() && time.Now().Before(deadline); {
+		for line := range strings.Lines(errb.String()) {
+			line = strings.TrimSpace(line)
+			if a, ok := strings.CutPrefix(line, "crem netem: listening on "); ok {
+				addr, _, _ := strings.Cut(a, ",")
+				proxy = netip.MustParseAddrPort(addr)
+			}
+			if a, ok := strings.CutPrefix(line, "crem netem: path reporter on "); ok && strings.HasSuffix(line, ", merging downstream reports") {
+				if addr, _, ok := strings.Cut(a, ": "); ok {
+					repAddr = netip.MustParseAddrPort(addr)
+				}
+			}
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if !proxy.IsValid() || !repAddr.IsValid() {
+		t.Fatalf("no listening or merging reporter line: %s", errb.String())
+	}
+
+	// The CSF sends two datagrams of its flow; the first is dropped, the second reaches the
+	// downstream reporter, which answers with its reports toward the CSF.
+	const qp = 0x44
+	for i := range 2 {
+		p := roce.Packet{BTH: roce.BTH{OpCode: roce.OpWriteMiddle, PKey: 0xffff, DestQP: qp, PSN: psn.PSN(100 + i)}, Payload: []byte{byte(i)}}
+		b, err := p.Append(nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		csf.WriteToUDPAddrPort(b, proxy)
+	}
+	buf := make([]byte, 65535)
+	down.SetReadDeadline(time.Now().Add(patience))
+	_, up, err := down.ReadFromUDPAddrPort(buf)
+	if err != nil {
+		t.Fatalf("nothing reached the downstream reporter: %v", err)
+	}
+	lo := netip.MustParseAddr("127.0.0.1")
+	report := func(flowLabel uint32) []byte {
+		b, err := (&wire.PathReport{Method: wire.MethodNodeDrops, Source: lo, Destination: downAddr.Addr(), FlowLabel: flowLabel,
+			Hops: []wire.HopEntry{{NodeID: 77, MarkingPeriodNumber: 3, LostCount: 1, Cause: wire.CauseCongestion, DroppedPSNs: []psn.PSN{7}}}}).Append(nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	mergedOne, otherFlow := report(qp), report(qp+1)
+	down.WriteToUDPAddrPort(mergedOne, up)
+	down.WriteToUDPAddrPort(otherFlow, up)
+
+	type got struct {
+		from netip.AddrPort
+		raw  []byte
+	}
+	var gots []got
+	for fromRep, fromProxy := 0, 0; fromRep < 1 || fromProxy < 1; {
+		csf.SetReadDeadline(time.Now().Add(patience))
+		n, from, err := csf.ReadFromUDPAddrPort(buf)
+		if err != nil {
+			t.Fatalf("the CSF got %d reports from the reporter and %d through the proxy: %v; stderr:\n%s", fromRep, fromProxy, err, errb.String())
+		}
+		gots = append(gots, got{from, bytes.Clone(buf[:n])})
+		switch from {
+		case repAddr:
+			fromRep++
+		case proxy:
+			fromProxy++
+		}
+	}
+	cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case err := <-exited:
+		waited = true
+		if err != nil {
+			t.Fatalf("exit: %v; stderr:\n%s", err, errb.String())
+		}
+	case <-time.After(patience):
+		t.Fatalf("no stop on SIGTERM within %v", patience)
+	}
+	// Whatever else the proxy sent has arrived by now (loopback delivers at once): read it.
+	for {
+		csf.SetReadDeadline(time.Now().Add(100 * time.Millisecond))
+		n, from, err := csf.ReadFromUDPAddrPort(buf)
+		if err != nil {
+			break
+		}
+		gots = append(gots, got{from, bytes.Clone(buf[:n])})
+	}
+	if len(gots) != 2 {
+		t.Fatalf("the CSF got %d datagrams, want the merged report and the other flow's: %v", len(gots), gots)
+	}
+	for _, g := range gots {
+		if g.from == proxy {
+			if !bytes.Equal(g.raw, otherFlow) {
+				t.Errorf("through the proxy came %x, want the other flow's report unchanged", g.raw)
+			}
+			continue
+		}
+		rep, err := wire.ParsePathReport(g.raw)
+		if err != nil || g.from != repAddr || rep.FlowLabel != qp || len(rep.Hops) != 2 || rep.Hops[0].NodeID != 40 ||
+			!slices.Equal(rep.Hops[0].DroppedPSNs, []psn.PSN{100}) || rep.Hops[1].NodeID != 77 ||
+			!slices.Equal(rep.Hops[1].DroppedPSNs, []psn.PSN{7}) {
+			t.Errorf("from %v: %+v (%v), want the merged report: the proxy's entry for PSN 100, then Node 77's", g.from, rep, err)
+		}
+	}
+	var sum struct {
+		Stats struct {
+			Reverse map[string]any `json:"reverse"`
+		} `json:"stats"`
+		Reporter map[string]any `json:"reporter"`
+	}
+	if err := json.Unmarshal(out.Bytes(), &sum); err != nil {
+		t.Fatalf("summary: %v\n%s", err, out.String())
+	}
+	r := sum.Reporter
+	if r["merge"] != true || r["merge_offered"] != float64(2) || r["merged"] != float64(1) || r["merge_passed_on"] != float64(1) ||
+		r["merge_malformed"] != float64(0) || r["merge_other_csf"] != float64(0) || r["aggregation_s"] != float64(2) ||
+		r["sent"] != float64(1) || sum.Stats.Reverse["merged"] != float64(1) || sum.Stats.Reverse["forwarded"] != float64(1) {
+		t.Errorf("reporter JSON %v, reverse %v", r, sum.Stats.Reverse)
 	}
 }
