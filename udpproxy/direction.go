@@ -193,7 +193,7 @@ func (d *direction) mergeReport(now time.Duration, pk *pkt) bool {
 		return false
 	}
 	ends := d.frameEnds(pk)
-	if !r.offer(now, pk.data, ends[1]) {
+	if !r.offer(now, pk.data, ends[0], ends[1]) {
 		return false
 	}
 	d.merged.Add(1)

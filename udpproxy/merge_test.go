@@ -101,6 +101,11 @@ type mergeRig struct {
 // reporter before startMergeRig returns, so the proxy's reporter has a report of the drop
 // pending (for mergeAggregation).
 func startMergeRig(t *testing.T, merge bool, routes []reporter.Route) *mergeRig {
+	return startMergeRigFrom(t, merge, routes, []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")})
+}
+
+// startMergeRigFrom is startMergeRig with the downstream reporters whose reports may merge.
+func startMergeRigFrom(t *testing.T, merge bool, routes []reporter.Route, from []netip.Prefix) *mergeRig {
 	t.Helper()
 	csf := startCSF(t)
 	down := dialClient(t)
@@ -109,7 +114,7 @@ func startMergeRig(t *testing.T, merge bool, routes []reporter.Route) *mergeRig 
 		Forward:     downAddr.String(),
 		ForwardLink: netem.Config{Loss: mustLoss(t, "script:0", 1)},
 		Report: &ReportConfig{Reporter: reporter.Config{NodeID: 5, Port: csf.port(), Aggregation: mergeAggregation,
-			Routes: routes}, Listen: netip.AddrPortFrom(loopback, 0), Drops: true, Merge: merge},
+			Routes: routes}, Listen: netip.AddrPortFrom(loopback, 0), Drops: true, Merge: merge, MergeFrom: from},
 	})
 	const qp = 0x42
 	for _, n := range []psn.PSN{1000, 1001} {
@@ -234,7 +239,7 @@ func TestReportMergeForwardDirectionPathReports(t *testing.T) {
 		Forward:     csf.conn.LocalAddr().String(),
 		ReverseLink: netem.Config{Loss: mustLoss(t, "script:0", 2)},
 		Report: &ReportConfig{Reporter: reporter.Config{NodeID: 5, Port: csf.port(), Aggregation: mergeAggregation},
-			Listen: netip.AddrPortFrom(loopback, 0), Drops: true, Merge: true},
+			Listen: netip.AddrPortFrom(loopback, 0), Drops: true, Merge: true, MergeFrom: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}},
 	})
 	c := dialClient(t)
 	if _, err := c.WriteToUDPAddrPort([]byte("hello"), pr.p.Addr()); err != nil {
@@ -356,13 +361,48 @@ func TestReportMergeOtherCSFPathReports(t *testing.T) {
 	}
 }
 
+// TestReportMergeUntrustedSourcePathReportsC14: a merged entry reaches the CSF from the
+// reporter's address, which the CSF trusts (C14), so only the reports of the configured
+// downstream reporters (MergeFrom) merge: one from any other address goes on unchanged, for
+// the CSF to judge by its own source address, and is counted; merging without MergeFrom is
+// refused.
+func TestReportMergeUntrustedSourcePathReportsC14(t *testing.T) {
+	t.Parallel()
+	r := startMergeRigFrom(t, true, nil, []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")})
+	down := pathReport(t, r.flow, downstreamHops(1, 77)...)
+	r.send(t, down)
+	ok := eventually(func() bool { return len(from(r.csf.reports(), r.pr.p.Addr())) >= 1 })
+	st := r.pr.stop()
+	if !ok {
+		t.Fatalf("reports %+v; stats %+v", r.csf.reports(), st.Report)
+	}
+	reports, _ := r.csf.sync(t)
+	relayed := from(reports, r.pr.p.Addr())
+	if len(relayed) != 1 || !bytes.Equal(relayed[0].raw, down) {
+		t.Errorf("the CSF got %+v, want the downstream report unchanged", reports)
+	}
+	for _, rp := range from(reports, r.pr.p.ReportAddr()) {
+		if len(rp.rep.Hops) != 1 {
+			t.Errorf("the reporter's own report carries %d hop entries: an untrusted report merged", len(rp.rep.Hops))
+		}
+	}
+	if rs := st.Report; rs.Offered != 1 || rs.Untrusted != 1 || rs.PassedOn != 1 || rs.Merged != 0 || rs.Reporter.Merged != 0 {
+		t.Errorf("report stats %+v", rs)
+	}
+	if _, err := New(Config{Listen: "127.0.0.1:0", Forward: "127.0.0.1:9",
+		Report: &ReportConfig{Reporter: reporter.Config{NodeID: 5, Port: 50000}, Drops: true, Merge: true}}); err == nil {
+		t.Error("merging without MergeFrom accepted")
+	}
+}
+
 // TestReportMergeAfterQueuedDropPathReports: a PATH_REPORT offered while the drop before it
 // still waits in the queue to the reporter's loop (which is not even running here) finds the
 // drop applied: the offer applies the waiting events first, in order, so the ordering of a
 // drop and a later report never depends on how fast the reporter's loop is.
 func TestReportMergeAfterQueuedDropPathReports(t *testing.T) {
 	p, err := New(Config{Listen: "127.0.0.1:0", Forward: "127.0.0.1:9",
-		Report: &ReportConfig{Reporter: reporter.Config{NodeID: 5, Port: 50000}, Drops: true, Merge: true}})
+		Report: &ReportConfig{Reporter: reporter.Config{NodeID: 5, Port: 50000}, Drops: true, Merge: true,
+			MergeFrom: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -371,12 +411,12 @@ func TestReportMergeAfterQueuedDropPathReports(t *testing.T) {
 	p.rep.post(event{kind: evDrop, now: time.Millisecond, port: portForward, key: flow, psn: 1000,
 		cause: wire.CauseCorruption}, false)
 	csf := netip.AddrPortFrom(loopback, 50000)
-	if !p.rep.offer(2*time.Millisecond, pathReport(t, flow, downstreamHops(1, 77)...), csf) {
+	if !p.rep.offer(2*time.Millisecond, pathReport(t, flow, downstreamHops(1, 77)...), netip.AddrPortFrom(loopback, 40000), csf) {
 		t.Fatalf("not merged with the queued drop: %+v", p.rep.stats())
 	}
 	other := flow
 	other.FlowLabel = 8
-	if p.rep.offer(2*time.Millisecond, pathReport(t, other, downstreamHops(1, 77)...), csf) {
+	if p.rep.offer(2*time.Millisecond, pathReport(t, other, downstreamHops(1, 77)...), netip.AddrPortFrom(loopback, 40000), csf) {
 		t.Error("a report of a flow without a pending report was merged")
 	}
 	if s := p.rep.stats(); s.Offered != 2 || s.Merged != 1 || s.PassedOn != 1 || s.Reporter.Drops != 1 ||

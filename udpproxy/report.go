@@ -53,6 +53,11 @@ type ReportConfig struct {
 	// reverse-path capacity is scarce). Reporter.Merge is set to it. See the package
 	// documentation.
 	Merge bool
+	// MergeFrom are the downstream reporters whose PATH_REPORTs may merge (required with
+	// Merge): a merged entry reaches the CSF from this node's address, which the CSF trusts
+	// (C14), so a report from anywhere else is never merged (counted Untrusted and passed on
+	// unchanged, for the CSF to judge by its own source address).
+	MergeFrom []netip.Prefix
 }
 
 // ReportStats counts the reporter's work.
@@ -77,9 +82,9 @@ type ReportStats struct {
 	// (and not forwarded) or PassedOn, forwarded unchanged through its direction's link.
 	// Offered = Merged + PassedOn. Of those passed on, Malformed did not parse as a
 	// PATH_REPORT, OtherCSF were addressed to another CSF than the one this node reports the
-	// flow to; the rest found no pending report of their flow and method, or no room for
-	// their entries (Reporter.PassedOn).
-	Offered, Merged, PassedOn, Malformed, OtherCSF uint64
+	// flow to, Untrusted came from an address outside MergeFrom; the rest found no pending
+	// report of their flow and method, or no room for their entries (Reporter.PassedOn).
+	Offered, Merged, PassedOn, Malformed, OtherCSF, Untrusted uint64
 }
 
 // Engine ports.
@@ -128,7 +133,7 @@ type reportLoop struct {
 	eng   *reporter.Reporter
 
 	sent, sendErrors, eventsLost, notRoCE, unsent  atomic.Uint64
-	offered, merged, passedOn, malformed, otherCSF atomic.Uint64
+	offered, merged, passedOn, malformed, otherCSF, untrusted atomic.Uint64
 }
 
 // eventQueue is how many events wait for the reporter's loop at most.
@@ -140,6 +145,14 @@ func newReportLoop(p *Proxy, cfg ReportConfig) (*reportLoop, error) {
 	}
 	if cfg.Marking < 0 || cfg.MarkingSettle < 0 || cfg.MarkingMaxFlows < 0 {
 		return nil, errors.New("report: negative marking period, settle time or flow limit")
+	}
+	if cfg.Merge && len(cfg.MergeFrom) == 0 {
+		return nil, errors.New("report: merging needs the downstream reporters' addresses (MergeFrom): a merged entry reaches the CSF from this node's address, which the CSF trusts (C14)")
+	}
+	for _, pf := range cfg.MergeFrom {
+		if !pf.IsValid() {
+			return nil, fmt.Errorf("report: merge source %v is not a prefix", pf)
+		}
 	}
 	cfg.Reporter.Merge = cfg.Merge
 	eng, err := reporter.New(cfg.Reporter)
@@ -292,8 +305,13 @@ func looksLikePathReport(b []byte) bool {
 // PATH_REPORT: it reports whether the datagram was merged into a report of this node, in which
 // case the direction does not forward it. A direction calls it from its loop; it holds engMu
 // only to apply the waiting events and to merge.
-func (r *reportLoop) offer(now time.Duration, msg []byte, dst netip.AddrPort) bool {
+func (r *reportLoop) offer(now time.Duration, msg []byte, src, dst netip.AddrPort) bool {
 	r.offered.Add(1)
+	if !r.trusted(src.Addr()) {
+		r.untrusted.Add(1)
+		r.passedOn.Add(1)
+		return false
+	}
 	rep, err := wire.ParsePathReport(msg)
 	if err != nil {
 		r.malformed.Add(1)
@@ -317,6 +335,17 @@ func (r *reportLoop) offer(now time.Duration, msg []byte, dst netip.AddrPort) bo
 		r.passedOn.Add(1)
 	}
 	return merged
+}
+
+// trusted reports whether a carried PATH_REPORT from a may merge (ReportConfig.MergeFrom).
+func (r *reportLoop) trusted(a netip.Addr) bool {
+	a = a.Unmap()
+	for _, pf := range r.cfg.MergeFrom {
+		if pf.Contains(a) {
+			return true
+		}
+	}
+	return false
 }
 
 // csfFor is where the engine sends the reports of flows from src: the CREM port of the CSF
@@ -348,6 +377,7 @@ func (r *reportLoop) stats() ReportStats {
 	s.PassedOn = r.passedOn.Load()
 	s.Malformed = r.malformed.Load()
 	s.OtherCSF = r.otherCSF.Load()
+	s.Untrusted = r.untrusted.Load()
 	return s
 }
 

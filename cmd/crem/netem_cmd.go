@@ -77,14 +77,16 @@ with loss or a mean-delay change of 1ms or more gives a report with two hop entr
 default, the draft's recommendation), rate-limited per flow (1ms) and per direction (2000/s)
 and fit a 1500-octet MTU.
 
---report-merge makes the reporter merge the PATH_REPORTs of downstream reporters that the
-proxy carries, in either direction (the draft allows it when reverse-path capacity is
+--report-merge makes the reporter merge the PATH_REPORTs of the downstream reporters named by
+--report-merge-from (addresses or prefixes, required: a merged entry reaches the CSF from this
+reporter's address, which the CSF trusts) that the proxy carries, in either direction (the draft allows it when reverse-path capacity is
 scarce): a PATH_REPORT addressed to the CREM port of the CSF this reporter sends the flow's
 reports to, for a flow and method of which a report is being gathered (within the
 aggregation interval), joins that report if the hop entries fit (16 at most) and is not
 forwarded itself; the merged report leaves from the reporter's socket. Every other datagram,
 and every PATH_REPORT that does not merge (a malformed one too), goes through the emulated
-path unchanged. The summary counts the reports offered, merged and passed on.
+path unchanged (a report from any other address too, counted untrusted). The summary counts
+the reports offered, merged and passed on.
 
 Example: emulate 10 ms each way, 1 percent loss and a 500 Mbit/s bottleneck in front of a
 server on port 9001, logging the drops, for one minute:
@@ -364,6 +366,9 @@ type reporterReport struct {
 	MergePassedOn uint64  `json:"merge_passed_on"`
 	MergeMalform  uint64  `json:"merge_malformed"`
 	MergeOtherCSF uint64  `json:"merge_other_csf"`
+	// MergeUntrusted counts the PATH_REPORTs passed on because they came from outside
+	// --report-merge-from.
+	MergeUntrusted uint64 `json:"merge_untrusted"`
 	// Marking is the Alternate Marking counters (both directions), with marking on.
 	Marking *altmark.Stats `json:"marking,omitempty"`
 }
@@ -430,6 +435,7 @@ func runNetem(args []string, s stdio) int {
 		markPeriod               = durationFlag(100 * time.Millisecond)
 		repListen         string
 		repMerge          bool
+		repMergeFrom      string
 		repAggregation    = durationFlag(50 * time.Microsecond)
 	)
 	fs.StringVar(&listen, "listen", "", "`ADDR` (host:port) clients send to (required)")
@@ -451,6 +457,7 @@ func runNetem(args []string, s stdio) int {
 	fs.Var(&markPeriod, "marking-period", "Alternate Marking period, a `DURATION`")
 	fs.StringVar(&repListen, "report-listen", "", "the reporter's own socket `ADDR` (default: any address of the forward address's family, any port)")
 	fs.BoolVar(&repMerge, "report-merge", false, "merge the PATH_REPORTs of downstream reporters the proxy carries into the reporter's own (up to 16 entries)")
+	fs.StringVar(&repMergeFrom, "report-merge-from", "", "with --report-merge: the downstream reporters whose reports may merge, `PREFIXES` (addresses or prefixes, comma-separated)")
 	fs.Var(&repAggregation, "report-aggregation", "how long drops and merged reports gather before a report goes out, a `DURATION`")
 
 	fail := func(err error) int {
@@ -477,7 +484,7 @@ func runNetem(args []string, s stdio) int {
 		return fail(fmt.Errorf("--max-clients %d: must be at least 1", maxClients))
 	}
 	report, err := netemReportConfig(fs, repTo, repNode, repMethod, time.Duration(markPeriod), repListen,
-		repMerge, time.Duration(repAggregation))
+		repMerge, repMergeFrom, time.Duration(repAggregation))
 	if err != nil {
 		return fail(err)
 	}
@@ -647,11 +654,11 @@ func netemStatsLine(st udpproxy.Stats) string {
 // netemReportConfig turns the reporter flags into the proxy's ReportConfig (nil without
 // --report-to).
 func netemReportConfig(fs *flag.FlagSet, to reportTo, node uint64, method string, period time.Duration, listen string,
-	merge bool, aggregation time.Duration) (*udpproxy.ReportConfig, error) {
+	merge bool, mergeFrom string, aggregation time.Duration) (*udpproxy.ReportConfig, error) {
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 	if to.port == 0 {
-		for _, f := range []string{"report-node-id", "report-method", "marking-period", "report-listen", "report-merge", "report-aggregation"} {
+		for _, f := range []string{"report-node-id", "report-method", "marking-period", "report-listen", "report-merge", "report-merge-from", "report-aggregation"} {
 			if set[f] {
 				return nil, fmt.Errorf("--%s needs --report-to (the CREM port: there is no default)", f)
 			}
@@ -666,6 +673,26 @@ func netemReportConfig(fs *flag.FlagSet, to reportTo, node uint64, method string
 	}
 	rc := &udpproxy.ReportConfig{Reporter: reporter.Config{NodeID: uint32(node), Port: to.port, Routes: to.routes,
 		Aggregation: aggregation}, Merge: merge}
+	switch {
+	case merge && strings.TrimSpace(mergeFrom) == "":
+		return nil, errors.New("--report-merge needs --report-merge-from: a merged entry reaches the CSF from this reporter's address, which the CSF trusts (C14), so name the downstream reporters")
+	case !merge && mergeFrom != "":
+		return nil, errors.New("--report-merge-from needs --report-merge")
+	}
+	for _, f := range strings.Split(mergeFrom, ",") {
+		if f = strings.TrimSpace(f); f == "" {
+			continue
+		}
+		pf, err := netip.ParsePrefix(f)
+		if err != nil {
+			a, aerr := netip.ParseAddr(f)
+			if aerr != nil {
+				return nil, fmt.Errorf("--report-merge-from %q: neither a prefix nor an address", f)
+			}
+			pf = netip.PrefixFrom(a.Unmap(), a.Unmap().BitLen())
+		}
+		rc.MergeFrom = append(rc.MergeFrom, pf.Masked())
+	}
 	marking := false
 	switch strings.ToLower(strings.TrimSpace(method)) {
 	case "drops":
@@ -723,6 +750,7 @@ func netemReporterJSON(p *udpproxy.Proxy, rc *udpproxy.ReportConfig, r *udpproxy
 		SendErrors: r.SendErrors, EventsLost: r.EventsLost, NotRoCE: r.NotRoCE, Unsent: r.Unsent,
 		AggregationS: rc.Reporter.Aggregation.Seconds(), Merge: rc.Merge, MergeOffered: r.Offered,
 		Merged: r.Merged, MergePassedOn: r.PassedOn, MergeMalform: r.Malformed, MergeOtherCSF: r.OtherCSF,
+		MergeUntrusted: r.Untrusted,
 	}
 	if rc.Marking > 0 {
 		m := r.Marking

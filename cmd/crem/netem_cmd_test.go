@@ -304,6 +304,9 @@ func TestNetemReporterBadFlags(t *testing.T) {
 		{append(base, "--report-to", "50000", "--report-listen", "192.0.2.1:0"), "report"},
 		{append(base, "--report-to", "50000", "--report-node-id", "4294967295"), "32 bits"},
 		{append(base, "--report-merge"), "needs --report-to"},
+		{append(base, "--report-to", "50000", "--report-merge"), "needs --report-merge-from"},
+		{append(base, "--report-to", "50000", "--report-merge-from", "127.0.0.1"), "needs --report-merge"},
+		{append(base, "--report-to", "50000", "--report-merge", "--report-merge-from", "nowhere"), "neither a prefix nor an address"},
 		{append(base, "--report-aggregation", "1ms"), "needs --report-to"},
 		{append(base, "--report-to", "50000", "--report-aggregation", "0"), "positive"},
 		{append(base, "--report-to", "50000", "--report-aggregation", "-1ms"), "report-aggregation"},
@@ -498,7 +501,7 @@ func TestNetemReporterTable(t *testing.T) {
 	out.Reset()
 	errb.Reset()
 	code = run([]string{"netem", "--listen", "127.0.0.1:0", "--forward", echo.String(), "--duration", "50ms",
-		"--report-to", "50000", "--report-merge"}, stdio{in: strings.NewReader(""), out: &out, err: &errb})
+		"--report-to", "50000", "--report-merge", "--report-merge-from", "127.0.0.1"}, stdio{in: strings.NewReader(""), out: &out, err: &errb})
 	if code != 0 || !strings.Contains(out.String(), "merging: 0 downstream PATH_REPORTs offered, 0 merged, 0 passed on") ||
 		!strings.Contains(errb.String(), "to CREM port 50000, merging downstream reports") {
 		t.Errorf("exit %d, with --report-merge:\n%s\n%s", code, out.String(), errb.String())
@@ -530,7 +533,7 @@ func TestNetemReportMergePathReports(t *testing.T) {
 	var errb syncBuf
 	cmd := exec.Command(os.Args[0], "netem", "--listen", "127.0.0.1:0", "--forward", downAddr.String(),
 		"--loss", "script:0", "--reverse-loss", "none", "--report-to", strconv.Itoa(int(cremPort)),
-		"--report-node-id", "40", "--report-listen", "127.0.0.1:0", "--report-merge",
+		"--report-node-id", "40", "--report-listen", "127.0.0.1:0", "--report-merge", "--report-merge-from", "127.0.0.0/8",
 		// A drop's report waits 2s for downstream reports: far longer than the loopback round
 		// trip that brings the downstream report, on any machine.
 		"--report-aggregation", "2s", "--json")
