@@ -132,7 +132,7 @@ type reportLoop struct {
 	engMu sync.Mutex
 	eng   *reporter.Reporter
 
-	sent, sendErrors, eventsLost, notRoCE, unsent  atomic.Uint64
+	sent, sendErrors, eventsLost, notRoCE, unsent             atomic.Uint64
 	offered, merged, passedOn, malformed, otherCSF, untrusted atomic.Uint64
 }
 
