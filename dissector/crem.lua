@@ -489,11 +489,12 @@ function tcaeth.dissector(buf, pinfo, root)
   local udps = { udp_field() }
   for _, bth in ipairs(bths) do
     local op = bth.range(0, 1):uint()
-    if (op == 17 or op == 18) and bth.source == udps[1].source then
+    local boff = bth.offset
+    -- Offsets count in the BTH's data source: go on only when it is this frame's octets.
+    if (op == 17 or op == 18) and buf:len() >= boff + 12 and buf(boff, 12):bytes() == bth.range:bytes() then
       -- The UDP header right before this BTH gives the payload's length.
-      local boff = bth.offset
       for _, u in ipairs(udps) do
-        if u.offset + 8 == boff and buf:len() >= u.offset + 8 then
+        if u.source == bth.source and u.offset + 8 == boff then
           local paylen = buf(u.offset + 4, 2):uint() - 8
           local ext = (op == 17) and 52 or 60
           local plain = (op == 17) and 20 or 28
