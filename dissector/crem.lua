@@ -1,10 +1,15 @@
--- Wireshark dissector for CREM, the coded repair channel for RoCEv2 (crem-draft).
+-- Wireshark dissector for CREM, the coded repair channel for RoCEv2 (crem-draft), and for the
+-- T/C AETH of extended ACKs (tc-aeth-draft).
 --
 -- CREM has no assigned port: set the domain's CREM port in Preferences > Protocols > CREM,
 -- or on the command line:
 --   tshark -X lua_script:crem.lua -o crem.port:50000 -r capture.pcap -V
 -- Field names follow the draft (crem.flow_id, crem.repair_index, ...), so display filters read
 -- like the draft: crem.type == 6 && crem.fallback
+-- Malformed messages carry expert info (tshark -z expert) and the text field crem.malformed.
+-- RoCEv2 itself is Wireshark's InfiniBand dissector (UDP 4791; -d udp.port==N,infiniband for
+-- another port); the postdissector tcaeth adds the T/C AETH after the AETH of an extended ACK:
+--   tshark -X lua_script:crem.lua -r capture.pcap -Y tcaeth -T fields -e tcaeth.seg_left -e tcaeth.lost_first
 
 local crem = Proto("crem", "CREM (Coded Repair for RDMA)")
 
