@@ -341,6 +341,9 @@ func TestExpertInfoTCAETHRULINGST1(t *testing.T) {
 		d := frames[i]
 		var got []string
 		for _, e := range d.experts {
+			if e.name == "_ws.lua.error" {
+				t.Fatalf("%s: Lua error in crem.lua: %+v", c.name, e)
+			}
 			if !strings.HasPrefix(e.name, "tcaeth.") {
 				continue // the InfiniBand dissector's own
 			}

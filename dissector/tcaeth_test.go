@@ -42,6 +42,8 @@ func tsharkRows(t *testing.T, tshark, file string, opts []string, fields []strin
 	for _, f := range fields {
 		args = append(args, "-e", f)
 	}
+	// A Lua error in the script shows as expert info, in the last column.
+	args = append(args, "-e", "_ws.expert.message")
 	cmd := exec.CommandContext(ctx, tshark, args...)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
@@ -59,10 +61,13 @@ func tsharkRows(t *testing.T, tshark, file string, opts []string, fields []strin
 		if err != nil {
 			t.Fatalf("tshark line %q: %v", line, err)
 		}
-		if len(cols) != len(fields)+1 {
-			t.Fatalf("tshark line %q: %d columns, want %d", line, len(cols), len(fields)+1)
+		if len(cols) != len(fields)+2 {
+			t.Fatalf("tshark line %q: %d columns, want %d", line, len(cols), len(fields)+2)
 		}
-		rows[n] = cols[1:]
+		if strings.Contains(cols[len(cols)-1], "Lua Error") {
+			t.Fatalf("frame %d: %s", n, cols[len(cols)-1])
+		}
+		rows[n] = cols[1 : len(cols)-1]
 	}
 	return rows
 }
