@@ -373,7 +373,7 @@ end
 -- the UDP payload's length, as a receiver does (RULINGS T2): an RC ACKNOWLEDGE (17) whose UDP
 -- payload is BTH 12 + AETH 4 + T/C AETH 32 + ICRC 4 = 52 octets, or an RC ATOMIC ACKNOWLEDGE
 -- (18) of 60 (with the 8-octet Atomic ACK ETH after the fragment), carries a T/C AETH at the
--- 16th octet after the BTH. A plain ACK (36 or 44 octets) carries none; any other length is
+-- 16th octet after the BTH. A plain ACK (20 or 28 octets) carries none; any other length is
 -- marked malformed.
 
 local tcaeth = Proto("tcaeth", "T/C AETH (Windowless Cumulative ACK Extension)")
@@ -471,7 +471,7 @@ local function fragment(buf, off, tree, bthpsn)
   if ok then
     for _, g in ipairs(gaps) do
       local text = string.format("Gap %d-%d (%d PSNs), lost by the draft's rule", g[1], g[2], g[3])
-      local lt = t:add(tcaeth, buf(off + 3, 3), text)
+      local lt = t:add(tcaeth, buf(g[4], 3), text)
       lt:set_generated()
       lt:add(tf.lost_first, g[1]):set_generated()
       lt:add(tf.lost_last, g[2]):set_generated()
