@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -14,6 +15,7 @@ import (
 	"github.com/crem-project/crem/capture"
 	"github.com/crem-project/crem/internal/testenv"
 	"github.com/crem-project/crem/psn"
+	"github.com/crem-project/crem/roce"
 	"github.com/crem-project/crem/wire"
 )
 
@@ -161,5 +163,46 @@ func TestDissectorNeedsThePort(t *testing.T) {
 		if strings.TrimSpace(line) != "" && !strings.HasPrefix(line, "Running as user") {
 			t.Fatalf("dissected without a configured port: %q", line)
 		}
+	}
+}
+
+// TestDissectorCREMPortIsDestination: the draft sends every CREM message to the CREM port, so
+// a datagram that has the port only as its source is not CREM. The lab's path sockets, bound to
+// the CREM port, forward RoCEv2 that way: an RC ACKNOWLEDGE to a higher port (first octet 0x11, which would read
+// as Version 1 REPAIR) from the CREM port is left to the InfiniBand dissector and gets its
+// tcaeth tree, and a CREM message to the port is still CREM.
+func TestDissectorCREMPortIsDestination(t *testing.T) {
+	tshark := testenv.Tshark(t)
+	ack := extendedACK(t, roce.OpAcknowledge, 100, roce.TCAETH{LastFinished: 100})
+	var buf bytes.Buffer
+	w, err := capture.NewWriter(&buf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := time.Unix(1_800_000_000, 0)
+	fromPort := capture.FrameHeader{Src: netip.MustParseAddrPort("192.0.2.1:50123"), Dst: netip.MustParseAddrPort("192.0.2.2:60000")}
+	toPort := capture.FrameHeader{Src: netip.MustParseAddrPort("192.0.2.1:50123"), Dst: netip.MustParseAddrPort("192.0.2.2:50123")}
+	if err := w.WriteUDP(at, fromPort, ack); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.WriteUDP(at.Add(time.Millisecond), toPort, encode(t, &wire.Close{FlowID: 1, Reason: wire.ReasonNormal})); err != nil {
+		t.Fatal(err)
+	}
+	file := writeFile(t, "port.pcap", buf.Bytes())
+	fields := []string{"crem.type", "crem.malformed", "infiniband.bth.opcode", "tcaeth.segment_num"}
+	rows := tsharkRows(t, tshark, file, []string{"-o", "crem.port:50123"}, fields)
+	if len(rows) != 2 {
+		t.Fatalf("tshark printed %d frames, want 2", len(rows))
+	}
+	if got := rows[1][:2]; !slices.Equal(got, []string{"", ""}) {
+		t.Errorf("ACK from the CREM port taken for CREM: crem.type, crem.malformed = %q", got)
+	}
+	if got := rows[2][0]; got != "9" {
+		t.Errorf("CLOSE to the CREM port: crem.type %q, want 9", got)
+	}
+	// Decoded as InfiniBand on its other port, the ACK has its T/C AETH.
+	rows = tsharkRows(t, tshark, file, []string{"-o", "crem.port:50123", "-d", "udp.port==60000,infiniband"}, fields)
+	if got, want := rows[1], []string{"", "", "17", "1"}; !slices.Equal(got, want) {
+		t.Errorf("ACK from the CREM port: crem.type, crem.malformed, opcode, segment_num = %q, want %q", got, want)
 	}
 }
