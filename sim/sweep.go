@@ -117,7 +117,26 @@ func memEstimate(p Params) int64 {
 	return est
 }
 
-// Run runs the shard's cells and returns one Result per cell, in cell order.
+// TrialError is how a sweep reports a trial that failed once it ran: the engines returned an
+// error, the message's WRITE completed with an error status (retries exhausted), or the
+// responder's memory did not match the message after completion. The sweep is deterministic:
+// the same trial fails again when run again. Every other error of Run is about the sweep as
+// configured (trials, shard, a cell's parameters, the memory limit) and comes before any trial
+// runs.
+type TrialError struct {
+	Cell  Cell
+	Trial int
+	Err   error
+}
+
+func (e *TrialError) Error() string {
+	return fmt.Sprintf("cell %s drop %g size %d trial %d: %v", e.Cell.Scheme.Name, e.Cell.DropRate, e.Cell.Size, e.Trial, e.Err)
+}
+
+func (e *TrialError) Unwrap() error { return e.Err }
+
+// Run runs the shard's cells and returns one Result per cell, in cell order. A failed trial
+// fails the sweep with a *TrialError (errors.As finds it); no other error comes from a trial.
 func (s *Sweep) Run() ([]Result, error) {
 	sc := s.Scenario
 	if sc.Trials <= 0 {
@@ -132,7 +151,11 @@ func (s *Sweep) Run() ([]Result, error) {
 		limit = 16 << 30
 	}
 	for _, c := range cells {
-		if need := memEstimate(s.params(c, 0)); need > limit {
+		p := s.params(c, 0)
+		if err := p.validate(); err != nil {
+			return nil, fmt.Errorf("sim: sweep: cell %s drop %g size %d: %w", c.Scheme.Name, c.DropRate, c.Size, err)
+		}
+		if need := memEstimate(p); need > limit {
 			return nil, fmt.Errorf("sim: sweep: %s at %d octets needs some %d MiB per trial, above the limit of %d MiB",
 				c.Scheme.Name, c.Size, need>>20, limit>>20)
 		}
@@ -199,8 +222,7 @@ func (s *Sweep) Run() ([]Result, error) {
 				running--
 				cond.Broadcast()
 				if err != nil {
-					errs = append(errs, fmt.Errorf("cell %s drop %g size %d trial %d: %w",
-						cells[j.cell].Scheme.Name, cells[j.cell].DropRate, cells[j.cell].Size, j.trial, err))
+					errs = append(errs, &TrialError{Cell: cells[j.cell], Trial: j.trial, Err: err})
 				} else {
 					outs[j.cell][j.trial] = o
 				}
