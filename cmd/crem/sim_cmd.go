@@ -325,9 +325,12 @@ func runSimMerge(args []string, s stdio) int {
 		`Joins the shard files of `+"`crem sim --shard I/N`"+` (or auto/N) runs: writes CSV and figures into --out
 and prints the table or JSON. A folder stands for the shard-*-of-*.json files in it.
 
-Exit status: 0 merged; 1 the results could not be written; 2 bad configuration or shard
-files (unreadable, not shard files, of different sweeps, a shard missing or twice): do not
-retry the merge, run the missing shards; 3 with --fail-incomplete, a trial stopped at its limit.`, s)
+Exit status:
+  0  merged; the results are written
+  1  the results could not be written (the output folder): a retry may succeed
+  2  bad configuration or shard files (unreadable, not shard files, of different sweeps, a
+     shard missing or named twice): do not retry the merge; run the missing shards
+  3  with --fail-incomplete: a merged cell has a trial stopped at its limit`, s)
 	out := fs.String("out", "", "folder for CSV and figures (default: a new temporary folder)")
 	asJSON := fs.Bool("json", false, "print only a JSON array of the cells")
 	failIncomplete := fs.Bool("fail-incomplete", false, "exit 3 when a merged cell has a trial stopped at its limit")
