@@ -8,7 +8,9 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -419,9 +421,14 @@ func TestSimShardProcessesMergeS14(t *testing.T) {
 	if code != 0 || !strings.HasPrefix(whole, "[") {
 		t.Fatalf("unsharded: exit %d: %s", code, errOut)
 	}
-	wholeCSV, err := os.ReadFile(filepath.Join(wholeDir, "results.csv"))
-	if err != nil {
-		t.Fatal(err)
+	csvs := []string{"results.csv", "completions.csv", "km.csv"}
+	wholeCSV := map[string][]byte{}
+	for _, f := range csvs {
+		b, err := os.ReadFile(filepath.Join(wholeDir, f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		wholeCSV[f] = b
 	}
 	for _, c := range []struct {
 		name  string
@@ -476,9 +483,11 @@ func TestSimShardProcessesMergeS14(t *testing.T) {
 			if merged != whole {
 				t.Fatalf("merged:\n%s\nunsharded:\n%s", merged, whole)
 			}
-			csv, err := os.ReadFile(filepath.Join(mergedDir, "results.csv"))
-			if err != nil || !bytes.Equal(csv, wholeCSV) {
-				t.Fatalf("merged results.csv (%v):\n%s\nunsharded:\n%s", err, csv, wholeCSV)
+			for _, f := range csvs {
+				csv, err := os.ReadFile(filepath.Join(mergedDir, f))
+				if err != nil || !bytes.Equal(csv, wholeCSV[f]) {
+					t.Fatalf("merged %s (%v):\n%s\nunsharded:\n%s", f, err, csv, wholeCSV[f])
+				}
 			}
 			if c.name != "slurm-from-1" {
 				return
@@ -493,5 +502,49 @@ func TestSimShardProcessesMergeS14(t *testing.T) {
 				t.Fatalf("rerun of task 2: exit %d, shard file changed %v: %s", code, !bytes.Equal(before, after), errOut)
 			}
 		})
+	}
+}
+
+// The examples of deploy/cluster run a command line this crem takes: as shard 0 of their N
+// under the batch system's variable, and the merge over the folder the shards write.
+func TestSimClusterExamplesParse(t *testing.T) {
+	yaml, err := os.ReadFile("../../deploy/cluster/crem-sim-indexed-job.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sbatch, err := os.ReadFile("../../deploy/cluster/crem-sim-array.sbatch")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var k8s []string
+	if m := regexp.MustCompile(`(?m)^\s+args: (\[.*\])$`).FindSubmatch(yaml); m == nil {
+		t.Fatal("no args: [...] in the Job")
+	} else if err := json.Unmarshal(m[1], &k8s); err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`(?m)^exec crem (sim .*)$`).FindSubmatch(sbatch)
+	if m == nil {
+		t.Fatal("no crem sim line in the sbatch script")
+	}
+	slurm := strings.Fields(strings.ReplaceAll(string(m[1]), `"$results"`, t.TempDir()))
+	for _, c := range []struct {
+		args []string
+		env  map[string]string
+	}{
+		{k8s, map[string]string{"JOB_COMPLETION_INDEX": "0"}},
+		{slurm, map[string]string{"SLURM_ARRAY_TASK_ID": "0", "SLURM_ARRAY_TASK_MIN": "0"}},
+	} {
+		if c.args[0] != "sim" {
+			t.Fatalf("%q does not run crem sim", c.args)
+		}
+		var e bytes.Buffer
+		cfg, code, ok := simConfig(c.args[1:], stdio{out: &e, err: &e}, func(k string) string { return c.env[k] })
+		if !ok {
+			t.Fatalf("%q: exit %d: %s", c.args, code, e.String())
+		}
+		if n := strings.TrimPrefix(c.args[slices.Index(c.args, "--shard")+1], "auto/"); cfg.sw.Shard != 0 ||
+			strconv.Itoa(cfg.sw.Shards) != n || cfg.sw.Shards < 2 || len(cfg.sw.ShardCells()) == 0 {
+			t.Fatalf("%q: shard %d of %d, %d cells", c.args, cfg.sw.Shard, cfg.sw.Shards, len(cfg.sw.ShardCells()))
+		}
 	}
 }
