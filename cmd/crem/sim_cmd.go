@@ -48,8 +48,9 @@ burst the project's policy assumes (by default the path's; the sender does not m
 
 --shard I/N runs the cells whose index is I modulo N (0 <= I < N); each shard writes
 shard-I-of-N.json into its --out (written whole or not at all, so shards may share one folder)
-and, when N > 1, its own CSV and figures into --out/shard-I-of-N/; ` + "`crem sim merge [--out DIR] [--json] FILES|DIRS...`" + `
-joins the shard files (a folder stands for the shard-*-of-*.json in it).
+and, when N > 1, its own CSV and figures into --out/shard-I-of-N/;
+` + "`crem sim merge [--out DIR] [--json] FILES|DIRS...`" + ` joins the shard files (a folder stands for
+the shard-*-of-*.json files in it).
 
 --shard auto/N takes I from the batch system: JOB_COMPLETION_INDEX (a Kubernetes Indexed Job,
 0-based), else SLURM_ARRAY_TASK_ID (a Slurm job array, --array=0-(N-1)). An array numbered from
