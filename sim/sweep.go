@@ -117,26 +117,59 @@ func memEstimate(p Params) int64 {
 	return est
 }
 
-// Run runs the shard's cells and returns one Result per cell, in cell order.
-func (s *Sweep) Run() ([]Result, error) {
-	sc := s.Scenario
-	if sc.Trials <= 0 {
-		return nil, fmt.Errorf("sim: sweep: %d trials", sc.Trials)
+// Check returns what Run would refuse before running any trial: no trials, a shard outside
+// its count, a cell whose parameters no trial takes (an MTU that is not an RDMA MTU, a message
+// beyond a quarter of the PSN space), a trial whose estimated memory exceeds MemoryLimit.
+func (s *Sweep) Check() error {
+	if s.Scenario.Trials <= 0 {
+		return fmt.Errorf("sim: sweep: %d trials", s.Scenario.Trials)
 	}
 	if s.Shards > 1 && (s.Shard < 0 || s.Shard >= s.Shards) {
-		return nil, fmt.Errorf("sim: sweep: shard %d of %d", s.Shard, s.Shards)
+		return fmt.Errorf("sim: sweep: shard %d of %d", s.Shard, s.Shards)
 	}
-	cells := s.ShardCells()
 	limit := s.MemoryLimit
 	if limit <= 0 {
 		limit = 16 << 30
 	}
-	for _, c := range cells {
-		if need := memEstimate(s.params(c, 0)); need > limit {
-			return nil, fmt.Errorf("sim: sweep: %s at %d octets needs some %d MiB per trial, above the limit of %d MiB",
+	for _, c := range s.ShardCells() {
+		p := s.params(c, 0)
+		if err := p.validate(); err != nil {
+			return fmt.Errorf("sim: sweep: cell %s drop %g size %d: %w", c.Scheme.Name, c.DropRate, c.Size, err)
+		}
+		if need := memEstimate(p); need > limit {
+			return fmt.Errorf("sim: sweep: %s at %d octets needs some %d MiB per trial, above the limit of %d MiB",
 				c.Scheme.Name, c.Size, need>>20, limit>>20)
 		}
 	}
+	return nil
+}
+
+// TrialError is how a sweep reports a trial that failed once it ran: the engines returned an
+// error, the message's WRITE completed with an error status (retries exhausted), or the
+// responder's memory did not match the message after completion. The sweep is deterministic:
+// the same trial fails again when run again. Every other error of Run is about the sweep as
+// configured (trials, shard, a cell's parameters, the memory limit) and comes before any trial
+// runs.
+type TrialError struct {
+	Cell  Cell
+	Trial int
+	Err   error
+}
+
+func (e *TrialError) Error() string {
+	return fmt.Sprintf("cell %s drop %g size %d trial %d: %v", e.Cell.Scheme.Name, e.Cell.DropRate, e.Cell.Size, e.Trial, e.Err)
+}
+
+func (e *TrialError) Unwrap() error { return e.Err }
+
+// Run runs the shard's cells and returns one Result per cell, in cell order. A failed trial
+// fails the sweep with a *TrialError (errors.As finds it); no other error comes from a trial.
+func (s *Sweep) Run() ([]Result, error) {
+	if err := s.Check(); err != nil {
+		return nil, err
+	}
+	sc := s.Scenario
+	cells := s.ShardCells()
 	outs := make([][]Outcome, len(cells))
 	type job struct{ cell, trial int }
 	var jobs []job
@@ -199,8 +232,7 @@ func (s *Sweep) Run() ([]Result, error) {
 				running--
 				cond.Broadcast()
 				if err != nil {
-					errs = append(errs, fmt.Errorf("cell %s drop %g size %d trial %d: %w",
-						cells[j.cell].Scheme.Name, cells[j.cell].DropRate, cells[j.cell].Size, j.trial, err))
+					errs = append(errs, &TrialError{Cell: cells[j.cell], Trial: j.trial, Err: err})
 				} else {
 					outs[j.cell][j.trial] = o
 				}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -45,17 +46,63 @@ over, which the resident set size (ps, /usr/bin/time) counts once per mapping.
 takes bursts of 4 packets unless --burst-len says otherwise, and --policy-burst sets the mean
 burst the project's policy assumes (by default the path's; the sender does not measure it).
 
---shard I/N runs the cells whose index is I modulo N; each shard writes shard-I-of-N.json into
-its --out, and ` + "`crem sim merge [--out DIR] [--json] FILES...`" + ` joins them.
+--shard I/N runs the cells whose index is I modulo N (0 <= I < N); each shard writes
+shard-I-of-N.json into its --out (written whole or not at all, so shards may share one folder)
+and, when N > 1, its own CSV and figures into --out/shard-I-of-N/;
+` + "`crem sim merge [--out DIR] [--json] FILES|DIRS...`" + ` joins the shard files (a folder stands for
+the shard-*-of-*.json files in it).
+
+--shard auto/N takes I from the batch system: JOB_COMPLETION_INDEX (a Kubernetes Indexed Job,
+0-based), else SLURM_ARRAY_TASK_ID (a Slurm job array, --array=0-(N-1)). An array numbered from
+B: --shard-base B (I = SLURM_ARRAY_TASK_ID - B; a rerun of some tasks, sbatch --array=4,9, keeps
+its numbers), or --shard-base min (I = SLURM_ARRAY_TASK_ID - SLURM_ARRAY_TASK_MIN, allowed only
+when the array is exactly N contiguous tasks, for a rerun of some tasks would shift). N is never
+guessed: a pod does not see its Job's completions, and a rerun array has a count of its own.
+
+Exit status (for a batch system's retry policy):
+  0  the sweep ran; its results are written
+  1  the results could not be written (the output folder): a retry may succeed
+  2  bad configuration: flags, scenario, shard (auto without the index, or out of range), a cell
+     no trial can take, a trial above the memory limit; do not retry
+  3  a trial failed (an engine error, a WRITE completed with an error status, the message's bytes
+     differ at the responder), or with --fail-incomplete a trial stopped at its limit; the sweep
+     is deterministic, so a retry of the shard fails the same way
 
 Example:
-  crem sim --scenario sdr-casestudy --schemes sr-rto,tcaeth --sizes 1MiB,16MiB --drop-rates 1e-4,1e-2 --trials 30`
+  crem sim --scenario sdr-casestudy --schemes sr-rto,tcaeth --sizes 1MiB,16MiB --drop-rates 1e-4,1e-2 --trials 30
+  crem sim --scenario sdr-casestudy --shard auto/16 --out /results    (one task of 16; deploy/cluster/)`
+
+// Exit codes of crem sim and crem sim merge.
+const (
+	simExitIO     = 1 // the results could not be written
+	simExitConfig = 2 // bad configuration: do not retry
+	simExitTrial  = 3 // a trial failed (or was incomplete, with --fail-incomplete)
+)
+
+// simRun is a parsed crem sim command line.
+type simRun struct {
+	sw             *sim.Sweep
+	out            string
+	asJSON         bool
+	failIncomplete bool
+	shardFrom      string // where --shard auto took the index, for the log
+}
 
 func runSim(args []string, s stdio) int {
 	if len(args) > 0 && args[0] == "merge" {
 		return runSimMerge(args[1:], s)
 	}
-	fs := newFlagSet("sim", "crem sim --scenario NAME [flags] | crem sim merge [--out DIR] [--json] FILES...", simDescription, s)
+	cfg, code, ok := simConfig(args, s, os.Getenv)
+	if !ok {
+		return code
+	}
+	return cfg.run(s)
+}
+
+// simConfig parses a crem sim command line; getenv reads the batch system's variables for
+// --shard auto/N. ok is false when the caller must exit with code (0 after --help).
+func simConfig(args []string, s stdio, getenv func(string) string) (cfg *simRun, code int, ok bool) {
+	fs := newFlagSet("sim", "crem sim --scenario NAME [flags] | crem sim merge [--out DIR] [--json] FILES|DIRS...", simDescription, s)
 	scenario := fs.String("scenario", "", "scenario preset: sdr-casestudy, metro, bursty, congested or reporter")
 	schemes := fs.String("schemes", "", "comma-separated schemes, or all; default the scenario's (all, or for\nreporter crem+tcaeth,crem+tcaeth+reporter)")
 	var sizes units.Sizes
@@ -73,22 +120,24 @@ func runSim(args []string, s stdio) int {
 	seed := fs.Uint64("seed", 1, "seed of the sweep")
 	out := fs.String("out", "", "folder for CSV, figures and the shard file (default: a new temporary folder)")
 	asJSON := fs.Bool("json", false, "print only a JSON array of the cells")
-	shard := fs.String("shard", "", "run the slice I/N of the cells (0-based I)")
+	shard := fs.String("shard", "", "run the slice I/N of the cells (0-based I), or auto/N: I from JOB_COMPLETION_INDEX\nor SLURM_ARRAY_TASK_ID")
+	shardBase := fs.String("shard-base", "", "with --shard auto/N: the first SLURM_ARRAY_TASK_ID of the array (a number, or min\nfor SLURM_ARRAY_TASK_MIN); default 0")
+	failIncomplete := fs.Bool("fail-incomplete", false, "exit 3 when a trial stopped at its limit (written as incomplete, a lower bound)")
 	if code, done := parseFlags(fs, args); done {
-		return code
+		return nil, code, false
 	}
 	if fs.NArg() > 0 {
 		fmt.Fprintf(s.err, "crem sim: unexpected argument %q\n", fs.Arg(0))
-		return 2
+		return nil, simExitConfig, false
 	}
 	if *scenario == "" {
 		fmt.Fprintln(s.err, "crem sim: --scenario is required (sdr-casestudy, metro, bursty, congested, reporter)")
-		return 2
+		return nil, simExitConfig, false
 	}
 	sc, err := sim.LookupScenario(*scenario)
 	if err != nil {
 		fmt.Fprintf(s.err, "crem sim: %v\n", err)
-		return 2
+		return nil, simExitConfig, false
 	}
 	burstSet := false
 	fs.Visit(func(f *flag.Flag) {
@@ -121,7 +170,7 @@ func runSim(args []string, s stdio) int {
 		d, err := time.ParseDuration(*rtt)
 		if err != nil || d <= 0 {
 			fmt.Fprintf(s.err, "crem sim: --rtt %q: want a positive Go duration (25ms)\n", *rtt)
-			return 2
+			return nil, simExitConfig, false
 		}
 		sc.RTT = d
 	}
@@ -133,24 +182,35 @@ func runSim(args []string, s stdio) int {
 	}
 	if err != nil {
 		fmt.Fprintf(s.err, "crem sim: %v\n", err)
-		return 2
+		return nil, simExitConfig, false
 	}
-	if *shard != "" {
-		i, n, err := parseShard(*shard)
-		if err != nil {
-			fmt.Fprintf(s.err, "crem sim: --shard: %v\n", err)
-			return 2
-		}
-		sw.Shard, sw.Shards = i, n
-	}
-	if err := checkScenario(sc); err != nil {
-		fmt.Fprintf(s.err, "crem sim: %v\n", err)
-		return 2
-	}
-	dir, err := outDir(*out)
+	i, n, from, err := resolveShard(*shard, *shardBase, getenv)
 	if err != nil {
 		fmt.Fprintf(s.err, "crem sim: %v\n", err)
-		return 1
+		return nil, simExitConfig, false
+	}
+	sw.Shard, sw.Shards = i, n
+	if err := checkScenario(sc); err != nil {
+		fmt.Fprintf(s.err, "crem sim: %v\n", err)
+		return nil, simExitConfig, false
+	}
+	if err := sw.Check(); err != nil {
+		fmt.Fprintf(s.err, "crem sim: %v\n", err)
+		return nil, simExitConfig, false
+	}
+	return &simRun{sw: sw, out: *out, asJSON: *asJSON, failIncomplete: *failIncomplete, shardFrom: from}, 0, true
+}
+
+// run runs the sweep and writes its results.
+func (cfg *simRun) run(s stdio) int {
+	sw := cfg.sw
+	if cfg.shardFrom != "" {
+		fmt.Fprintf(s.err, "crem sim: shard %d of %d (%s)\n", sw.Shard, sw.Shards, cfg.shardFrom)
+	}
+	dir, err := outDir(cfg.out)
+	if err != nil {
+		fmt.Fprintf(s.err, "crem sim: %v\n", err)
+		return simExitIO
 	}
 	if f, ok := s.err.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
 		bar := progressbar.NewOptions(-1, progressbar.OptionSetWriter(f), progressbar.OptionSetDescription("crem sim"),
@@ -172,20 +232,77 @@ func runSim(args []string, s stdio) int {
 	}
 	if err != nil {
 		fmt.Fprintf(s.err, "crem sim: %v\n", err)
-		return 1
+		if te := (*sim.TrialError)(nil); errors.As(err, &te) {
+			fmt.Fprintln(s.err, "crem sim: a trial failed (exit 3); the sweep is deterministic: the shard fails the same way again")
+			return simExitTrial
+		}
+		return simExitConfig // Check's, which simConfig ran already
 	}
-	if err := sim.WriteShard(filepath.Join(dir, sim.ShardFileName(sw.Shard, sw.Shards)), sw, res); err != nil {
+	name := sim.ShardFileName(sw.Shard, sw.Shards)
+	if err := writeShardAtomic(dir, name, sw, res); err != nil {
 		fmt.Fprintf(s.err, "crem sim: %v\n", err)
-		return 1
+		return simExitIO
 	}
-	return simOutput(res, dir, *asJSON, s)
+	if sw.Shards > 1 {
+		dir = filepath.Join(dir, strings.TrimSuffix(name, ".json"))
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			fmt.Fprintf(s.err, "crem sim: output folder: %v\n", err)
+			return simExitIO
+		}
+	}
+	if code := simOutput(res, dir, cfg.asJSON, s); code != 0 {
+		return code
+	}
+	return incompleteExit("crem sim", res, cfg.failIncomplete, s)
+}
+
+// writeShardAtomic writes the shard file into dir under a temporary name and renames it: a
+// shard killed while writing leaves no partial file for merge, and shards sharing dir never
+// see each other's halves.
+func writeShardAtomic(dir, name string, sw *sim.Sweep, res []sim.Result) error {
+	f, err := os.CreateTemp(dir, "."+name+".tmp-*")
+	if err != nil {
+		return fmt.Errorf("shard file: %w", err)
+	}
+	tmp := f.Name()
+	f.Close()
+	if err := sim.WriteShard(tmp, sw, res); err != nil {
+		os.Remove(tmp)
+		return err
+	}
+	if err := os.Chmod(tmp, 0o644); err != nil {
+		os.Remove(tmp)
+		return fmt.Errorf("shard file: %w", err)
+	}
+	if err := os.Rename(tmp, filepath.Join(dir, name)); err != nil {
+		os.Remove(tmp)
+		return fmt.Errorf("shard file: %w", err)
+	}
+	return nil
+}
+
+// incompleteExit tells of trials stopped at their limit and returns the exit code: 3 with
+// --fail-incomplete when there were any, else 0.
+func incompleteExit(cmd string, res []sim.Result, fail bool, s stdio) int {
+	n := 0
+	for _, r := range res {
+		n += r.Incomplete
+	}
+	if n == 0 {
+		return 0
+	}
+	fmt.Fprintf(s.err, "%s: %d trials incomplete: stopped at their limit, their times are lower bounds\n", cmd, n)
+	if fail {
+		return simExitTrial
+	}
+	return 0
 }
 
 // simOutput writes CSV and figures into dir and the table or JSON to standard output.
 func simOutput(res []sim.Result, dir string, asJSON bool, s stdio) int {
 	if err := sim.WriteCSV(dir, res); err != nil {
 		fmt.Fprintf(s.err, "crem sim: %v\n", err)
-		return 1
+		return simExitIO
 	}
 	if err := sim.WriteFigures(dir, res); err != nil {
 		fmt.Fprintf(s.err, "crem sim: %v\n", err)
@@ -205,28 +322,165 @@ func simOutput(res []sim.Result, dir string, asJSON bool, s stdio) int {
 }
 
 func runSimMerge(args []string, s stdio) int {
-	fs := newFlagSet("sim merge", "crem sim merge [--out DIR] [--json] FILES...",
-		"Joins the shard files of `crem sim --shard I/N` runs: writes CSV and figures into --out and prints the table or JSON.", s)
+	fs := newFlagSet("sim merge", "crem sim merge [--out DIR] [--json] [--fail-incomplete] FILES|DIRS...",
+		`Joins the shard files of `+"`crem sim --shard I/N`"+` (or auto/N) runs: writes CSV and figures into --out
+and prints the table or JSON. A folder stands for the shard-*-of-*.json files in it.
+
+Exit status:
+  0  merged; the results are written
+  1  the results could not be written (the output folder): a retry may succeed
+  2  bad configuration or shard files (unreadable, not shard files, of different sweeps, a
+     shard missing or named twice): do not retry the merge; run the missing shards
+  3  with --fail-incomplete: a merged cell has a trial stopped at its limit`, s)
 	out := fs.String("out", "", "folder for CSV and figures (default: a new temporary folder)")
 	asJSON := fs.Bool("json", false, "print only a JSON array of the cells")
+	failIncomplete := fs.Bool("fail-incomplete", false, "exit 3 when a merged cell has a trial stopped at its limit")
 	if code, done := parseFlags(fs, args); done {
 		return code
 	}
 	if fs.NArg() == 0 {
-		fmt.Fprintln(s.err, "crem sim merge: name the shard files")
-		return 2
+		fmt.Fprintln(s.err, "crem sim merge: name the shard files or their folder")
+		return simExitConfig
 	}
-	res, err := sim.Merge(fs.Args())
+	files, err := shardFiles(fs.Args())
 	if err != nil {
 		fmt.Fprintf(s.err, "crem sim merge: %v\n", err)
-		return 1
+		return simExitConfig
+	}
+	res, err := sim.Merge(files)
+	if err != nil {
+		fmt.Fprintf(s.err, "crem sim merge: %v\n", err)
+		return simExitConfig
 	}
 	dir, err := outDir(*out)
 	if err != nil {
 		fmt.Fprintf(s.err, "crem sim merge: %v\n", err)
-		return 1
+		return simExitIO
 	}
-	return simOutput(res, dir, *asJSON, s)
+	if code := simOutput(res, dir, *asJSON, s); code != 0 {
+		return code
+	}
+	return incompleteExit("crem sim merge", res, *failIncomplete, s)
+}
+
+// shardFiles expands each folder among args into the shard files it holds (shard-*-of-*.json,
+// in name order); files stay as named.
+func shardFiles(args []string) ([]string, error) {
+	var files []string
+	for _, a := range args {
+		st, err := os.Stat(a)
+		if err != nil {
+			return nil, err
+		}
+		if !st.IsDir() {
+			files = append(files, a)
+			continue
+		}
+		m, err := filepath.Glob(filepath.Join(a, "shard-*-of-*.json"))
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", a, err)
+		}
+		if len(m) == 0 {
+			return nil, fmt.Errorf("%s: no shard-*-of-*.json files", a)
+		}
+		files = append(files, m...)
+	}
+	return files, nil
+}
+
+// resolveShard reads --shard and --shard-base: "" (the whole sweep), I/N, or auto/N with I
+// from JOB_COMPLETION_INDEX, else SLURM_ARRAY_TASK_ID less the base. from says where I came
+// from for auto/N.
+func resolveShard(spec, base string, getenv func(string) string) (i, n int, from string, err error) {
+	rest, auto := strings.CutPrefix(spec, "auto")
+	if !auto {
+		if base != "" {
+			return 0, 0, "", fmt.Errorf("--shard-base applies to --shard auto/N")
+		}
+		if spec == "" {
+			return 0, 0, "", nil
+		}
+		i, n, err := parseShard(spec)
+		if err != nil {
+			return 0, 0, "", fmt.Errorf("--shard: %w", err)
+		}
+		return i, n, "", nil
+	}
+	if rest == "" {
+		return 0, 0, "", fmt.Errorf("--shard auto needs the shard count, auto/N: a Kubernetes pod does not see its Job's completions, and a rerun of some Slurm array tasks has a task count of its own")
+	}
+	ns, ok := strings.CutPrefix(rest, "/")
+	n, err = strconv.Atoi(strings.TrimSpace(ns))
+	if !ok || err != nil || n < 1 {
+		return 0, 0, "", fmt.Errorf("--shard %q: want auto/N with N >= 1", spec)
+	}
+	envInt := func(name string) (int, bool, error) {
+		v := strings.TrimSpace(getenv(name))
+		if v == "" {
+			return 0, false, nil
+		}
+		x, err := strconv.Atoi(v)
+		if err != nil {
+			return 0, true, fmt.Errorf("--shard auto/%d: %s=%q is not an integer", n, name, v)
+		}
+		return x, true, nil
+	}
+	if k, set, err := envInt("JOB_COMPLETION_INDEX"); err != nil {
+		return 0, 0, "", err
+	} else if set {
+		if base != "" {
+			return 0, 0, "", fmt.Errorf("--shard-base applies to SLURM_ARRAY_TASK_ID; JOB_COMPLETION_INDEX is set and 0-based")
+		}
+		if k < 0 || k >= n {
+			return 0, 0, "", fmt.Errorf("--shard auto/%d: JOB_COMPLETION_INDEX=%d is outside 0..%d (the Job's completions must be %d)", n, k, n-1, n)
+		}
+		return k, n, fmt.Sprintf("JOB_COMPLETION_INDEX=%d", k), nil
+	}
+	id, set, err := envInt("SLURM_ARRAY_TASK_ID")
+	if err != nil {
+		return 0, 0, "", err
+	}
+	if !set {
+		return 0, 0, "", fmt.Errorf("--shard auto/%d: neither JOB_COMPLETION_INDEX (a Kubernetes Indexed Job) nor SLURM_ARRAY_TASK_ID (a Slurm job array) is set; outside a batch system give --shard I/%d", n, n)
+	}
+	b := 0
+	from = fmt.Sprintf("SLURM_ARRAY_TASK_ID=%d", id)
+	switch base {
+	case "", "0":
+	case "min":
+		lo, okLo, err := envInt("SLURM_ARRAY_TASK_MIN")
+		if err != nil {
+			return 0, 0, "", err
+		}
+		count, okCount, err := envInt("SLURM_ARRAY_TASK_COUNT")
+		if err != nil {
+			return 0, 0, "", err
+		}
+		hi, okHi, err := envInt("SLURM_ARRAY_TASK_MAX")
+		if err != nil {
+			return 0, 0, "", err
+		}
+		if !okLo || !okCount {
+			return 0, 0, "", fmt.Errorf("--shard-base min: SLURM_ARRAY_TASK_MIN and SLURM_ARRAY_TASK_COUNT must be set")
+		}
+		if count != n || (okHi && hi-lo+1 != n) {
+			return 0, 0, "", fmt.Errorf("--shard-base min: the array (%d tasks from %d) is not the %d contiguous tasks of the sweep; for a rerun of some tasks give the first task ID, --shard-base %d", count, lo, n, lo)
+		}
+		b = lo
+		from += fmt.Sprintf(" - SLURM_ARRAY_TASK_MIN=%d", lo)
+	default:
+		b, err = strconv.Atoi(strings.TrimSpace(base))
+		if err != nil || b < 0 {
+			return 0, 0, "", fmt.Errorf("--shard-base %q: want the array's first task ID (0, 1, ...) or min", base)
+		}
+		if b != 0 {
+			from += fmt.Sprintf(" - %d", b)
+		}
+	}
+	if k := id - b; k < 0 || k >= n {
+		return 0, 0, "", fmt.Errorf("--shard auto/%d: %s gives shard %d, outside 0..%d (an array numbered from 1: --shard-base 1; from its first task: --shard-base min)", n, from, k, n-1)
+	}
+	return id - b, n, from, nil
 }
 
 // parseShard reads "I/N" with 0 <= I < N.

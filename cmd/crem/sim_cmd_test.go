@@ -3,9 +3,14 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -108,8 +113,8 @@ func TestSimShardsAndMerge(t *testing.T) {
 		t.Fatalf("merged:\n%s\nwhole:\n%s", o.String(), whole)
 	}
 	code = run([]string{"sim", "merge", "--out", t.TempDir(), files[0]}, stdio{out: &o, err: &e})
-	if code == 0 {
-		t.Fatal("merge of one shard of two succeeded")
+	if code != 2 {
+		t.Fatalf("merge of one shard of two: exit %d, want 2", code)
 	}
 }
 
@@ -228,5 +233,318 @@ func TestSimReporterScenario(t *testing.T) {
 	if len(lines) != 3 || !strings.Contains(lines[0], "recovery") || !strings.Contains(lines[0], "rec p99") ||
 		!strings.Contains(lines[1], " ms") || last(lines[2]) != "- - -" {
 		t.Fatalf("table:\n%s", table)
+	}
+}
+
+// --shard auto/N takes the index from JOB_COMPLETION_INDEX before SLURM_ARRAY_TASK_ID, less
+// --shard-base (a number, or min: SLURM_ARRAY_TASK_MIN, only for an array of exactly N
+// contiguous tasks), and refuses what it cannot read with an error naming the variable.
+func TestSimShardAuto(t *testing.T) {
+	for _, c := range []struct {
+		spec, base string
+		env        map[string]string
+		i, n       int
+		err        string
+	}{
+		{spec: "", i: 0, n: 0},
+		{spec: "2/5", i: 2, n: 5},
+		{spec: "auto/4", env: map[string]string{"JOB_COMPLETION_INDEX": "3"}, i: 3, n: 4},
+		{spec: "auto/4", env: map[string]string{"JOB_COMPLETION_INDEX": "1", "SLURM_ARRAY_TASK_ID": "2"}, i: 1, n: 4},
+		{spec: "auto/4", env: map[string]string{"SLURM_ARRAY_TASK_ID": "0"}, i: 0, n: 4},
+		{spec: "auto/4", base: "1", env: map[string]string{"SLURM_ARRAY_TASK_ID": "4", "SLURM_ARRAY_TASK_MIN": "4", "SLURM_ARRAY_TASK_COUNT": "1"}, i: 3, n: 4},
+		{spec: "auto/4", base: "min", env: map[string]string{"SLURM_ARRAY_TASK_ID": "12", "SLURM_ARRAY_TASK_MIN": "10",
+			"SLURM_ARRAY_TASK_MAX": "13", "SLURM_ARRAY_TASK_COUNT": "4"}, i: 2, n: 4},
+		{spec: "auto", env: map[string]string{"SLURM_ARRAY_TASK_ID": "0", "SLURM_ARRAY_TASK_COUNT": "4"}, err: "needs the shard count"},
+		{spec: "auto/0", env: map[string]string{"JOB_COMPLETION_INDEX": "0"}, err: "N >= 1"},
+		{spec: "auto/x", err: "N >= 1"},
+		{spec: "auto/4", err: "neither JOB_COMPLETION_INDEX"},
+		{spec: "auto/4", env: map[string]string{"JOB_COMPLETION_INDEX": "4"}, err: "JOB_COMPLETION_INDEX=4 is outside 0..3"},
+		{spec: "auto/4", env: map[string]string{"JOB_COMPLETION_INDEX": "-1"}, err: "outside 0..3"},
+		{spec: "auto/4", env: map[string]string{"JOB_COMPLETION_INDEX": "two"}, err: "not an integer"},
+		{spec: "auto/4", base: "1", env: map[string]string{"JOB_COMPLETION_INDEX": "0"}, err: "--shard-base applies to SLURM_ARRAY_TASK_ID"},
+		{spec: "auto/4", env: map[string]string{"SLURM_ARRAY_TASK_ID": "4"}, err: "--shard-base 1"},
+		{spec: "auto/4", base: "1", env: map[string]string{"SLURM_ARRAY_TASK_ID": "0"}, err: "gives shard -1"},
+		{spec: "auto/4", base: "-1", env: map[string]string{"SLURM_ARRAY_TASK_ID": "0"}, err: "first task ID"},
+		{spec: "auto/4", base: "min", env: map[string]string{"SLURM_ARRAY_TASK_ID": "3"}, err: "must be set"},
+		// A rerun of tasks 4 and 8 of an array 1-8 with --shard-base min would shift: refused.
+		{spec: "auto/8", base: "min", env: map[string]string{"SLURM_ARRAY_TASK_ID": "8", "SLURM_ARRAY_TASK_MIN": "4",
+			"SLURM_ARRAY_TASK_MAX": "8", "SLURM_ARRAY_TASK_COUNT": "2"}, err: "--shard-base 4"},
+		// So is a stepped array of the right count (0-6:2).
+		{spec: "auto/4", base: "min", env: map[string]string{"SLURM_ARRAY_TASK_ID": "2", "SLURM_ARRAY_TASK_MIN": "0",
+			"SLURM_ARRAY_TASK_MAX": "6", "SLURM_ARRAY_TASK_COUNT": "4"}, err: "not the 4 contiguous tasks"},
+		{spec: "2/2", err: "want I/N"},
+		{spec: "1/2", base: "1", err: "applies to --shard auto/N"},
+	} {
+		i, n, from, err := resolveShard(c.spec, c.base, func(k string) string { return c.env[k] })
+		name := fmt.Sprintf("--shard %q --shard-base %q %v", c.spec, c.base, c.env)
+		switch {
+		case c.err != "":
+			if err == nil || !strings.Contains(err.Error(), c.err) {
+				t.Errorf("%s: error %v, want %q", name, err, c.err)
+			}
+		case err != nil:
+			t.Errorf("%s: %v", name, err)
+		case i != c.i || n != c.n:
+			t.Errorf("%s: shard %d/%d, want %d/%d", name, i, n, c.i, c.n)
+		case strings.HasPrefix(c.spec, "auto") && !strings.Contains(from, "=") || !strings.HasPrefix(c.spec, "auto") && from != "":
+			t.Errorf("%s: from %q", name, from)
+		}
+	}
+}
+
+// The exit status tells a batch system what to do: 2 for a configuration no retry can mend
+// (flags, scenario, shard, a cell no trial takes; merge's shard files), 3 for a failed trial
+// (gbn at half the packets lost exhausts its retries) and with --fail-incomplete for a trial
+// stopped at its limit, 1 when the results cannot be written, 0 otherwise; --help says so.
+func TestSimExitCodes(t *testing.T) {
+	small := []string{"--scenario", "metro", "--schemes", "sr-nack", "--sizes", "256KiB", "--drop-rates", "1e-3", "--trials", "1"}
+	for _, c := range []struct {
+		env  map[string]string
+		args []string
+		code int
+		msg  string
+	}{
+		{args: []string{"--scenario", "metro", "--shard", "auto/4"}, code: 2, msg: "neither JOB_COMPLETION_INDEX"},
+		{args: []string{"--scenario", "metro", "--shard", "auto"}, code: 2, msg: "needs the shard count"},
+		{env: map[string]string{"JOB_COMPLETION_INDEX": "7"}, args: []string{"--scenario", "metro", "--shard", "auto/4"}, code: 2, msg: "outside 0..3"},
+		{args: []string{"--scenario", "metro", "--shard-base", "1"}, code: 2, msg: "--shard-base"},
+		{args: append(slices.Clone(small), "--mtu", "1000"), code: 2, msg: "MTU 1000"},
+		{args: []string{"--scenario", "metro", "--schemes", "sr-rto", "--sizes", "64GiB", "--trials", "1"}, code: 2, msg: "PSN space"},
+		{args: []string{"--scenario", "metro", "--schemes", "gbn", "--sizes", "256KiB", "--drop-rates", "0.5", "--trials", "1"},
+			code: 3, msg: "retry exceeded"},
+		{args: []string{"--scenario", "sdr-casestudy", "--schemes", "gbn", "--sizes", "16MiB", "--drop-rates", "0.05", "--trials", "1"},
+			code: 0, msg: "1 trials incomplete"},
+		{args: []string{"--scenario", "sdr-casestudy", "--schemes", "gbn", "--sizes", "16MiB", "--drop-rates", "0.05", "--trials", "1",
+			"--fail-incomplete"}, code: 3, msg: "1 trials incomplete"},
+		{args: append(slices.Clone(small), "--out", "/dev/null/results"), code: 1, msg: "output folder"},
+		{args: slices.Clone(small), code: 0, msg: "CSV and figures"},
+	} {
+		args := c.args
+		if !slices.Contains(args, "--out") {
+			args = append(args, "--out", t.TempDir())
+		}
+		var o, e bytes.Buffer
+		code := 0
+		if cfg, cc, ok := simConfig(args, stdio{out: &o, err: &e}, func(k string) string { return c.env[k] }); !ok {
+			code = cc
+		} else {
+			code = cfg.run(stdio{out: &o, err: &e})
+		}
+		if code != c.code || !strings.Contains(e.String(), c.msg) {
+			t.Errorf("%v %v: exit %d, want %d with %q: %s", c.env, c.args, code, c.code, c.msg, e.String())
+		}
+	}
+
+	// merge: no files, an unreadable file, a file that is no shard file, an empty folder, a
+	// shard missing: 2; a folder of the whole sweep: 0.
+	dir := t.TempDir()
+	if code, _, e := runSimCLI(t, append(slices.Clone(small), "--out", dir)...); code != 0 {
+		t.Fatal(e)
+	}
+	notShard := filepath.Join(t.TempDir(), "shard-0-of-1.json")
+	os.WriteFile(notShard, []byte("not json"), 0o644)
+	half := t.TempDir()
+	if code, _, e := runSimCLI(t, "--scenario", "metro", "--schemes", "sr-nack,tcaeth", "--sizes", "256KiB", "--drop-rates", "1e-3",
+		"--trials", "1", "--shard", "0/2", "--out", half); code != 0 {
+		t.Fatal(e)
+	}
+	for _, c := range []struct {
+		args []string
+		code int
+		msg  string
+	}{
+		{nil, 2, "name the shard files"},
+		{[]string{filepath.Join(dir, "shard-9-of-9.json")}, 2, "no such file"},
+		{[]string{notShard}, 2, "invalid character"},
+		{[]string{t.TempDir()}, 2, "no shard-*-of-*.json"},
+		{[]string{half}, 2, "shards [1] of 2 missing"},
+		{[]string{dir}, 0, "CSV and figures"},
+		{[]string{"--bogus", dir}, 2, "bogus"},
+	} {
+		var o, e bytes.Buffer
+		code := run(append([]string{"sim", "merge", "--out", t.TempDir()}, c.args...), stdio{out: &o, err: &e})
+		if code != c.code || !strings.Contains(e.String(), c.msg) {
+			t.Errorf("merge %v: exit %d, want %d with %q: %s", c.args, code, c.code, c.msg, e.String())
+		}
+	}
+
+	for _, args := range [][]string{{"sim", "--help"}, {"sim", "merge", "--help"}} {
+		var o, e bytes.Buffer
+		if code := run(args, stdio{out: &o, err: &e}); code != 0 {
+			t.Fatalf("%v: exit %d", args, code)
+		}
+		for _, want := range []string{"Exit status", "2 ", "3 ", "do not retry"} {
+			if !strings.Contains(e.String(), want) {
+				t.Errorf("%v lacks %q:\n%s", args, want, e.String())
+			}
+		}
+	}
+}
+
+// cremProcess runs the test binary as crem (TestMain) with env added to an environment free
+// of batch-system variables, and returns its exit code, standard output and error.
+func cremProcess(t *testing.T, env []string, args ...string) (int, string, string) {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], args...)
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "JOB_COMPLETION_INDEX=") && !strings.HasPrefix(kv, "SLURM_") {
+			cmd.Env = append(cmd.Env, kv)
+		}
+	}
+	cmd.Env = append(append(cmd.Env, "CREM_TEST_AS_CREM=1"), env...)
+	var o, e bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &o, &e
+	err := cmd.Run()
+	var ee *exec.ExitError
+	switch {
+	case err == nil:
+		return 0, o.String(), e.String()
+	case errors.As(err, &ee):
+		return ee.ExitCode(), o.String(), e.String()
+	default: // no process (the caller may be another goroutine: no t.Fatal here)
+		return -1, o.String(), fmt.Sprintf("%v: %v", args, err)
+	}
+}
+
+// n shards run as separate processes, as a batch system starts them (all at once, one results
+// folder shared like a volume), each taking its index from the batch system's variable;
+// `crem sim merge` over the folder prints the JSON of one unsharded run of the sweep byte for
+// byte, and writes the same CSV. Kubernetes (JOB_COMPLETION_INDEX 0..n-1), a Slurm array
+// 0..n-1, and a Slurm array 1..n with --shard-base min; a rerun of one task of the 1-based array
+// (--shard-base 1) writes the same shard file again.
+func TestSimShardProcessesMergeS14(t *testing.T) {
+	const n = 3
+	sweep := []string{"sim", "--scenario", "sdr-casestudy", "--schemes", "sr-nack,tcaeth", "--sizes", "256KiB",
+		"--drop-rates", "1e-3,1e-2", "--trials", "3", "--seed", "5", "--json"}
+	wholeDir := t.TempDir()
+	code, whole, errOut := cremProcess(t, nil, append(slices.Clone(sweep), "--out", wholeDir)...)
+	if code != 0 || !strings.HasPrefix(whole, "[") {
+		t.Fatalf("unsharded: exit %d: %s", code, errOut)
+	}
+	csvs := []string{"results.csv", "completions.csv", "km.csv"}
+	wholeCSV := map[string][]byte{}
+	for _, f := range csvs {
+		b, err := os.ReadFile(filepath.Join(wholeDir, f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		wholeCSV[f] = b
+	}
+	for _, c := range []struct {
+		name  string
+		extra []string
+		env   func(i int) []string
+	}{
+		{"kubernetes", nil, func(i int) []string { return []string{fmt.Sprintf("JOB_COMPLETION_INDEX=%d", i)} }},
+		{"slurm", nil, func(i int) []string {
+			return []string{fmt.Sprintf("SLURM_ARRAY_TASK_ID=%d", i), "SLURM_ARRAY_TASK_MIN=0",
+				fmt.Sprintf("SLURM_ARRAY_TASK_MAX=%d", n-1), fmt.Sprintf("SLURM_ARRAY_TASK_COUNT=%d", n)}
+		}},
+		{"slurm-from-1", []string{"--shard-base", "min"}, func(i int) []string {
+			return []string{fmt.Sprintf("SLURM_ARRAY_TASK_ID=%d", i+1), "SLURM_ARRAY_TASK_MIN=1",
+				fmt.Sprintf("SLURM_ARRAY_TASK_MAX=%d", n), fmt.Sprintf("SLURM_ARRAY_TASK_COUNT=%d", n)}
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			results := t.TempDir()
+			args := append(append(slices.Clone(sweep), "--shard", fmt.Sprintf("auto/%d", n), "--out", results), c.extra...)
+			type done struct {
+				code      int
+				out, errs string
+			}
+			ch := make([]chan done, n)
+			for i := range n {
+				ch[i] = make(chan done, 1)
+				go func() {
+					code, out, errs := cremProcess(t, c.env(i), args...)
+					ch[i] <- done{code, out, errs}
+				}()
+			}
+			for i := range n {
+				d := <-ch[i]
+				if d.code != 0 || !strings.Contains(d.errs, fmt.Sprintf("shard %d of %d", i, n)) {
+					t.Fatalf("shard %d: exit %d: %s", i, d.code, d.errs)
+				}
+			}
+			ents, _ := os.ReadDir(results)
+			var names []string
+			for _, e := range ents {
+				names = append(names, e.Name())
+			}
+			want := []string{"shard-0-of-3", "shard-0-of-3.json", "shard-1-of-3", "shard-1-of-3.json", "shard-2-of-3", "shard-2-of-3.json"}
+			if !slices.Equal(names, want) {
+				t.Fatalf("results folder holds %q, want %q", names, want)
+			}
+			mergedDir := t.TempDir()
+			code, merged, errOut := cremProcess(t, nil, "sim", "merge", "--json", "--out", mergedDir, results)
+			if code != 0 {
+				t.Fatalf("merge: exit %d: %s", code, errOut)
+			}
+			if merged != whole {
+				t.Fatalf("merged:\n%s\nunsharded:\n%s", merged, whole)
+			}
+			for _, f := range csvs {
+				csv, err := os.ReadFile(filepath.Join(mergedDir, f))
+				if err != nil || !bytes.Equal(csv, wholeCSV[f]) {
+					t.Fatalf("merged %s (%v):\n%s\nunsharded:\n%s", f, err, csv, wholeCSV[f])
+				}
+			}
+			if c.name != "slurm-from-1" {
+				return
+			}
+			// sbatch --array=2 of the same script, told its array starts at 1.
+			before, _ := os.ReadFile(filepath.Join(results, "shard-1-of-3.json"))
+			rerun := append(append(slices.Clone(sweep), "--shard", "auto/3", "--out", results), "--shard-base", "1")
+			code, _, errOut = cremProcess(t, []string{"SLURM_ARRAY_TASK_ID=2", "SLURM_ARRAY_TASK_MIN=2",
+				"SLURM_ARRAY_TASK_MAX=2", "SLURM_ARRAY_TASK_COUNT=1"}, rerun...)
+			after, _ := os.ReadFile(filepath.Join(results, "shard-1-of-3.json"))
+			if code != 0 || len(before) == 0 || !bytes.Equal(before, after) {
+				t.Fatalf("rerun of task 2: exit %d, shard file changed %v: %s", code, !bytes.Equal(before, after), errOut)
+			}
+		})
+	}
+}
+
+// The examples of deploy/cluster run a command line this crem takes: as shard 0 of their N
+// under the batch system's variable, and the merge over the folder the shards write.
+func TestSimClusterExamplesParse(t *testing.T) {
+	yaml, err := os.ReadFile("../../deploy/cluster/crem-sim-indexed-job.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sbatch, err := os.ReadFile("../../deploy/cluster/crem-sim-array.sbatch")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var k8s []string
+	if m := regexp.MustCompile(`(?m)^\s+args: (\[.*\])$`).FindSubmatch(yaml); m == nil {
+		t.Fatal("no args: [...] in the Job")
+	} else if err := json.Unmarshal(m[1], &k8s); err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`(?m)^exec crem (sim .*)$`).FindSubmatch(sbatch)
+	if m == nil {
+		t.Fatal("no crem sim line in the sbatch script")
+	}
+	slurm := strings.Fields(strings.ReplaceAll(string(m[1]), `"$results"`, t.TempDir()))
+	for _, c := range []struct {
+		args []string
+		env  map[string]string
+	}{
+		{k8s, map[string]string{"JOB_COMPLETION_INDEX": "0"}},
+		{slurm, map[string]string{"SLURM_ARRAY_TASK_ID": "0", "SLURM_ARRAY_TASK_MIN": "0"}},
+	} {
+		if c.args[0] != "sim" {
+			t.Fatalf("%q does not run crem sim", c.args)
+		}
+		var e bytes.Buffer
+		cfg, code, ok := simConfig(c.args[1:], stdio{out: &e, err: &e}, func(k string) string { return c.env[k] })
+		if !ok {
+			t.Fatalf("%q: exit %d: %s", c.args, code, e.String())
+		}
+		if n := strings.TrimPrefix(c.args[slices.Index(c.args, "--shard")+1], "auto/"); cfg.sw.Shard != 0 ||
+			strconv.Itoa(cfg.sw.Shards) != n || cfg.sw.Shards < 2 || len(cfg.sw.ShardCells()) == 0 {
+			t.Fatalf("%q: shard %d of %d, %d cells", c.args, cfg.sw.Shard, cfg.sw.Shards, len(cfg.sw.ShardCells()))
+		}
 	}
 }
