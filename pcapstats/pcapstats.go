@@ -380,13 +380,14 @@ func (m *MessageCounts) bad(err error, frame uint64) {
 func (a *Analyzer) crem(d *capture.Datagram, drop bool) {
 	c := &a.s.CREM
 	b := d.Payload
-	h, err := wire.ParseHeader(b)
-	if err != nil {
+	h, herr := wire.ParseHeader(b)
+	if herr != nil && (errors.Is(herr, wire.ErrDiscard) || len(b) < wire.HeaderLen) {
+		// No type, or no Flow ID to file it under.
 		c.Messages.Total++
 		if drop {
 			c.Messages.Dropped++
 		}
-		c.Messages.bad(err, a.s.Frames.Total)
+		c.Messages.bad(herr, a.s.Frames.Total)
 		return
 	}
 	var f *flowState
@@ -425,6 +426,11 @@ func (a *Analyzer) crem(d *capture.Datagram, drop bool) {
 	// HELLO and PATH_REPORT carry Flow ID 0: they belong to no flow yet.
 	if h.Type != wire.TypeHello && h.Type != wire.TypePathReport {
 		track(h.FlowID)
+	}
+	if herr != nil {
+		// A Length that disagrees with the datagram: the header names the flow.
+		fail(herr)
+		return
 	}
 	switch h.Type {
 	case wire.TypeRepair:
