@@ -137,7 +137,7 @@ func wantStory() Summary {
 			LossReports: loss, PathReports: PathTotals{Total: 1, NodeDrops: 1, Hops: 1, LostCount: 3, DroppedPSNs: 2},
 			Closes: closes, Hellos: HelloCounts{Answered: 1}, Restored: restored,
 			Flows: []Flow{{FlowID: flowID, Addresses: []string{"192.0.2.1 -> 192.0.2.2"},
-				Hello: &FlowHello{Source: "10.0.0.1", Destination: "10.0.0.2", FlowKind: 1, FlowLabel: qpData, DestQP: qpData, RDMAMTU: 4096},
+				Hello:    &FlowHello{Source: "10.0.0.1", Destination: "10.0.0.2", FlowKind: 1, FlowLabel: qpData, DestQP: qpData, RDMAMTU: 4096},
 				Messages: flowMsgs, Repair: repair, Blocks: 2, ConfigIDs: []uint8{1}, RepairRequests: requests,
 				LossReports: loss, Closes: closes, Restored: restored}}},
 		RoCE: RoCE{Port: roce.UDPPort, QPCounts: total, QPs: []QP{data, acks, read, bad}},
