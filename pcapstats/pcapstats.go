@@ -96,7 +96,12 @@ type Analyzer struct {
 	qorder []uint32
 	psns   int
 	hellos map[uint64]*helloSeen // by Sender Nonce
-	horder []uint64
+	paths  map[pathKey]int       // index into s.CREM.PathReports.Flows
+}
+
+type pathKey struct {
+	src, dst netip.Addr
+	label    uint32
 }
 
 // New returns an Analyzer. The CREM port is required, and must differ from the RoCEv2 port.
@@ -122,7 +127,8 @@ func New(o Options) (*Analyzer, error) {
 			*v.p = v.def
 		}
 	}
-	a := &Analyzer{o: o, flows: map[uint32]*flowState{}, qps: map[uint32]*qpState{}, hellos: map[uint64]*helloSeen{}}
+	a := &Analyzer{o: o, flows: map[uint32]*flowState{}, qps: map[uint32]*qpState{}, hellos: map[uint64]*helloSeen{},
+		paths: map[pathKey]int{}}
 	a.s.CREM.Port, a.s.RoCE.Port = o.CREMPort, o.RoCEPort
 	return a, nil
 }
@@ -220,6 +226,11 @@ func looksRoCE(b []byte) bool {
 // Summary returns the summary so far. The Analyzer may take more frames afterwards.
 func (a *Analyzer) Summary() Summary {
 	s := a.s
+	s.CREM.PathReports.Flows = make([]PathFlow, len(a.s.CREM.PathReports.Flows))
+	for i, f := range a.s.CREM.PathReports.Flows {
+		f.PSNs = append([]uint32{}, f.PSNs...)
+		s.CREM.PathReports.Flows[i] = f
+	}
 	s.CREM.Flows = make([]Flow, 0, len(a.forder))
 	s.CREM.Restored = RestoredEstimate{}
 	for _, id := range a.forder {
@@ -235,6 +246,10 @@ func (a *Analyzer) Summary() Summary {
 			if ok {
 				f.ConfigIDs = append(f.ConfigIDs, uint8(c))
 			}
+		}
+		if f.Hello != nil {
+			h := *f.Hello
+			f.Hello = &h
 		}
 		f.Restored = a.estimate(fs)
 		r := &s.CREM.Restored
@@ -451,7 +466,6 @@ func (a *Analyzer) crem(d *capture.Datagram, drop bool) {
 		if a.hellos[m.SenderNonce] == nil && len(a.hellos) < a.o.Limits.MaxFlows {
 			a.hellos[m.SenderNonce] = &helloSeen{hello: FlowHello{Source: m.Source.String(), Destination: m.Destination.String(),
 				FlowKind: uint8(m.FlowKind), FlowLabel: m.FlowLabel, DestQP: m.DestQP(), RDMAMTU: m.RDMAMTU}}
-			a.horder = append(a.horder, m.SenderNonce)
 		}
 	case wire.TypeHelloAck:
 		m, err := wire.ParseHelloAck(b)
@@ -509,6 +523,7 @@ func (a *Analyzer) crem(d *capture.Datagram, drop bool) {
 		}
 		ok()
 		c.PathReports.add(&m)
+		a.pathFlow(&m)
 	case wire.TypeClose:
 		m, err := wire.ParseClose(b)
 		if err != nil {
@@ -572,6 +587,34 @@ func (p *PathTotals) add(m *wire.PathReport) {
 		p.Hops++
 		p.LostCount += uint64(m.Hops[i].LostCount)
 		p.DroppedPSNs += uint64(len(m.Hops[i].DroppedPSNs))
+	}
+}
+
+// pathFlow files a PATH_REPORT under the flow it describes.
+func (a *Analyzer) pathFlow(m *wire.PathReport) {
+	p := &a.s.CREM.PathReports
+	k := pathKey{m.Source, m.Destination, m.FlowLabel}
+	i, ok := a.paths[k]
+	if !ok {
+		if len(p.Flows) >= MaxPathFlows {
+			return
+		}
+		i = len(p.Flows)
+		a.paths[k] = i
+		p.Flows = append(p.Flows, PathFlow{Source: m.Source.String(), Destination: m.Destination.String(), FlowLabel: m.FlowLabel,
+			PSNs: []uint32{}})
+	}
+	f := &p.Flows[i]
+	f.Reports++
+	for j := range m.Hops {
+		h := &m.Hops[j]
+		f.LostCount += uint64(h.LostCount)
+		f.DroppedPSNs += uint64(len(h.DroppedPSNs))
+		for _, q := range h.DroppedPSNs {
+			if len(f.PSNs) < MaxNamedPSNs {
+				f.PSNs = append(f.PSNs, uint32(q))
+			}
+		}
 	}
 }
 

@@ -134,7 +134,9 @@ func wantStory() Summary {
 	return Summary{
 		Frames: Frames{Total: 33, UDP: 30, NotUDP: 1, Fragments: 1, Cut: 1, OtherUDP: 1, Dropped: 5},
 		CREM: CREM{Port: testCREMPort, Messages: allMsgs, Repair: repair, Blocks: 2, RepairRequests: requests,
-			LossReports: loss, PathReports: PathTotals{Total: 1, NodeDrops: 1, Hops: 1, LostCount: 3, DroppedPSNs: 2},
+			LossReports: loss, PathReports: PathTotals{Total: 1, NodeDrops: 1, Hops: 1, LostCount: 3, DroppedPSNs: 2,
+				Flows: []PathFlow{{Source: "10.0.0.1", Destination: "10.0.0.2", FlowLabel: qpData, Reports: 1, LostCount: 3,
+					DroppedPSNs: 2, PSNs: []uint32{101, 102}}}},
 			Closes: closes, Hellos: HelloCounts{Answered: 1}, Restored: restored,
 			Flows: []Flow{{FlowID: flowID, Addresses: []string{"192.0.2.1 -> 192.0.2.2"},
 				Hello:    &FlowHello{Source: "10.0.0.1", Destination: "10.0.0.2", FlowKind: 1, FlowLabel: qpData, DestQP: qpData, RDMAMTU: 4096},

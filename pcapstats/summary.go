@@ -115,6 +115,27 @@ type PathTotals struct {
 	Hops             uint64 `json:"hops"`
 	LostCount        uint64 `json:"lost_count"`   // sum of the hop entries' Lost Count
 	DroppedPSNs      uint64 `json:"dropped_psns"` // PSNs the hop entries name
+	// Flows are the flows the reports describe (addresses and Flow Label), at most
+	// MaxPathFlows; reports of further flows are counted above only.
+	Flows []PathFlow `json:"flows"`
+}
+
+// MaxPathFlows bounds PathTotals.Flows, and MaxNamedPSNs the PSNs each names.
+const (
+	MaxPathFlows = 256
+	MaxNamedPSNs = 64
+)
+
+// PathFlow is what the PATH_REPORTs said of one flow.
+type PathFlow struct {
+	Source      string `json:"source"`
+	Destination string `json:"destination"`
+	FlowLabel   uint32 `json:"flow_label"`
+	Reports     uint64 `json:"reports"`
+	LostCount   uint64 `json:"lost_count"`
+	DroppedPSNs uint64 `json:"dropped_psns"`
+	// PSNs are the first MaxNamedPSNs dropped PSNs named, in the order the reports named them.
+	PSNs []uint32 `json:"psns"`
 }
 
 // CloseReasons counts CLOSE messages by reason (RULINGS C2).

@@ -247,7 +247,8 @@ Output: a table, or with --json one object:
     range_psns}, loss_reports {count, interval_us, expected, received, restored,
     incomplete_blocks, ce_marked, repairs_received, repairs_ce_marked}, path_reports {total,
     truncated, alt_mark, clustered_alt_mark, node_drops, other_method, hops, lost_count,
-    dropped_psns}, closes {normal, idle, param_unanswered, resources_exhausted,
+    dropped_psns, flows [{source, destination, flow_label, reports, lost_count, dropped_psns,
+    psns (the first 64 named)}]}, closes {normal, idle, param_unanswered, resources_exhausted,
     circuit_breaker, protocol_error, other}, hellos {answered, unanswered},
     restored_estimate {packets, missing, blocks, unmapped, untracked}, flows [{flow_id,
     addresses, hello {source, destination, flow_kind, flow_label, dest_qp, rdma_mtu},
@@ -344,6 +345,19 @@ func writeStatsTable(w io.Writer, sum *pcapstats.Summary) {
 	p := &c.PathReports
 	fmt.Fprintf(w, "  path reports: %d (alternate marking %d, clustered %d, node drops %d, other %d), %d hops, lost %d, %d dropped PSNs named, %d truncated\n",
 		p.Total, p.AltMark, p.ClusteredAltMark, p.NodeDrops, p.OtherMethod, p.Hops, p.LostCount, p.DroppedPSNs, p.Truncated)
+	for i := range p.Flows {
+		pf := &p.Flows[i]
+		psns := make([]string, len(pf.PSNs))
+		for j, q := range pf.PSNs {
+			psns[j] = fmt.Sprint(q)
+		}
+		more := ""
+		if uint64(len(pf.PSNs)) < pf.DroppedPSNs {
+			more = fmt.Sprintf(" (first %d of %d)", len(pf.PSNs), pf.DroppedPSNs)
+		}
+		fmt.Fprintf(w, "    %s -> %s flow label %#06x: %d reports, lost %d, dropped PSNs%s: %s\n", pf.Source, pf.Destination,
+			pf.FlowLabel, pf.Reports, pf.LostCount, more, strings.Join(psns, " "))
+	}
 	cl := &c.Closes
 	fmt.Fprintf(w, "  close: normal %d, idle %d, param unanswered %d, resources exhausted %d, circuit breaker %d, protocol error %d, other %d\n",
 		cl.Normal, cl.Idle, cl.ParamUnanswered, cl.ResourcesExhausted, cl.CircuitBreaker, cl.ProtocolError, cl.Other)
