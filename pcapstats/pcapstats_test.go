@@ -305,3 +305,24 @@ func TestLimits(t *testing.T) {
 		t.Errorf("roce: %+v", s.RoCE)
 	}
 }
+
+// Over IPv6 a hop limit of 1 marks a drop as TTL 1 does over IPv4, and a flow's address pairs
+// are written CSF -> CRF whichever way its messages went.
+func TestIPv6DropsAndAddresses(t *testing.T) {
+	csf, crf := netip.MustParseAddr("2001:db8::1"), netip.MustParseAddr("2001:db8::2")
+	f := &frames{t: t}
+	up := [2]netip.AddrPort{netip.AddrPortFrom(csf, 1), netip.AddrPortFrom(crf, testCREMPort)}
+	down := [2]netip.AddrPort{netip.AddrPortFrom(crf, 2), netip.AddrPortFrom(csf, testCREMPort)}
+	f.crem(up, &wire.Repair{FlowID: 9, Scheme: wire.SchemeXOR, K: 1, BlockStartPSN: 1, Present: bitmap(1, 0), Symbol: make([]byte, 4)}, true)
+	f.crem(down, &wire.LossReport{FlowID: 9, Expected: 1}, false)
+	s := f.analyze(Options{CREMPort: testCREMPort, RoCEPort: roce.UDPPort, DropsMarked: true})
+	if s.Frames.Dropped != 1 || s.CREM.Messages.Dropped != 1 || s.CREM.Repair.Delivered != 0 || len(s.CREM.Flows) != 1 {
+		t.Fatalf("%+v %+v", s.Frames, s.CREM)
+	}
+	if a := s.CREM.Flows[0].Addresses; !reflect.DeepEqual(a, []string{"2001:db8::1 -> 2001:db8::2"}) {
+		t.Errorf("addresses %q", a)
+	}
+	if r := s.CREM.Flows[0].Restored; r.Unmapped != 1 || r.Packets != 0 {
+		t.Errorf("a flow without HELLO: %+v", r)
+	}
+}
