@@ -40,9 +40,11 @@ func labCapture(t *testing.T, seed uint64) (lab.Run, int, []byte) {
 //   - the data PSNs of a QP lost every time they were sent are the lab's restored_only, give or
 //     take the RDMA retransmissions still in flight when the path stopped recording (a copy that
 //     crossed after that is in the lab's tally, not in the capture);
-//   - coded retransmissions and Source Copy symbols in the capture are at most those the CSFs
-//     sent (the capture stops when the run's figures are taken), and REPAIR_REQUESTs delivered
-//     at most those the CSFs received, plus none;
+//   - RoCEv2 retransmissions (PSNs seen again) are at most the QPs' rdma_retx, and coded
+//     retransmissions at most the CSFs' coded_retx: the capture stops when the run's figures are
+//     taken, and what crossed after is not in it (in practice both are equal, or one short);
+//   - REPAIR_REQUESTs in the capture are at least those the CSFs received: each crossed the path
+//     before the gateways stopped, which is before the path stopped recording;
 //   - every flow has its HELLO, so no block is unmapped, and the restored estimate lies between
 //     the packets that arrived only because they were restored and the CRFs' restorations
 //     (plus the slack of RDMA retransmissions in flight at the end). In practice it equals them.
@@ -91,6 +93,9 @@ func TestLabCaptureAgreesWithLabSection6(t *testing.T) {
 	if e := s.CREM.Restored.Packets; e < restoredOnly || e > run.Restored+run.RDMARetx {
 		t.Errorf("restored estimate %d: below the %d packets that arrived only restored, or above the CRFs' %d restored and %d RDMA retransmissions",
 			e, restoredOnly, run.Restored, run.RDMARetx)
+	}
+	if s.RoCE.Retransmissions > run.RDMARetx {
+		t.Errorf("%d retransmissions in the capture, the QPs made %d", s.RoCE.Retransmissions, run.RDMARetx)
 	}
 	if s.RoCE.Packets == 0 || s.RoCE.ExtendedACKs == 0 {
 		t.Errorf("roce %+v", s.RoCE.QPCounts)
