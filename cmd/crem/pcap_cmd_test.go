@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"net/netip"
 	"os"
@@ -14,6 +15,8 @@ import (
 	"time"
 
 	"github.com/crem-project/crem/capture"
+	"github.com/crem-project/crem/lab"
+	"github.com/crem-project/crem/netem"
 	"github.com/crem-project/crem/psn"
 	"github.com/crem-project/crem/roce"
 )
@@ -317,5 +320,159 @@ func TestTsharkDecodesWrittenCaptureSection5(t *testing.T) {
 				t.Errorf("frame %d (%v) field %d: tshark %q, want %d", i+1, p.BTH.OpCode, j, cols[j], w)
 			}
 		}
+	}
+}
+
+// C14: crem pcap stats has no default CREM port; without --crem-port it says so and exits 2,
+// before opening anything.
+func TestPcapStatsNeedsCREMPortC14(t *testing.T) {
+	code, out, errOut := runPcapCLI(t, "pcap", "stats", "no-such-file.pcap")
+	if code != 2 || out != "" || !strings.Contains(errOut, "--crem-port is required") || !strings.Contains(errOut, "C14") {
+		t.Fatalf("exit %d, out %q, err %q", code, out, errOut)
+	}
+	for _, args := range [][]string{
+		{"pcap", "stats", "--crem-port", "50000"},
+		{"pcap", "stats", "--crem-port", "50000", "no-such-file.pcap"},
+		{"pcap", "stats", "--crem-port", "4791", "x.pcap"},
+		{"pcap", "stats", "--crem-port", "70000", "x.pcap"},
+	} {
+		if code, _, errOut := runPcapCLI(t, args...); code != 2 || errOut == "" {
+			t.Errorf("%v: exit %d, err %q", args, code, errOut)
+		}
+	}
+	code, _, errOut = runPcapCLI(t, "pcap", "stats", "--help")
+	for _, f := range []string{"restored_estimate", "coded_retx", "missing_psns", "extended_acks", "--crem-port", "estimate"} {
+		if code != 0 || !strings.Contains(errOut, f) {
+			t.Errorf("--help (exit %d) does not name %s", code, f)
+		}
+	}
+}
+
+// Section 6: on the real RoCEv2 capture every packet is found on port 4791 and its ICRC is good;
+// the table says so, and there is no CREM traffic.
+func TestPcapStatsRealCaptureSection6(t *testing.T) {
+	path := pcapRealCapture(t)
+	code, out, errOut := runPcapCLI(t, "pcap", "stats", path, "--crem-port", "50000", "--json")
+	if code != 0 || errOut != "" {
+		t.Fatalf("exit %d, err %q", code, errOut)
+	}
+	var s struct {
+		CREM struct {
+			Messages struct {
+				Total int `json:"total"`
+			} `json:"messages"`
+		} `json:"crem"`
+		RoCE struct {
+			Packets int `json:"packets"`
+			ICRCOK  int `json:"icrc_ok"`
+			ICRCBad int `json:"icrc_bad"`
+		} `json:"roce"`
+	}
+	if err := json.Unmarshal([]byte(out), &s); err != nil {
+		t.Fatal(err)
+	}
+	if s.RoCE.Packets != 105 || s.RoCE.ICRCOK != 105 || s.RoCE.ICRCBad != 0 || s.CREM.Messages.Total != 0 {
+		t.Fatalf("%+v", s)
+	}
+	code, out, _ = runPcapCLI(t, "pcap", "stats", "--crem-port", "50000", path)
+	if code != 0 || !strings.Contains(out, "roce (port 4791): 105 packets") || !strings.Contains(out, "crem (port 50000): 0 messages") {
+		t.Fatalf("exit %d, table:\n%s", code, out)
+	}
+}
+
+// A lab capture (crem+tcaeth over a lossy path) through the command: the table names every
+// section, --json carries the documented fields, and the figures agree with the lab's (coded
+// retransmissions at most the CSFs', frames marked dropped exactly the path's losses).
+func TestPcapStatsLabCaptureJSONAndTable(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the lab on loopback")
+	}
+	loss, err := netem.ParseLossSpec("0.05")
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "lab.pcap")
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := lab.Lab(context.Background(), lab.Options{RTT: 2 * time.Millisecond, Loss: loss, Rate: 100e6, Messages: 2,
+		Size: 256 << 10, QPs: 2, Seed: 3, Runs: []string{"crem+tcaeth"}, Pcap: f, Timeout: 30 * time.Second, RetryCount: 30})
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil || !res.Verified() {
+		t.Fatalf("%v %+v", err, res)
+	}
+	port := strconv.Itoa(res.CREMPort)
+	code, out, errOut := runPcapCLI(t, "pcap", "stats", path, "--crem-port", port, "--roce-port", "0", "--json")
+	if code != 0 || errOut != "" {
+		t.Fatalf("exit %d, err %q", code, errOut)
+	}
+	var raw map[string]map[string]any
+	if err := json.Unmarshal([]byte(out), &raw); err != nil {
+		t.Fatal(err)
+	}
+	for section, fields := range map[string][]string{
+		"frames": {"total", "udp", "not_udp", "fragments", "cut", "undecodable", "other_udp", "dropped"},
+		"crem": {"port", "messages", "repair", "blocks", "repair_requests", "loss_reports", "path_reports", "closes", "hellos",
+			"restored_estimate", "flows", "flows_untracked", "blocks_untracked"},
+		"roce": {"port", "packets", "data_packets", "retransmissions", "read_requests", "read_responses", "atomics", "acks",
+			"naks", "nak_sequence", "rnr_naks", "extended_acks", "cnps", "malformed", "icrc_ok", "icrc_bad", "icrc_unchecked",
+			"dropped", "missing_psns", "qps", "qps_untracked", "psns_untracked", "no_bth"},
+	} {
+		for _, k := range fields {
+			if _, ok := raw[section][k]; !ok {
+				t.Errorf("--json: %s.%s missing", section, k)
+			}
+		}
+	}
+	var s struct {
+		Frames struct {
+			Dropped uint64 `json:"dropped"`
+		} `json:"frames"`
+		CREM struct {
+			Repair struct {
+				CodedRetx uint64 `json:"coded_retx"`
+				Ordinary  uint64 `json:"ordinary"`
+			} `json:"repair"`
+			Flows []struct {
+				FlowID uint32 `json:"flow_id"`
+				Hello  *struct {
+					DestQP uint32 `json:"dest_qp"`
+				} `json:"hello"`
+			} `json:"flows"`
+		} `json:"crem"`
+		RoCE struct {
+			Packets uint64 `json:"packets"`
+		} `json:"roce"`
+	}
+	if err := json.Unmarshal([]byte(out), &s); err != nil {
+		t.Fatal(err)
+	}
+	r := res.Runs[0]
+	if s.Frames.Dropped != r.Lost || s.CREM.Repair.CodedRetx > r.CodedRetx || s.CREM.Repair.Ordinary == 0 || s.RoCE.Packets == 0 ||
+		len(s.CREM.Flows) == 0 || s.CREM.Flows[0].Hello == nil {
+		t.Errorf("capture %+v, lab %+v", s, r)
+	}
+	code, out, _ = runPcapCLI(t, "pcap", "stats", "--crem-port", port, "--roce-port", "0", path)
+	for _, want := range []string{"frames: ", "crem (port " + port + "): ", "REPAIR ", "coded retransmission", "restored (estimate)",
+		"FLOW ID", "roce (port any): ", "DEST QP", "total"} {
+		if code != 0 || !strings.Contains(out, want) {
+			t.Errorf("table (exit %d) lacks %q:\n%s", code, want, out)
+		}
+	}
+	// Cut short: the summary of what was read, and exit 2.
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cut := filepath.Join(t.TempDir(), "cut.pcap")
+	if err := os.WriteFile(cut, b[:len(b)-7], 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errOut = runPcapCLI(t, "pcap", "stats", "--crem-port", port, cut)
+	if code != 2 || !strings.Contains(out, "frames: ") || errOut == "" {
+		t.Errorf("cut file: exit %d, err %q", code, errOut)
 	}
 }
