@@ -24,7 +24,7 @@ func commands() []command {
 		{"demo", "tell the Appendix example as a story: four packets, three lost, one coded retransmission", runDemo},
 		{"fec", "compute CREM repair symbols (Cauchy Reed-Solomon, XOR, Source Copy) from the shell", runFec},
 		{"wire", "decode a CREM message from hex into JSON", runWire},
-		{"pcap", "check the ICRC of every RoCEv2 packet in a capture", runPcap},
+		{"pcap", "read captures: check RoCEv2 ICRCs (verify), summarise CREM and RoCEv2 traffic (stats)", runPcap},
 		{"netem", "impair UDP between clients and a server: loss, delay, jitter, rate, queue, ECN", runNetem},
 		{"perf", "measure the RoCEv2 RC queue pair (gbn, sr, tcaeth), perftest style", runPerf},
 		{"sim", "simulate the engines at 400 Gbit/s and 25 ms: completion time per scheme, drop rate and size", runSim},
