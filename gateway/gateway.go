@@ -148,6 +148,9 @@ func New(c Config, o Options) (*Gateway, error) {
 		}
 	}
 	r, err := c.resolve()
+	if err == nil {
+		err = r.checkEngines()
+	}
 	if err != nil {
 		o.Sockets.close()
 		return nil, err

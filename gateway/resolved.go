@@ -108,13 +108,7 @@ func (c Config) Resolve() (Resolved, error) {
 	if r.mode == "tun" && runtime.GOOS != "linux" {
 		return Resolved{}, configErr("mode tun needs Linux")
 	}
-	if r.mode == "tun" && len(r.tunName) > 15 {
-		return Resolved{}, configErr("tun.name %q: at most 15 characters (IFNAMSIZ)", r.tunName)
-	}
-	if err := engineLimits(r); err != nil {
-		return Resolved{}, err
-	}
-	if err := probeEngines(r); err != nil {
+	if err := r.checkEngines(); err != nil {
 		return Resolved{}, err
 	}
 	out := Resolved{CREMAddress: r.crem.String(), DomainProtection: c.DomainProtection, Peer: r.peer.String(),
@@ -178,6 +172,19 @@ func (c Config) Resolve() (Resolved, error) {
 
 // durString writes a duration as ParseDuration reads it back, in ASCII ("50us", not "50µs").
 func durString(d time.Duration) string { return strings.ReplaceAll(d.String(), "µ", "u") }
+
+// checkEngines refuses what resolve lets through but the engines, or the TUN device, would
+// refuse at run time; New and Resolve both call it, so a start refuses what --check-config
+// refuses.
+func (r *resolved) checkEngines() error {
+	if r.mode == "tun" && len(r.tunName) > 15 {
+		return configErr("tun.name %q: at most 15 characters (IFNAMSIZ)", r.tunName)
+	}
+	if err := engineLimits(r); err != nil {
+		return err
+	}
+	return probeEngines(r)
+}
 
 // engineLimits refuses, naming the field, the values resolve lets through that the CSF of
 // every flow would refuse at run time (it would leave each flow unprotected).
