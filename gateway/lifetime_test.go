@@ -243,13 +243,26 @@ func TestCloseIssue11(t *testing.T) {
 	if err := g.Close(); err != nil {
 		t.Fatal(err)
 	}
+	// Close waited for Run's end: the state is final and Run's deferred close of finished has
+	// happened. (Run's return value reaches done a moment later, from runAsync's goroutine.)
+	g.life.Lock()
+	state := g.state
+	g.life.Unlock()
 	select {
-	case err := <-done: // Close waited for Run
+	case <-g.finished:
+	default:
+		t.Fatal("Close returned before Run did")
+	}
+	if state != stateDone {
+		t.Fatalf("state %v after Close, want done", state)
+	}
+	select {
+	case err := <-done:
 		if err != nil {
 			t.Fatal(err)
 		}
-	default:
-		t.Fatal("Close returned before Run did")
+	case <-time.After(5 * time.Second):
+		t.Fatal("Run did not return after Close")
 	}
 	if err := g.Close(); err != nil {
 		t.Fatal(err)
