@@ -211,7 +211,7 @@ func connect(ctx context.Context, opts *Options, host *udp.Host, setup *net.UDPC
 		RequesterAddr: local, ResponderAddr: server,
 		App: mustJSON(request{Op: opts.Op, Size: opts.Size, Iters: opts.Iters, Seed: opts.Seed,
 			Loss: opts.Loss.String(), DelayNs: int64(opts.Delay), QPs: opts.QPs, QP: q,
-			DurationNs: int64(opts.Duration), Bidir: opts.Bidirectional, Lat: opts.Latency})}
+			DurationNs: int64(opts.Duration), Bidir: opts.Bidirectional, Lat: opts.Latency, RetryCount: opts.RetryCount})}
 	ans, err := exchange(ctx, setup, &req, rc.SetupAccept)
 	if err != nil {
 		return nil, err
@@ -405,12 +405,12 @@ type runner struct {
 
 	// The server's direction: its messages land in rmem's rslots slots (rkey, raddr), with
 	// the data of rseed; got have landed, rbad of them wrong.
-	rmem         []byte
-	rslots       int
-	rkey         uint32
-	raddr        uint64
-	rseed        uint64
-	got, rbad    int
+	rmem      []byte
+	rslots    int
+	rkey      uint32
+	raddr     uint64
+	rseed     uint64
+	got, rbad int
 	sentAt    []time.Time     // latency: when each slot's message was posted
 	lat       []time.Duration // latency: one sample per iteration (at most maxStamps)
 }

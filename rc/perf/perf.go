@@ -335,6 +335,8 @@ type request struct {
 	// (R26); Lat: it answers each WRITE or SEND with one of its own (ping-pong).
 	Bidir bool `json:"bidir,omitempty"`
 	Lat   bool `json:"lat,omitempty"`
+	// RetryCount is the client's, for the server's own requests (R26; absent: the default).
+	RetryCount int `json:"retry_count,omitempty"`
 }
 
 // doneMsg is the App of the client's DONE messages (absent: the final DONE of a run of Iters
@@ -345,8 +347,8 @@ type doneMsg struct {
 	RKey     uint32 `json:"rkey,omitempty"`
 	Addr     uint64 `json:"addr,omitempty"`
 	Slots    int    `json:"slots,omitempty"`
-	Messages int  `json:"messages,omitempty"`
-	Final    bool `json:"final,omitempty"`
+	Messages int    `json:"messages,omitempty"`
+	Final    bool   `json:"final,omitempty"`
 }
 
 type accept struct {

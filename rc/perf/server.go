@@ -283,8 +283,9 @@ func newSession(host *udp.Host, m *rc.SetupMsg, from netip.AddrPort, qpn uint32)
 	if req.QPs == 0 {
 		req.QPs = 1
 	}
-	if req.DurationNs < 0 || req.Bidir && req.Lat {
-		return nil, fmt.Errorf("duration %d ns, bidirectional %v and latency %v: not a run", req.DurationNs, req.Bidir, req.Lat)
+	if req.DurationNs < 0 || req.Bidir && req.Lat || req.RetryCount < 0 || req.RetryCount > 1000 {
+		return nil, fmt.Errorf("duration %d ns, bidirectional %v, latency %v, retry count %d: not a run",
+			req.DurationNs, req.Bidir, req.Lat, req.RetryCount)
 	}
 	if req.QPs < 1 || req.QPs > MaxQPs || req.QP < 0 || req.QP >= req.QPs {
 		return nil, fmt.Errorf("queue pair %d of %d out of range (at most %d)", req.QP, req.QPs, MaxQPs)
@@ -296,7 +297,7 @@ func newSession(host *udp.Host, m *rc.SetupMsg, from netip.AddrPort, qpn uint32)
 	s := &session{req: req, size: req.Size, slots: slots(req.Size, req.Iters, req.QPs), seed: qpSeed(req.Seed, req.QP)}
 	cfg := rc.Config{QPN: qpn, RemoteQPN: m.QPN, SendPSN: serverPSN(req.Seed, req.QP), RecvPSN: m.StartPSN,
 		MTU: m.MTU, Mode: m.Mode, SRNoNAK: m.SRNoNAK, Rate: m.Rate, RTT: m.RTT, Burst: time.Millisecond,
-		NotifyWrites: true, LocalAddr: m.ResponderAddr, RemoteAddr: m.RequesterAddr,
+		NotifyWrites: true, RetryCount: req.RetryCount, LocalAddr: m.ResponderAddr, RemoteAddr: m.RequesterAddr,
 		LocalPort: host.LocalAddr().Port(), RemotePort: m.FlowPort}
 	qp, err := rc.NewQP(cfg)
 	if err != nil {
