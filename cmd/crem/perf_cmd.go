@@ -144,6 +144,8 @@ func runPerf(args []string, s stdio) int {
 		fs.BoolVar(bidir, "bidirectional", false, "the server runs the same operation towards the client at once (perftest's -b)")
 		fs.BoolVar(bidir, "b", false, "both directions at once (perftest's -b; --bidirectional)")
 	}
+	sockBuf := units.Size(0)
+	fs.Var(&sockBuf, "socket-buffer", "kernel buffer asked for each direction of the data socket (default 8MiB; the kernel caps it)")
 	table := fs.String("table", "both", "the table: perftest (perftest's columns), crem (crem's lines only, as before) or both")
 	if code, done := parseFlags(fs, args[1:]); done {
 		return code
@@ -177,7 +179,7 @@ func runPerf(args []string, s stdio) int {
 		fmt.Fprintf(s.err, "crem perf %s: give exactly one of --server ADDR and --loopback\n", op)
 		return 2
 	}
-	if !rc.ValidMTU(*mtu) || size <= 0 || *iters <= 0 || rate <= 0 || *retries <= 0 {
+	if !rc.ValidMTU(*mtu) || size <= 0 || *iters <= 0 || rate <= 0 || *retries <= 0 || sockBuf < 0 {
 		fmt.Fprintf(s.err, "crem perf %s: need --mtu 256..4096 (a power of two) and positive --size, --iters, --rate, --retry-count\n", op)
 		return 2
 	}
@@ -190,7 +192,7 @@ func runPerf(args []string, s stdio) int {
 	opts := perf.Options{Op: op, Size: int(size), Iters: *iters, MTU: *mtu, Mode: m, SRNoNAK: !*srNAK,
 		Rate: int64(rate), Loss: loss, Delay: *delay, Seed: *seed, Port: *port, Server: *server, Timeout: *timeout,
 		RetryCount: *retries, QPs: *qps, AllSizes: *allSizes, MaxSize: int(maxSize), Duration: time.Duration(dur),
-		Bidirectional: *bidir, Latency: lat}
+		Bidirectional: *bidir, Latency: lat, SocketBuffer: int(sockBuf)}
 	if *loopback && !portSet {
 		opts.Port = 0
 	}
@@ -250,7 +252,7 @@ func runPerf(args []string, s stdio) int {
 
 // perfClient runs the client against a remote server on its own data socket.
 func perfClient(ctx context.Context, opts perf.Options) (perf.Result, error) {
-	host, err := udp.Listen(fmt.Sprintf(":%d", opts.Port), udp.Options{Pcap: opts.Pcap})
+	host, err := udp.Listen(fmt.Sprintf(":%d", opts.Port), udp.Options{Pcap: opts.Pcap, SocketBuffer: opts.SocketBuffer})
 	if err != nil {
 		return perf.Result{}, err
 	}
