@@ -331,7 +331,7 @@ func perfJSON(t *testing.T, args ...string) (int, map[string]any, string) {
 // The bandwidth table is perftest's, then crem's lines as before; its row is the JSON's
 // figures; --table perftest prints perftest's alone; the JSON keeps its fields and adds the
 // perftest figures and the socket-loss ones. perftest's short flags are the long ones.
-func TestPerfPerftestTableR26(t *testing.T) {
+func TestPerfPerftestTableR28(t *testing.T) {
 	code, out, errOut := runPerfCLI("write", "--loopback", "-s", "16KiB", "-n", "5", "--rate", "400Mbit")
 	if code != 0 {
 		t.Fatalf("exit %d: %s %s", code, out, errOut)
@@ -387,7 +387,7 @@ func TestPerfPerftestTableR26(t *testing.T) {
 
 // -a: a row per size from 2 octets to --max-size in perftest's table, in crem's and in the
 // JSON's rows, each verified.
-func TestPerfAllSizesR26(t *testing.T) {
+func TestPerfAllSizesR28(t *testing.T) {
 	code, out, errOut := runPerfCLI("write", "--loopback", "-a", "-n", "2", "--max-size", "32KiB", "--rate", "400Mbit")
 	if code != 0 {
 		t.Fatalf("exit %d: %s %s", code, out, errOut)
@@ -419,7 +419,7 @@ func TestPerfAllSizesR26(t *testing.T) {
 }
 
 // -D: the run stops after the duration, having run more than one iteration, all verified.
-func TestPerfDurationR26(t *testing.T) {
+func TestPerfDurationR28(t *testing.T) {
 	code, res, errOut := perfJSON(t, "write", "--loopback", "-D", "0.3", "-s", "16KiB", "--rate", "400Mbit")
 	if code != 0 || res["verified"] != true || res["duration_seconds"] != 0.3 || res["iterations"].(float64) <= 1 ||
 		res["seconds"].(float64) < 0.3 || res["completed"] != res["iterations"] {
@@ -433,7 +433,7 @@ func TestPerfDurationR26(t *testing.T) {
 
 // -b: both directions move and verify their bytes; the JSON has each direction and their sums,
 // the table a row per direction.
-func TestPerfBidirectionalR26(t *testing.T) {
+func TestPerfBidirectionalR28(t *testing.T) {
 	code, res, errOut := perfJSON(t, "write", "--loopback", "-b", "-s", "16KiB", "-n", "6", "--rate", "400Mbit")
 	if code != 0 || res["bidirectional"] != true || res["verified"] != true || res["iterations"] != 12.0 || res["bytes"] != 12*16384.0 {
 		t.Fatalf("exit %d: %v %s", code, res, errOut)
@@ -462,7 +462,7 @@ func TestPerfBidirectionalR26(t *testing.T) {
 }
 
 // crem perf lat: one sample per iteration, percentiles in order, perftest's latency table.
-func TestPerfLatencyR26(t *testing.T) {
+func TestPerfLatencyR28(t *testing.T) {
 	for _, op := range []string{"write", "send", "read"} {
 		code, res, errOut := perfJSON(t, "lat", op, "--loopback", "-n", "50")
 		l, _ := res["latency"].(map[string]any)
@@ -489,7 +489,7 @@ func TestPerfLatencyR26(t *testing.T) {
 
 // The warning: sockets that drop (a receive buffer of a few packets at 5 Gbit/s) make it, on
 // standard error and in the JSON; a low rate does not.
-func TestPerfSocketLossWarningR26(t *testing.T) {
+func TestPerfSocketLossWarningR28(t *testing.T) {
 	_, res, errOut := perfJSON(t, "write", "--loopback", "-s", "256KiB", "-n", "4", "--rate", "5Gbit", "--socket-buffer", "4096",
 		"--timeout", "30s", "--retry-count", "100")
 	w, _ := res["warning"].(string)

@@ -68,7 +68,7 @@ func runOne(ctx context.Context, opts Options, host *udp.Host) (Result, error) {
 			host.Remove(r.conn)
 		}
 	}()
-	// The server's direction and its answers need the client's memory (GO, R26).
+	// The server's direction and its answers need the client's memory (GO, R28).
 	if opts.Bidirectional || opts.Latency && opts.Op != "read" {
 		for q, r := range runners {
 			g := rc.SetupMsg{Type: rc.SetupDone, Nonce: r.nonce, App: mustJSON(doneMsg{Go: true, RKey: r.rkey, Addr: r.raddr, Slots: r.rslots})}

@@ -20,7 +20,7 @@ func testOpts(op string) Options {
 
 // perftest's -a: a row per power of two from 2 octets to 8 MiB, each its own verified run of
 // its size, the total the sum of the rows.
-func TestLoopbackAllSizesR26(t *testing.T) {
+func TestLoopbackAllSizesR28(t *testing.T) {
 	o := testOpts("write")
 	o.AllSizes, o.Iters = true, 1
 	res, err := Loopback(context.Background(), o)
@@ -54,7 +54,7 @@ func TestLoopbackAllSizesR26(t *testing.T) {
 // perftest's -D: a run of a duration posts until it is over and then stops, every message it
 // sent completed and verified (the server checks as many as the client says it sent), against
 // a server on its own sockets too.
-func TestDurationR26(t *testing.T) {
+func TestDurationR28(t *testing.T) {
 	for _, op := range []string{"write", "send", "read"} {
 		o := testOpts(op)
 		o.Size, o.Duration, o.Iters = 16<<10, 300*time.Millisecond, 3 // Iters only sizes the slots
@@ -80,7 +80,7 @@ func TestDurationR26(t *testing.T) {
 // perftest's -b: the server runs the same operation towards the client at once; both
 // directions move all their messages, each verified where it lands (READ data where it is
 // read), with figures per direction and their sums.
-func TestBidirectionalR26(t *testing.T) {
+func TestBidirectionalR28(t *testing.T) {
 	loss, _ := netem.ParseLossSpec("0.01")
 	for _, op := range []string{"write", "send", "read"} {
 		o := testOpts(op)
@@ -106,7 +106,7 @@ func TestBidirectionalR26(t *testing.T) {
 
 // The latency mode: one message at a time, one sample per iteration, its percentiles in
 // order; WRITE and SEND are ping-pong (half the round trip), READ its whole time.
-func TestLatencyR26(t *testing.T) {
+func TestLatencyR28(t *testing.T) {
 	for _, op := range []string{"write", "send", "read"} {
 		o := testOpts(op)
 		o.Latency, o.Iters = true, 60
@@ -201,7 +201,7 @@ func TestSocketWarningText(t *testing.T) {
 // The warning from a run: a receive buffer of a few packets at 5 Gbit/s makes the sockets drop
 // (the run may then fail: what is judged is the warning, in the JSON and its counts); a low
 // rate with the default buffer makes none.
-func TestSocketLossWarningR26(t *testing.T) {
+func TestSocketLossWarningR28(t *testing.T) {
 	o := testOpts("write")
 	o.Size, o.Iters, o.Rate, o.SocketBuffer, o.Timeout = 256<<10, 4, 5e9, 4096, 30*time.Second
 	res, _ := Loopback(context.Background(), o)

@@ -328,14 +328,14 @@ type request struct {
 	// QPs is how many QPs the client runs and QP which one this is (R25; absent: one).
 	QPs int `json:"qps,omitempty"`
 	QP  int `json:"qp,omitempty"`
-	// DurationNs: the client runs for this long (R26); Iters then only sizes the slots, and
+	// DurationNs: the client runs for this long (R28); Iters then only sizes the slots, and
 	// the client's DONE says how many messages it sent.
 	DurationNs int64 `json:"duration_ns,omitempty"`
 	// Bidir: the server runs the operation towards the client too, from the client's GO
-	// (R26); Lat: it answers each WRITE or SEND with one of its own (ping-pong).
+	// (R28); Lat: it answers each WRITE or SEND with one of its own (ping-pong).
 	Bidir bool `json:"bidir,omitempty"`
 	Lat   bool `json:"lat,omitempty"`
-	// RetryCount is the client's, for the server's own requests (R26; absent: the default).
+	// RetryCount is the client's, for the server's own requests (R28; absent: the default).
 	RetryCount int `json:"retry_count,omitempty"`
 }
 
