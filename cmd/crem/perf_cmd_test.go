@@ -270,7 +270,7 @@ func TestPerfQPsJSONAndTable(t *testing.T) {
 	}
 	// By default perftest's table comes first, then the same lines.
 	code, out, errOut = runPerfCLI("write", "--loopback", "--qps", "2", "--size", "16KiB", "--iters", "3", "--seed", "21",
-		"--rate", "400Mbit", "--retry-count", "100")
+		"--rate", "200Mbit", "--retry-count", "100")
 	crem := strings.Split(strings.TrimSpace(afterPerftest(t, out)), "\n")
 	if code != 0 || len(crem) != 6 || !strings.HasPrefix(crem[0], "#qp") || !strings.HasPrefix(crem[4], "#bytes") {
 		t.Errorf("default table: exit %d: %q %s", code, out, errOut)
@@ -333,7 +333,7 @@ func perfJSON(t *testing.T, args ...string) (int, map[string]any, string) {
 // figures; --table perftest prints perftest's alone; the JSON keeps its fields and adds the
 // perftest figures and the socket-loss ones. perftest's short flags are the long ones.
 func TestPerfPerftestTableR28(t *testing.T) {
-	code, out, errOut := runPerfCLI("write", "--loopback", "-s", "16KiB", "-n", "5", "--rate", "400Mbit")
+	code, out, errOut := runPerfCLI("write", "--loopback", "-s", "16KiB", "-n", "5", "--rate", "200Mbit", "--retry-count", "100")
 	if code != 0 {
 		t.Fatalf("exit %d: %s %s", code, out, errOut)
 	}
@@ -352,11 +352,11 @@ func TestPerfPerftestTableR28(t *testing.T) {
 		!strings.HasPrefix(crem[1], "81920 ") {
 		t.Errorf("crem's lines after perftest's: %q", rest)
 	}
-	code, out, _ = runPerfCLI("write", "--loopback", "-s", "16KiB", "-n", "5", "--rate", "400Mbit", "--table", "perftest")
+	code, out, _ = runPerfCLI("write", "--loopback", "-s", "16KiB", "-n", "5", "--rate", "200Mbit", "--retry-count", "100", "--table", "perftest")
 	if code != 0 || strings.Contains(out, "#iters") || len(perftestRows(t, out)) != 1 {
 		t.Errorf("--table perftest: %q", out)
 	}
-	code, res, _ := perfJSON(t, "send", "--loopback", "-s", "8KiB", "-n", "4", "-q", "2", "-m", "2048", "--rate", "400Mbit")
+	code, res, _ := perfJSON(t, "send", "--loopback", "-s", "8KiB", "-n", "4", "-q", "2", "-m", "2048", "--rate", "200Mbit", "--retry-count", "100")
 	if code != 0 || res["size"] != 8192.0 || res["iterations"] != 8.0 || res["qps"] != 2.0 || res["mtu"] != 2048.0 {
 		t.Errorf("short flags: %v", res)
 	}
@@ -389,7 +389,7 @@ func TestPerfPerftestTableR28(t *testing.T) {
 // -a: a row per size from 2 octets to --max-size in perftest's table, in crem's and in the
 // JSON's rows, each verified.
 func TestPerfAllSizesR28(t *testing.T) {
-	code, out, errOut := runPerfCLI("write", "--loopback", "-a", "-n", "2", "--max-size", "32KiB", "--rate", "400Mbit")
+	code, out, errOut := runPerfCLI("write", "--loopback", "-a", "-n", "2", "--max-size", "32KiB", "--rate", "200Mbit", "--retry-count", "100")
 	if code != 0 {
 		t.Fatalf("exit %d: %s %s", code, out, errOut)
 	}
@@ -406,7 +406,7 @@ func TestPerfAllSizesR28(t *testing.T) {
 	if len(crem) != 16 || !strings.HasPrefix(crem[0], "#bytes") || !strings.HasPrefix(crem[15], "65536 ") {
 		t.Errorf("crem's rows: %q", crem)
 	}
-	code, res, _ := perfJSON(t, "read", "--loopback", "--all-sizes", "-n", "1", "--max-size", "4KiB", "--rate", "400Mbit")
+	code, res, _ := perfJSON(t, "read", "--loopback", "--all-sizes", "-n", "1", "--max-size", "4KiB", "--rate", "200Mbit", "--retry-count", "100")
 	jr, _ := res["rows"].([]any)
 	if code != 0 || res["all_sizes"] != true || len(jr) != 12 || res["verified"] != true || res["iterations"] != 12.0 {
 		t.Fatalf("JSON: %v", res)
@@ -421,12 +421,12 @@ func TestPerfAllSizesR28(t *testing.T) {
 
 // -D: the run stops after the duration, having run more than one iteration, all verified.
 func TestPerfDurationR28(t *testing.T) {
-	code, res, errOut := perfJSON(t, "write", "--loopback", "-D", "0.3", "-s", "16KiB", "--rate", "400Mbit")
+	code, res, errOut := perfJSON(t, "write", "--loopback", "-D", "0.3", "-s", "16KiB", "--rate", "200Mbit", "--retry-count", "100")
 	if code != 0 || res["verified"] != true || res["duration_seconds"] != 0.3 || res["iterations"].(float64) <= 1 ||
 		res["seconds"].(float64) < 0.3 || res["completed"] != res["iterations"] {
 		t.Fatalf("exit %d: %v %s", code, res, errOut)
 	}
-	code, res, _ = perfJSON(t, "send", "--loopback", "--duration", "200ms", "-s", "4KiB", "--rate", "400Mbit")
+	code, res, _ = perfJSON(t, "send", "--loopback", "--duration", "200ms", "-s", "4KiB", "--rate", "200Mbit", "--retry-count", "100")
 	if code != 0 || res["duration_seconds"] != 0.2 || res["iterations"].(float64) <= 1 {
 		t.Errorf("--duration 200ms: exit %d: %v", code, res)
 	}
@@ -435,7 +435,7 @@ func TestPerfDurationR28(t *testing.T) {
 // -b: both directions move and verify their bytes; the JSON has each direction and their sums,
 // the table a row per direction.
 func TestPerfBidirectionalR28(t *testing.T) {
-	code, res, errOut := perfJSON(t, "write", "--loopback", "-b", "-s", "16KiB", "-n", "6", "--rate", "400Mbit")
+	code, res, errOut := perfJSON(t, "write", "--loopback", "-b", "-s", "16KiB", "-n", "6", "--rate", "200Mbit", "--retry-count", "100")
 	if code != 0 || res["bidirectional"] != true || res["verified"] != true || res["iterations"] != 12.0 || res["bytes"] != 12*16384.0 {
 		t.Fatalf("exit %d: %v %s", code, res, errOut)
 	}
@@ -454,7 +454,7 @@ func TestPerfBidirectionalR28(t *testing.T) {
 	if g := res["gbit_per_second"].(float64); g < sum*0.999999 || g > sum*1.000001 {
 		t.Errorf("total %v Gbit/s, the directions' sum %v", g, sum)
 	}
-	code, out, _ := runPerfCLI("read", "--loopback", "--bidirectional", "-s", "8KiB", "-n", "4", "--rate", "400Mbit")
+	code, out, _ := runPerfCLI("read", "--loopback", "--bidirectional", "-s", "8KiB", "-n", "4", "--rate", "200Mbit", "--retry-count", "100")
 	rest := afterPerftest(t, out)
 	if code != 0 || !strings.Contains(rest, "#direction") || !strings.Contains(rest, "\nclient->server   8192       4 ") ||
 		!strings.Contains(rest, "\nserver->client   8192       4 ") {
@@ -465,7 +465,7 @@ func TestPerfBidirectionalR28(t *testing.T) {
 // crem perf lat: one sample per iteration, percentiles in order, perftest's latency table.
 func TestPerfLatencyR28(t *testing.T) {
 	for _, op := range []string{"write", "send", "read"} {
-		code, res, errOut := perfJSON(t, "lat", op, "--loopback", "-n", "50")
+		code, res, errOut := perfJSON(t, "lat", op, "--loopback", "-n", "50", "--retry-count", "100")
 		l, _ := res["latency"].(map[string]any)
 		if code != 0 || l == nil || res["size"] != 2.0 || res["verified"] != true || l["samples"] != 50.0 {
 			t.Fatalf("%s: exit %d: %v %s", op, code, res, errOut)
@@ -480,7 +480,7 @@ func TestPerfLatencyR28(t *testing.T) {
 			t.Errorf("%s: %v", op, l)
 		}
 	}
-	code, out, _ := runPerfCLI("lat", "write", "--loopback", "-n", "20", "-s", "64")
+	code, out, _ := runPerfCLI("lat", "write", "--loopback", "-n", "20", "-s", "64", "--retry-count", "100")
 	lines := strings.Split(out, "\n")
 	if code != 0 || len(lines) < 4 || !strings.Contains(lines[1], "t_typical[usec]") || !strings.Contains(lines[1], "99.9% percentile[usec]") ||
 		!strings.HasPrefix(strings.TrimSpace(lines[2]), "64 ") || !strings.HasPrefix(lines[3], "-----") {
@@ -501,7 +501,7 @@ func TestPerfSocketLossWarningR28(t *testing.T) {
 	if testenv.Race {
 		t.Skip("a run without socket loss is not the race detector's to promise")
 	}
-	code, res, errOut := perfJSON(t, "write", "--loopback", "-s", "16KiB", "-n", "16", "--rate", "20Mbit")
+	code, res, errOut := perfJSON(t, "write", "--loopback", "-s", "16KiB", "-n", "16", "--rate", "20Mbit", "--retry-count", "100")
 	if code != 0 || res["warning"] != nil || strings.Contains(errOut, "warning") {
 		t.Errorf("20 Mbit/s: exit %d, warning %v, stderr %q", code, res["warning"], errOut)
 	}

@@ -29,6 +29,9 @@ func Run(ctx context.Context, opts Options, host *udp.Host) (Result, error) {
 	return runOne(ctx, opts, host)
 }
 
+// pingPongStall is how long a ping-pong waits for an answer.
+const pingPongStall = 20 * time.Second
+
 // runOne runs one size.
 func runOne(ctx context.Context, opts Options, host *udp.Host) (Result, error) {
 	res := Result{Op: opts.Op, Mode: opts.Mode.String(), Size: opts.Size, Iterations: opts.Iters * opts.QPs,
@@ -90,13 +93,31 @@ func runOne(ctx context.Context, opts Options, host *udp.Host) (Result, error) {
 		r.start = start
 		r.conn.Do(func(*rc.QP) { r.fill() })
 	}
-	for range runners {
+	// A ping-pong waits on the server's answers, which the client's QP cannot see fail: a QP
+	// that has had no answer for pingPongStall gives up.
+	tick := time.NewTicker(250 * time.Millisecond)
+	defer tick.Stop()
+	progress := make([]int, len(runners))
+	still := make([]time.Time, len(runners))
+	for left := len(runners); left > 0 && ctx.Err() == nil; {
 		select {
 		case <-all:
+			left--
 		case <-ctx.Done():
-		}
-		if ctx.Err() != nil {
-			break
+		case now := <-tick.C:
+			if !opts.Latency || opts.Op == "read" {
+				continue
+			}
+			for q, r := range runners {
+				r.conn.Do(func(*rc.QP) {
+					if r.got != progress[q] || still[q].IsZero() {
+						progress[q], still[q] = r.got, now
+					} else if now.Sub(still[q]) > pingPongStall {
+						r.fail(fmt.Errorf("perf: no answer from the server for %v after %d (its QP may have given up: see its log)",
+							pingPongStall, r.got))
+					}
+				})
+			}
 		}
 	}
 	elapsed := time.Since(start)
