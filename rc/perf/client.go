@@ -228,7 +228,7 @@ func connect(ctx context.Context, opts *Options, host *udp.Host, setup *net.UDPC
 	seed := qpSeed(opts.Seed, q)
 	req := rc.SetupMsg{Type: rc.SetupRequest, Nonce: nonce, QPN: qpn, StartPSN: InitialPSN(opts.Seed, q),
 		MTU: opts.MTU, Mode: opts.Mode, TCAETH: opts.Mode == rc.ModeTCAETH, SRNoNAK: opts.SRNoNAK && opts.Mode == rc.ModeSR,
-		Rate: qpRate(opts.Rate, opts.QPs), RTT: opts.RTT, DataPort: host.LocalAddr().Port(), FlowPort: host.LocalAddr().Port(),
+		Rate: qpRate(opts.Rate, opts.QPs), RTT: opts.rtt(), DataPort: host.LocalAddr().Port(), FlowPort: host.LocalAddr().Port(),
 		RequesterAddr: local, ResponderAddr: server,
 		App: mustJSON(request{Op: opts.Op, Size: opts.Size, Iters: opts.Iters, Seed: opts.Seed,
 			Loss: opts.Loss.String(), DelayNs: int64(opts.Delay), QPs: opts.QPs, QP: q,
@@ -242,7 +242,7 @@ func connect(ctx context.Context, opts *Options, host *udp.Host, setup *net.UDPC
 		return nil, fmt.Errorf("perf: accept data %q: %v", ans.App, err)
 	}
 	cfg := rc.Config{QPN: qpn, RemoteQPN: ans.QPN, SendPSN: req.StartPSN, RecvPSN: ans.StartPSN, MTU: opts.MTU,
-		Mode: opts.Mode, SRNoNAK: req.SRNoNAK, Rate: req.Rate, RTT: opts.RTT, Burst: time.Millisecond,
+		Mode: opts.Mode, SRNoNAK: req.SRNoNAK, Rate: req.Rate, RTT: req.RTT, Burst: time.Millisecond,
 		RetryCount: opts.RetryCount, NotifyWrites: opts.Bidirectional || opts.Latency,
 		LocalAddr: local, RemoteAddr: server, LocalPort: host.LocalAddr().Port(), RemotePort: ans.FlowPort}
 	qp, err := rc.NewQP(cfg)

@@ -250,3 +250,22 @@ func listen(t *testing.T) *udp.Host {
 	t.Cleanup(func() { h.Close() })
 	return h
 }
+
+// A bidirectional run's initial RTT covers the other direction's slots, which each QP's ACKs
+// wait behind in its paced queue (R28): 64 x 64 KiB at 400 Mbit/s is 83.9 ms. One direction
+// keeps 2 x delay + 1 ms; a given RTT is kept.
+func TestBidirectionalRTTR28(t *testing.T) {
+	o := Options{Op: "write", Size: 64 << 10, Iters: 1000, Rate: 400e6, QPs: 1, Delay: time.Millisecond, Bidirectional: true}
+	want := 3*time.Millisecond + time.Duration(64*65536*8/400e6*float64(time.Second))
+	if got := o.rtt(); got != want {
+		t.Errorf("bidirectional: %v, want %v", got, want)
+	}
+	o.Bidirectional = false
+	if got := o.rtt(); got != 3*time.Millisecond {
+		t.Errorf("one direction: %v", got)
+	}
+	o.RTT = 7 * time.Millisecond
+	if got := o.rtt(); got != 7*time.Millisecond {
+		t.Errorf("given: %v", got)
+	}
+}

@@ -33,7 +33,7 @@ type Options struct {
 	Pcap    io.Writer
 	Port    int           // RoCE data port; 0 picks one
 	Server  string        // setup address of the server (client mode)
-	RTT     time.Duration // initial RTT estimate; default 2 x Delay + 1 ms
+	RTT     time.Duration // initial RTT estimate; default 2 x Delay + 1 ms (bidirectional: see rtt)
 	Timeout time.Duration // the whole run; default 10 minutes
 	// RetryCount is the client QP's timeouts without progress before it gives up (rc.Config;
 	// default 7, as IBTA's retry_cnt and RULINGS T7).
@@ -232,8 +232,8 @@ func (o *Options) defaults() error {
 	if o.Rate <= 0 {
 		o.Rate = 1e9
 	}
-	if o.RTT <= 0 {
-		o.RTT = 2*o.Delay + time.Millisecond
+	if o.RTT < 0 {
+		o.RTT = 0 // rtt's default
 	}
 	if o.RetryCount < 0 {
 		return fmt.Errorf("perf: retry count %d: want 0 (the default, 7) or more", o.RetryCount)
@@ -251,6 +251,22 @@ func (o *Options) defaults() error {
 		return fmt.Errorf("perf: %d queue pairs: want 1 to %d", o.QPs, MaxQPs)
 	}
 	return nil
+}
+
+// rtt is the initial RTT estimate of a run: Options.RTT, or 2 x Delay + 1 ms, and in a
+// bidirectional run also the time a QP's paced queue takes to send the slots of the other
+// direction, which its ACKs wait behind (R28): without it, the first messages' timers fire
+// before their ACKs can come.
+func (o *Options) rtt() time.Duration {
+	if o.RTT > 0 {
+		return o.RTT
+	}
+	d := 2*o.Delay + time.Millisecond
+	if o.Bidirectional {
+		bits := float64(slots(o.Size, o.Iters, o.QPs)) * float64(o.Size) * 8
+		d += time.Duration(bits / float64(qpRate(o.Rate, o.QPs)) * float64(time.Second))
+	}
+	return d
 }
 
 // slots is how many messages a QP has in flight at once, each with its own memory: at most 64,
