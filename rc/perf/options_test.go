@@ -190,6 +190,10 @@ func TestSocketWarningText(t *testing.T) {
 	if r.Warning != want || r.SocketLossFraction != 0.5 {
 		t.Errorf("warning %q (fraction %v), want %q", r.Warning, r.SocketLossFraction, want)
 	}
+	b := Result{Rate: 4e8, SocketDataPackets: 100, SocketLostDataPackets: 10, Bidirectional: true}
+	if b.socketWarning(false); !strings.Contains(b.Warning, "10 of 100 data packets (10.0%) were dropped by the sockets (this host's or the server's): --rate 400Mbit/s each way is more") {
+		t.Errorf("bidirectional, client and server: %q", b.Warning)
+	}
 	for _, lost := range []int64{0, 2, 10} {
 		r := Result{Rate: 1e9, SocketDataPackets: 1000, SocketLostDataPackets: lost}
 		if r.socketWarning(true); r.Warning != "" {

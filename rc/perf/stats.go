@@ -161,9 +161,13 @@ func (r *Result) socketWarning(local bool) {
 	if !local {
 		where = "the sockets (this host's or the server's)"
 	}
+	rate := units.FormatRate(r.Rate)
+	if r.Bidirectional {
+		rate += " each way"
+	}
 	r.Warning = fmt.Sprintf("%d of %d data packets (%.1f%%) were dropped by %s: --rate %s is more than this path carries; "+
 		"the retransmissions below are the kernel's drops, not a transport fault",
-		r.SocketLostDataPackets, r.SocketDataPackets, 100*r.SocketLossFraction, where, units.FormatRate(r.Rate))
+		r.SocketLostDataPackets, r.SocketDataPackets, 100*r.SocketLossFraction, where, rate)
 }
 
 // dirSeed is the seed of the data of the server's direction of QP seed's QP.
