@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"os/signal"
+	"strconv"
 	"time"
 
 	"github.com/crem-project/crem/netem"
@@ -36,6 +37,29 @@ running --iters messages with its own initial PSN, drawn over the whole 24-bit s
 --seed, its own data and its own impairment, each verified on its own. They share the path:
 --rate is the total, each QP pacing at rate/N.
 
+perftest's options: -a / --all-sizes runs every size from 2 octets to 8 MiB (powers of two;
+--max-size lowers the top), one row each; -D / --duration SECONDS (10, or 1.5s, 500ms) runs
+each size for that long instead of --iters messages; -b / --bidirectional makes the server
+run the same operation towards the client at the same time (WRITEs into the client's memory,
+SENDs to it, READs of it, checked as the client's are), with figures per direction and
+summed. -s, -n, -q, -m and -p are perftest's spellings of --size, --iters, --qps, --mtu and
+--port.
+
+  crem perf lat write|send|read --server ADDR | --loopback [flags]
+
+is the latency mode (ib_write_lat, ib_send_lat, ib_read_lat): one message in flight. WRITE
+and SEND are ping-pong (the server answers each message with one of its own; the client
+posts the next when the answer lands) and report half the round trip; READ reports each
+READ's whole time. Minimum, median (t_typical), mean, p99, p99.9 and maximum in
+microseconds; --size defaults to 2 octets there.
+
+The table: perftest's (#bytes #iterations BW peak[Gb/sec] BW average[Gb/sec] MsgRate[Mpps],
+between dashed lines; BW peak is the best rate of any run of consecutive messages, from the
+post of the first to the completion of the last), then crem's own lines as before (--table
+crem prints only those, --table perftest only perftest's). When the sockets dropped more than
+1 percent of the data packets (the receivers could not keep up: the preset rate is more than
+the path carries), a warning goes to standard error and to the JSON's warning.
+
 Output: a table, or with --json one JSON object and nothing else on standard output:
 bytes, iterations, seconds, verified, data_packets, retransmitted_packets,
 timeout_retransmissions, ack_packets, nak_packets, dropped_packets, dropped_data_packets,
@@ -46,32 +70,52 @@ message completed and was verified, 1 when not, 2 for usage errors.
 
 Examples:
   crem perf write --loopback --size 4MiB --iters 4 --mtu 1024 --rate 1Gbit --loss 0.02 --delay 10ms --mode tcaeth
-  crem perf write --loopback --qps 8 --size 1MiB --iters 16 --rate 400Mbit --loss 0.01 --delay 5ms`
+  crem perf write --loopback --qps 8 --size 1MiB --iters 16 --rate 400Mbit --loss 0.01 --delay 5ms
+  crem perf write --loopback -a -n 4 --rate 400Mbit
+  crem perf write --loopback -b -D 5 --size 64KiB --rate 400Mbit
+  crem perf lat write --loopback -n 10000`
 
 func runPerf(args []string, s stdio) int {
 	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" {
-		fmt.Fprintf(s.err, "Usage: crem perf serve|write|send|read [flags]\n\n%s\n", perfDescription)
+		fmt.Fprintf(s.err, "Usage: crem perf serve|write|send|read|lat [flags]\n\n%s\n", perfDescription)
 		if len(args) == 0 {
 			return 2
 		}
 		return 0
 	}
 	op := args[0]
+	lat := false
 	switch op {
 	case "serve":
 		return runPerfServe(args[1:], s)
 	case "write", "send", "read":
+	case "lat":
+		if len(args) < 2 || (args[1] != "write" && args[1] != "send" && args[1] != "read") {
+			fmt.Fprintln(s.err, "crem perf lat: want write, send or read (crem perf lat write --loopback)")
+			return 2
+		}
+		op, lat, args = args[1], true, args[1:]
 	default:
-		fmt.Fprintf(s.err, "crem perf: unknown subcommand %q (want serve, write, send or read)\n", op)
+		fmt.Fprintf(s.err, "crem perf: unknown subcommand %q (want serve, write, send, read or lat)\n", op)
 		return 2
 	}
-	fs := newFlagSet("perf "+op, "crem perf "+op+" --server ADDR | --loopback [flags]", perfDescription, s)
+	name := "perf " + op
+	if lat {
+		name = "perf lat " + op
+	}
+	fs := newFlagSet(name, "crem "+name+" --server ADDR | --loopback [flags]", perfDescription, s)
 	server := fs.String("server", "", "setup address of a `crem perf serve` (host:port)")
 	loopback := fs.Bool("loopback", false, "run both ends in this process over UDP on 127.0.0.1")
 	size := units.Size(64 << 10)
+	if lat {
+		size = 2
+	}
 	fs.Var(&size, "size", "message size (4096, 64KiB, 4MiB)")
+	fs.Var(&size, "s", "message size (perftest's -s; --size)")
 	iters := fs.Int("iters", 1000, "iterations")
+	fs.IntVar(iters, "n", 1000, "iterations (perftest's -n; --iters)")
 	mtu := fs.Int("mtu", 1024, "RDMA MTU: 256, 512, 1024, 2048 or 4096")
+	fs.IntVar(mtu, "m", 1024, "RDMA MTU (perftest's -m; --mtu)")
 	mode := fs.String("mode", "tcaeth", "reliability mode: gbn, sr or tcaeth")
 	srNAK := fs.Bool("sr-nak", true, "sr: the responder NAKs missing PSNs (false: recovery by timers alone)")
 	rate := units.Rate(1e9)
@@ -83,11 +127,44 @@ func runPerf(args []string, s stdio) int {
 	pcapFile := fs.String("pcap", "", "write every packet sent, dropped ones included, to this pcap `FILE`")
 	asJSON := fs.Bool("json", false, "print one JSON object instead of the table")
 	port := fs.Int("port", udp.DefaultPort, "UDP port of the RoCE traffic")
+	fs.IntVar(port, "p", udp.DefaultPort, "UDP port of the RoCE traffic (perftest's -p; --port)")
 	timeout := fs.Duration("timeout", 10*time.Minute, "give up after this long")
 	retries := fs.Int("retry-count", 7, "timeouts without progress before the sending QP gives up (IBTA's retry_cnt)")
 	qps := fs.Int("qps", 1, fmt.Sprintf("queue pairs between client and server, each running --iters messages (perftest's -q; 1 to %d)", perf.MaxQPs))
+	fs.IntVar(qps, "q", 1, "queue pairs (perftest's -q; --qps)")
+	allSizes := fs.Bool("all-sizes", false, "every size from 2 octets to --max-size (8 MiB), powers of two, a row each (perftest's -a)")
+	fs.BoolVar(allSizes, "a", false, "every size from 2 octets to 8 MiB (perftest's -a; --all-sizes)")
+	maxSize := units.Size(perf.DefaultMaxSize)
+	fs.Var(&maxSize, "max-size", "the largest size of --all-sizes")
+	var dur secondsFlag
+	fs.Var(&dur, "duration", "run each size for this long (SECONDS, or 1.5s, 500ms) instead of --iters messages (perftest's -D)")
+	fs.Var(&dur, "D", "run for SECONDS instead of --iters messages (perftest's -D; --duration)")
+	bidir := new(bool)
+	if !lat {
+		fs.BoolVar(bidir, "bidirectional", false, "the server runs the same operation towards the client at once (perftest's -b)")
+		fs.BoolVar(bidir, "b", false, "both directions at once (perftest's -b; --bidirectional)")
+	}
+	sockBuf := units.Size(0)
+	fs.Var(&sockBuf, "socket-buffer", "kernel buffer asked for each direction of the data socket (default 8MiB; the kernel caps it)")
+	table := fs.String("table", "both", "the table: perftest (perftest's columns), crem (crem's lines only, as before) or both")
 	if code, done := parseFlags(fs, args[1:]); done {
 		return code
+	}
+	switch *table {
+	case "both", "perftest", "crem":
+	default:
+		fmt.Fprintf(s.err, "crem %s: --table %q: want perftest, crem or both\n", name, *table)
+		return 2
+	}
+	sizeSet := false
+	fs.Visit(func(f *flag.Flag) { sizeSet = sizeSet || f.Name == "size" || f.Name == "s" })
+	if *allSizes && sizeSet {
+		fmt.Fprintf(s.err, "crem %s: give --size or --all-sizes, not both\n", name)
+		return 2
+	}
+	if *allSizes && (maxSize < perf.MinSize || maxSize > 1<<30) {
+		fmt.Fprintf(s.err, "crem %s: --max-size %d: want %d octets to 1GiB\n", name, int64(maxSize), perf.MinSize)
+		return 2
 	}
 	if fs.NArg() > 0 {
 		fmt.Fprintf(s.err, "crem perf %s: unexpected argument %q\n", op, fs.Arg(0))
@@ -102,7 +179,7 @@ func runPerf(args []string, s stdio) int {
 		fmt.Fprintf(s.err, "crem perf %s: give exactly one of --server ADDR and --loopback\n", op)
 		return 2
 	}
-	if !rc.ValidMTU(*mtu) || size <= 0 || *iters <= 0 || rate <= 0 || *retries <= 0 {
+	if !rc.ValidMTU(*mtu) || size <= 0 || *iters <= 0 || rate <= 0 || *retries <= 0 || sockBuf < 0 {
 		fmt.Fprintf(s.err, "crem perf %s: need --mtu 256..4096 (a power of two) and positive --size, --iters, --rate, --retry-count\n", op)
 		return 2
 	}
@@ -111,10 +188,11 @@ func runPerf(args []string, s stdio) int {
 		return 2
 	}
 	portSet := false
-	fs.Visit(func(f *flag.Flag) { portSet = portSet || f.Name == "port" })
+	fs.Visit(func(f *flag.Flag) { portSet = portSet || f.Name == "port" || f.Name == "p" })
 	opts := perf.Options{Op: op, Size: int(size), Iters: *iters, MTU: *mtu, Mode: m, SRNoNAK: !*srNAK,
 		Rate: int64(rate), Loss: loss, Delay: *delay, Seed: *seed, Port: *port, Server: *server, Timeout: *timeout,
-		RetryCount: *retries, QPs: *qps}
+		RetryCount: *retries, QPs: *qps, AllSizes: *allSizes, MaxSize: int(maxSize), Duration: time.Duration(dur),
+		Bidirectional: *bidir, Latency: lat, SocketBuffer: int(sockBuf)}
 	if *loopback && !portSet {
 		opts.Port = 0
 	}
@@ -144,10 +222,26 @@ func runPerf(args []string, s stdio) int {
 		b, _ := json.Marshal(res)
 		fmt.Fprintf(s.out, "%s\n", b)
 	} else {
-		printPerfTable(s, res)
+		if *table != "crem" {
+			if lat {
+				printPerftestLat(s, res)
+			} else {
+				printPerftestBW(s, res)
+			}
+		}
+		if *table != "perftest" {
+			if res.AllSizes {
+				printPerfRows(s, res.Rows)
+			} else {
+				printPerfTable(s, res)
+			}
+		}
+	}
+	if res.Warning != "" {
+		fmt.Fprintf(s.err, "crem %s: warning: %s\n", name, res.Warning)
 	}
 	if err != nil {
-		fmt.Fprintf(s.err, "crem perf %s: %v\n", op, err)
+		fmt.Fprintf(s.err, "crem %s: %v\n", name, err)
 		return 1
 	}
 	if !res.Verified {
@@ -158,7 +252,7 @@ func runPerf(args []string, s stdio) int {
 
 // perfClient runs the client against a remote server on its own data socket.
 func perfClient(ctx context.Context, opts perf.Options) (perf.Result, error) {
-	host, err := udp.Listen(fmt.Sprintf(":%d", opts.Port), udp.Options{Pcap: opts.Pcap})
+	host, err := udp.Listen(fmt.Sprintf(":%d", opts.Port), udp.Options{Pcap: opts.Pcap, SocketBuffer: opts.SocketBuffer})
 	if err != nil {
 		return perf.Result{}, err
 	}
@@ -167,6 +261,87 @@ func perfClient(ctx context.Context, opts perf.Options) (perf.Result, error) {
 		err = cerr
 	}
 	return res, err
+}
+
+// secondsFlag is perftest's -D: whole seconds (10), or a duration (1.5s, 500ms).
+type secondsFlag time.Duration
+
+func (d *secondsFlag) String() string { return time.Duration(*d).String() }
+
+func (d *secondsFlag) Set(v string) error {
+	if n, err := strconv.ParseFloat(v, 64); err == nil {
+		if n <= 0 || n > 1e6 {
+			return fmt.Errorf("%q: want a positive number of seconds", v)
+		}
+		*d = secondsFlag(n * float64(time.Second))
+		return nil
+	}
+	t, err := time.ParseDuration(v)
+	if err != nil || t <= 0 {
+		return fmt.Errorf("%q: want SECONDS (10) or a positive duration (1.5s, 500ms)", v)
+	}
+	*d = secondsFlag(t)
+	return nil
+}
+
+const perftestRule = "---------------------------------------------------------------------------------------"
+
+// printPerftestBW prints perftest's bandwidth table: a row per size, and for bidirectional
+// runs a row per direction below.
+func printPerftestBW(s stdio, r perf.Result) {
+	rows := []perf.Result{r}
+	if r.AllSizes {
+		rows = r.Rows
+	}
+	fmt.Fprintln(s.out, perftestRule)
+	fmt.Fprintf(s.out, " %-10s %-14s %-18s %-20s %s\n", "#bytes", "#iterations", "BW peak[Gb/sec]", "BW average[Gb/sec]", "MsgRate[Mpps]")
+	for _, x := range rows {
+		fmt.Fprintf(s.out, " %-10d %-14d %-18.3f %-20.3f %.6f\n", x.Size, x.Iterations, x.PeakGbps, x.AverageGbps, x.MsgRateMpps)
+	}
+	fmt.Fprintln(s.out, perftestRule)
+	if !r.Bidirectional {
+		return
+	}
+	fmt.Fprintf(s.out, "%-16s %-10s %-14s %-18s %-20s %-14s %s\n", "#direction", "#bytes", "#iterations", "BW peak[Gb/sec]",
+		"BW average[Gb/sec]", "MsgRate[Mpps]", "verified")
+	for _, x := range rows {
+		for _, d := range x.Directions {
+			dir := "client->server"
+			if d.From == "server" {
+				dir = "server->client"
+			}
+			fmt.Fprintf(s.out, "%-16s %-10d %-14d %-18.3f %-20.3f %-14.6f %v\n", dir, x.Size, d.Iterations, d.PeakGbps, d.Gbps, d.MsgRateMpps, d.Verified)
+		}
+	}
+	fmt.Fprintln(s.out)
+}
+
+// printPerftestLat prints perftest's latency table, in microseconds.
+func printPerftestLat(s stdio, r perf.Result) {
+	fmt.Fprintln(s.out, perftestRule)
+	fmt.Fprintf(s.out, " %-8s %-12s %-12s %-12s %-16s %-12s %-14s %-22s %s\n", "#bytes", "#iterations", "t_min[usec]", "t_max[usec]",
+		"t_typical[usec]", "t_avg[usec]", "t_stdev[usec]", "99% percentile[usec]", "99.9% percentile[usec]")
+	if l := r.Latency; l != nil {
+		fmt.Fprintf(s.out, " %-8d %-12d %-12.2f %-12.2f %-16.2f %-12.2f %-14.2f %-22.2f %.2f\n", r.Size, r.Iterations, l.MinUs, l.MaxUs,
+			l.MedianUs, l.MeanUs, l.StdevUs, l.P99Us, l.P999Us)
+	}
+	fmt.Fprintln(s.out, perftestRule)
+}
+
+// printPerfRows prints crem's table with a row per size (--all-sizes).
+func printPerfRows(s stdio, rows []perf.Result) {
+	fmt.Fprintf(s.out, "%-10s %-7s %-6s %-9s %-8s %-10s %-8s %-8s %-8s %-7s %-6s %-8s %s\n",
+		"#bytes", "#iters", "mode", "seconds", "Gb/s", "data_pkts", "retx", "timeout", "acks", "naks",
+		"drops", "drops_d", "verified")
+	for _, r := range rows {
+		printPerfRow(s, r)
+	}
+}
+
+func printPerfRow(s stdio, r perf.Result) {
+	fmt.Fprintf(s.out, "%-10d %-7d %-6s %-9.3f %-8.3f %-10d %-8d %-8d %-8d %-7d %-6d %-8d %v\n",
+		r.Bytes, r.Iterations, r.Mode, r.Seconds, r.Gbps, r.DataPackets, r.RetransmittedPackets,
+		r.TimeoutRetransmissions, r.AckPackets, r.NakPackets, r.DroppedPackets, r.DroppedDataPackets, r.Verified)
 }
 
 func printPerfTable(s stdio, r perf.Result) {
@@ -187,9 +362,7 @@ func printPerfTable(s stdio, r perf.Result) {
 	fmt.Fprintf(s.out, "%-10s %-7s %-6s %-9s %-8s %-10s %-8s %-8s %-8s %-7s %-6s %-8s %s\n",
 		"#bytes", "#iters", "mode", "seconds", "Gb/s", "data_pkts", "retx", "timeout", "acks", "naks",
 		"drops", "drops_d", "verified")
-	fmt.Fprintf(s.out, "%-10d %-7d %-6s %-9.3f %-8.3f %-10d %-8d %-8d %-8d %-7d %-6d %-8d %v\n",
-		r.Bytes, r.Iterations, r.Mode, r.Seconds, r.Gbps, r.DataPackets, r.RetransmittedPackets,
-		r.TimeoutRetransmissions, r.AckPackets, r.NakPackets, r.DroppedPackets, r.DroppedDataPackets, r.Verified)
+	printPerfRow(s, r)
 }
 
 func runPerfServe(args []string, s stdio) int {

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/crem-project/crem/capture"
+	"github.com/crem-project/crem/internal/testenv"
 	"github.com/crem-project/crem/rc/perf"
 	"github.com/crem-project/crem/roce"
 )
@@ -254,7 +255,7 @@ func TestPerfQPsJSONAndTable(t *testing.T) {
 		t.Errorf("data packets %v, the QPs' sum %v; initial PSNs %v", res["data_packets"], data, psns)
 	}
 
-	code, out, errOut = runPerfCLI("write", "--loopback", "--qps", "2", "--size", "16KiB", "--iters", "3", "--seed", "21")
+	code, out, errOut = runPerfCLI("write", "--loopback", "--qps", "2", "--size", "16KiB", "--iters", "3", "--seed", "21", "--table", "crem")
 	lines := strings.Split(strings.TrimSpace(out), "\n")
 	if code != 0 || len(lines) != 6 || !strings.HasPrefix(lines[0], "#qp") || !strings.HasPrefix(lines[1], "0 ") ||
 		!strings.HasPrefix(lines[2], "1 ") || !strings.HasPrefix(lines[4], "#bytes") || !strings.HasSuffix(lines[5], "true") {
@@ -263,13 +264,245 @@ func TestPerfQPsJSONAndTable(t *testing.T) {
 	if !strings.Contains(lines[1], fmt.Sprintf("%#x", uint32(perf.InitialPSN(21, 0)))) {
 		t.Errorf("QP 0's row %q lacks its initial PSN %#x", lines[1], uint32(perf.InitialPSN(21, 0)))
 	}
-	code, out, _ = runPerfCLI("write", "--loopback", "--size", "16KiB", "--iters", "3")
+	code, out, _ = runPerfCLI("write", "--loopback", "--size", "16KiB", "--iters", "3", "--table", "crem")
 	if code != 0 || strings.Contains(out, "#qp") || !strings.HasPrefix(out, "#bytes") {
 		t.Errorf("one QP: exit %d, table %q, want the table of one QP as before", code, out)
+	}
+	// By default perftest's table comes first, then the same lines.
+	code, out, errOut = runPerfCLI("write", "--loopback", "--qps", "2", "--size", "16KiB", "--iters", "3", "--seed", "21",
+		"--rate", "200Mbit", "--retry-count", "100")
+	crem := strings.Split(strings.TrimSpace(afterPerftest(t, out)), "\n")
+	if code != 0 || len(crem) != 6 || !strings.HasPrefix(crem[0], "#qp") || !strings.HasPrefix(crem[4], "#bytes") {
+		t.Errorf("default table: exit %d: %q %s", code, out, errOut)
 	}
 	for _, n := range []string{"0", "257", "-1"} {
 		if code, _, _ := runPerfCLI("write", "--loopback", "--qps", n); code != 2 {
 			t.Errorf("--qps %s: exit %d, want 2", n, code)
 		}
+	}
+}
+
+// afterPerftest checks that out starts with perftest's table (a dashed line, its header, rows,
+// a dashed line) and returns what follows.
+func afterPerftest(t *testing.T, out string) string {
+	t.Helper()
+	lines := strings.SplitAfter(out, "\n")
+	if len(lines) < 4 || !strings.HasPrefix(lines[0], "-----") ||
+		!strings.HasPrefix(lines[1], " #bytes     #iterations    BW peak[Gb/sec]    BW average[Gb/sec]   MsgRate[Mpps]") {
+		t.Fatalf("no perftest table first: %q", out)
+	}
+	for i := 2; i < len(lines); i++ {
+		if strings.HasPrefix(lines[i], "-----") {
+			return strings.Join(lines[i+1:], "")
+		}
+	}
+	t.Fatalf("perftest's table does not end: %q", out)
+	return ""
+}
+
+// perftestRows returns the rows of perftest's table in out, their fields.
+func perftestRows(t *testing.T, out string) [][]string {
+	t.Helper()
+	var rows [][]string
+	lines := strings.Split(out, "\n")
+	for _, l := range lines[2:] {
+		if strings.HasPrefix(l, "-----") {
+			break
+		}
+		rows = append(rows, strings.Fields(l))
+	}
+	return rows
+}
+
+// perfJSON runs crem perf with --json and decodes its one object.
+func perfJSON(t *testing.T, args ...string) (int, map[string]any, string) {
+	t.Helper()
+	code, out, errOut := runPerfCLI(append(args, "--json")...)
+	var res map[string]any
+	dec := json.NewDecoder(strings.NewReader(out))
+	if err := dec.Decode(&res); err != nil {
+		t.Fatalf("%q: not JSON: %q %s: %v", args, out, errOut, err)
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		t.Fatalf("%q: more than one JSON object: %q", args, out)
+	}
+	return code, res, errOut
+}
+
+// The bandwidth table is perftest's, then crem's lines as before; its row is the JSON's
+// figures; --table perftest prints perftest's alone; the JSON keeps its fields and adds the
+// perftest figures and the socket-loss ones. perftest's short flags are the long ones.
+func TestPerfPerftestTableR28(t *testing.T) {
+	code, out, errOut := runPerfCLI("write", "--loopback", "-s", "16KiB", "-n", "5", "--rate", "200Mbit", "--retry-count", "100")
+	if code != 0 {
+		t.Fatalf("exit %d: %s %s", code, out, errOut)
+	}
+	rest := afterPerftest(t, out)
+	rows := perftestRows(t, out)
+	if len(rows) != 1 || len(rows[0]) != 5 || rows[0][0] != "16384" || rows[0][1] != "5" {
+		t.Fatalf("perftest rows %q", rows)
+	}
+	peak, _ := strconv.ParseFloat(rows[0][2], 64)
+	avg, _ := strconv.ParseFloat(rows[0][3], 64)
+	if peak < avg || avg <= 0 {
+		t.Errorf("peak %v, average %v", peak, avg)
+	}
+	crem := strings.Split(strings.TrimSpace(rest), "\n")
+	if len(crem) != 2 || !strings.HasPrefix(crem[0], "#bytes     #iters  mode") || !strings.HasSuffix(crem[1], "true") ||
+		!strings.HasPrefix(crem[1], "81920 ") {
+		t.Errorf("crem's lines after perftest's: %q", rest)
+	}
+	code, out, _ = runPerfCLI("write", "--loopback", "-s", "16KiB", "-n", "5", "--rate", "200Mbit", "--retry-count", "100", "--table", "perftest")
+	if code != 0 || strings.Contains(out, "#iters") || len(perftestRows(t, out)) != 1 {
+		t.Errorf("--table perftest: %q", out)
+	}
+	code, res, _ := perfJSON(t, "send", "--loopback", "-s", "8KiB", "-n", "4", "-q", "2", "-m", "2048", "--rate", "200Mbit", "--retry-count", "100")
+	if code != 0 || res["size"] != 8192.0 || res["iterations"] != 8.0 || res["qps"] != 2.0 || res["mtu"] != 2048.0 {
+		t.Errorf("short flags: %v", res)
+	}
+	for _, k := range []string{"bw_peak_gbit_per_second", "bw_average_gbit_per_second", "msg_rate_mpps", "socket_data_packets",
+		"socket_loss_fraction", "gbit_per_second", "per_qp", "socket_lost_data_packets"} {
+		if _, ok := res[k]; !ok {
+			t.Errorf("JSON lacks %q", k)
+		}
+	}
+	if res["bw_average_gbit_per_second"] != res["gbit_per_second"] || res["bw_peak_gbit_per_second"].(float64) < res["gbit_per_second"].(float64) {
+		t.Errorf("bandwidths %v", res)
+	}
+	for _, args := range [][]string{
+		{"write", "--loopback", "--table", "wide"},
+		{"write", "--loopback", "-a", "-s", "4KiB"},
+		{"write", "--loopback", "-a", "--max-size", "1"},
+		{"write", "--loopback", "-D", "0"},
+		{"write", "--loopback", "-D", "soon"},
+		{"write", "--loopback", "--socket-buffer", "-1"},
+		{"lat"},
+		{"lat", "bogus", "--loopback"},
+		{"lat", "write", "--loopback", "-b"},
+	} {
+		if code, _, _ := runPerfCLI(args...); code != 2 {
+			t.Errorf("%q: exit %d, want 2", args, code)
+		}
+	}
+}
+
+// -a: a row per size from 2 octets to --max-size in perftest's table, in crem's and in the
+// JSON's rows, each verified.
+func TestPerfAllSizesR28(t *testing.T) {
+	code, out, errOut := runPerfCLI("write", "--loopback", "-a", "-n", "2", "--max-size", "32KiB", "--rate", "200Mbit", "--retry-count", "100")
+	if code != 0 {
+		t.Fatalf("exit %d: %s %s", code, out, errOut)
+	}
+	rows := perftestRows(t, out)
+	if len(rows) != 15 {
+		t.Fatalf("%d perftest rows, want 15 (2 to 32768): %q", len(rows), out)
+	}
+	for i, r := range rows {
+		if r[0] != strconv.Itoa(2<<i) || r[1] != "2" {
+			t.Errorf("row %d: %q", i, r)
+		}
+	}
+	crem := strings.Split(strings.TrimSpace(afterPerftest(t, out)), "\n")
+	if len(crem) != 16 || !strings.HasPrefix(crem[0], "#bytes") || !strings.HasPrefix(crem[15], "65536 ") {
+		t.Errorf("crem's rows: %q", crem)
+	}
+	code, res, _ := perfJSON(t, "read", "--loopback", "--all-sizes", "-n", "1", "--max-size", "4KiB", "--rate", "200Mbit", "--retry-count", "100")
+	jr, _ := res["rows"].([]any)
+	if code != 0 || res["all_sizes"] != true || len(jr) != 12 || res["verified"] != true || res["iterations"] != 12.0 {
+		t.Fatalf("JSON: %v", res)
+	}
+	for i, x := range jr {
+		r := x.(map[string]any)
+		if r["size"] != float64(int(2)<<i) || r["verified"] != true || r["bytes"] != float64(int(2)<<i) {
+			t.Errorf("JSON row %d: %v", i, r)
+		}
+	}
+}
+
+// -D: the run stops after the duration, having run more than one iteration, all verified.
+func TestPerfDurationR28(t *testing.T) {
+	code, res, errOut := perfJSON(t, "write", "--loopback", "-D", "0.3", "-s", "16KiB", "--rate", "200Mbit", "--retry-count", "100")
+	if code != 0 || res["verified"] != true || res["duration_seconds"] != 0.3 || res["iterations"].(float64) <= 1 ||
+		res["seconds"].(float64) < 0.3 || res["completed"] != res["iterations"] {
+		t.Fatalf("exit %d: %v %s", code, res, errOut)
+	}
+	code, res, _ = perfJSON(t, "send", "--loopback", "--duration", "200ms", "-s", "4KiB", "--rate", "200Mbit", "--retry-count", "100")
+	if code != 0 || res["duration_seconds"] != 0.2 || res["iterations"].(float64) <= 1 {
+		t.Errorf("--duration 200ms: exit %d: %v", code, res)
+	}
+}
+
+// -b: both directions move and verify their bytes; the JSON has each direction and their sums,
+// the table a row per direction.
+func TestPerfBidirectionalR28(t *testing.T) {
+	code, res, errOut := perfJSON(t, "write", "--loopback", "-b", "-s", "16KiB", "-n", "6", "--rate", "200Mbit", "--retry-count", "100")
+	if code != 0 || res["bidirectional"] != true || res["verified"] != true || res["iterations"] != 12.0 || res["bytes"] != 12*16384.0 {
+		t.Fatalf("exit %d: %v %s", code, res, errOut)
+	}
+	dirs, _ := res["directions"].([]any)
+	if len(dirs) != 2 {
+		t.Fatalf("directions %v", res["directions"])
+	}
+	var sum float64
+	for i, from := range []string{"client", "server"} {
+		d := dirs[i].(map[string]any)
+		if d["from"] != from || d["verified"] != true || d["iterations"] != 6.0 || d["bytes"] != 6*16384.0 {
+			t.Errorf("direction %d: %v", i, d)
+		}
+		sum += d["gbit_per_second"].(float64)
+	}
+	if g := res["gbit_per_second"].(float64); g < sum*0.999999 || g > sum*1.000001 {
+		t.Errorf("total %v Gbit/s, the directions' sum %v", g, sum)
+	}
+	code, out, _ := runPerfCLI("read", "--loopback", "--bidirectional", "-s", "8KiB", "-n", "4", "--rate", "200Mbit", "--retry-count", "100")
+	rest := afterPerftest(t, out)
+	if code != 0 || !strings.Contains(rest, "#direction") || !strings.Contains(rest, "\nclient->server   8192       4 ") ||
+		!strings.Contains(rest, "\nserver->client   8192       4 ") {
+		t.Errorf("exit %d: %q", code, out)
+	}
+}
+
+// crem perf lat: one sample per iteration, percentiles in order, perftest's latency table.
+func TestPerfLatencyR28(t *testing.T) {
+	for _, op := range []string{"write", "send", "read"} {
+		code, res, errOut := perfJSON(t, "lat", op, "--loopback", "-n", "50", "--retry-count", "100")
+		l, _ := res["latency"].(map[string]any)
+		if code != 0 || l == nil || res["size"] != 2.0 || res["verified"] != true || l["samples"] != 50.0 {
+			t.Fatalf("%s: exit %d: %v %s", op, code, res, errOut)
+		}
+		keys := []string{"min_us", "median_us", "p99_us", "p99_9_us", "max_us"}
+		for i := 1; i < len(keys); i++ {
+			if l[keys[i-1]].(float64) > l[keys[i]].(float64) {
+				t.Errorf("%s: %s %v > %s %v", op, keys[i-1], l[keys[i-1]], keys[i], l[keys[i]])
+			}
+		}
+		if l["min_us"].(float64) <= 0 || l["mean_us"].(float64) < l["min_us"].(float64) {
+			t.Errorf("%s: %v", op, l)
+		}
+	}
+	code, out, _ := runPerfCLI("lat", "write", "--loopback", "-n", "20", "-s", "64", "--retry-count", "100")
+	lines := strings.Split(out, "\n")
+	if code != 0 || len(lines) < 4 || !strings.Contains(lines[1], "t_typical[usec]") || !strings.Contains(lines[1], "99.9% percentile[usec]") ||
+		!strings.HasPrefix(strings.TrimSpace(lines[2]), "64 ") || !strings.HasPrefix(lines[3], "-----") {
+		t.Errorf("exit %d: %q", code, out)
+	}
+}
+
+// The warning: sockets that drop (a receive buffer of a few packets at 5 Gbit/s) make it, on
+// standard error and in the JSON; a low rate does not.
+func TestPerfSocketLossWarningR28(t *testing.T) {
+	_, res, errOut := perfJSON(t, "write", "--loopback", "-s", "256KiB", "-n", "4", "--rate", "5Gbit", "--socket-buffer", "4096",
+		"--timeout", "30s", "--retry-count", "100")
+	w, _ := res["warning"].(string)
+	if !strings.Contains(w, "were dropped by this host's sockets: --rate 5Gbit/s is more than this path carries") ||
+		!strings.Contains(errOut, "warning: "+w) || res["socket_loss_fraction"].(float64) <= 0.01 {
+		t.Fatalf("warning %q, stderr %q", w, errOut)
+	}
+	if testenv.Race {
+		t.Skip("a run without socket loss is not the race detector's to promise")
+	}
+	code, res, errOut := perfJSON(t, "write", "--loopback", "-s", "16KiB", "-n", "16", "--rate", "20Mbit", "--retry-count", "100")
+	if code != 0 || res["warning"] != nil || strings.Contains(errOut, "warning") {
+		t.Errorf("20 Mbit/s: exit %d, warning %v, stderr %q", code, res["warning"], errOut)
 	}
 }

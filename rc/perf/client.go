@@ -15,16 +15,29 @@ import (
 
 // Run is the client: it connects opts.QPs queue pairs to opts.Server, runs the iterations on
 // each over host and returns the result, per QP and in total. The error is nil only when every
-// message of every QP completed and was verified.
+// message of every QP completed and was verified. With opts.AllSizes it runs each size in turn
+// (Result.Rows).
 func Run(ctx context.Context, opts Options, host *udp.Host) (Result, error) {
 	if err := opts.defaults(); err != nil {
 		return Result{}, err
 	}
-	res := Result{Op: opts.Op, Mode: opts.Mode.String(), Size: opts.Size, Iterations: opts.Iters * opts.QPs,
-		Bytes: int64(opts.Size) * int64(opts.Iters) * int64(opts.QPs), MTU: opts.MTU, Rate: opts.Rate,
-		Loss: opts.Loss.String(), DelayMs: float64(opts.Delay) / 1e6, QPs: opts.QPs}
 	ctx, cancel := context.WithTimeout(ctx, opts.Timeout)
 	defer cancel()
+	if opts.AllSizes {
+		return runSizes(ctx, opts, host)
+	}
+	return runOne(ctx, opts, host)
+}
+
+// pingPongStall is how long a ping-pong waits for an answer.
+const pingPongStall = 20 * time.Second
+
+// runOne runs one size.
+func runOne(ctx context.Context, opts Options, host *udp.Host) (Result, error) {
+	res := Result{Op: opts.Op, Mode: opts.Mode.String(), Size: opts.Size, Iterations: opts.Iters * opts.QPs,
+		Bytes: int64(opts.Size) * int64(opts.Iters) * int64(opts.QPs), MTU: opts.MTU, Rate: opts.Rate,
+		Loss: opts.Loss.String(), DelayMs: float64(opts.Delay) / 1e6, QPs: opts.QPs,
+		DurationSeconds: opts.Duration.Seconds(), Bidirectional: opts.Bidirectional}
 	sa, err := net.ResolveUDPAddr("udp", opts.Server)
 	if err != nil {
 		return res, fmt.Errorf("perf: server %q: %w", opts.Server, err)
@@ -36,6 +49,7 @@ func Run(ctx context.Context, opts Options, host *udp.Host) (Result, error) {
 	defer setup.Close()
 	local := setup.LocalAddr().(*net.UDPAddr).AddrPort().Addr().Unmap()
 	server := sa.AddrPort().Addr().Unmap()
+	k0, kok := kernelDrops(host.LocalAddr().Port())
 
 	// One setup exchange per QP, each its own session at the server.
 	base := opts.Seed*0x9e3779b97f4a7c15 ^ uint64(time.Now().UnixNano())
@@ -57,36 +71,72 @@ func Run(ctx context.Context, opts Options, host *udp.Host) (Result, error) {
 			host.Remove(r.conn)
 		}
 	}()
+	// The server's direction and its answers need the client's memory (GO, R28).
+	if opts.Bidirectional || opts.Latency && opts.Op != "read" {
+		for q, r := range runners {
+			g := rc.SetupMsg{Type: rc.SetupDone, Nonce: r.nonce, App: mustJSON(doneMsg{Go: true, RKey: r.rkey, Addr: r.raddr, Slots: r.rslots})}
+			ans, err := exchange(ctx, setup, &g, rc.SetupResult)
+			var sr serverResult
+			if err == nil {
+				err = json.Unmarshal(ans.App, &sr)
+			}
+			if err == nil && !sr.Started {
+				err = fmt.Errorf("perf: the server did not start its direction (%s)", ans.App)
+			}
+			if err != nil {
+				return res, fmt.Errorf("perf: QP %d: %w", q, err)
+			}
+		}
+	}
 	start := time.Now()
 	for _, r := range runners {
 		r.start = start
-		r.conn.Do(func(*rc.QP) {
-			for range r.acc.Slots {
-				r.post()
-			}
-		})
+		r.conn.Do(func(*rc.QP) { r.fill() })
 	}
-	for range runners {
+	// A ping-pong waits on the server's answers, which the client's QP cannot see fail: a QP
+	// that has had no answer for pingPongStall gives up.
+	tick := time.NewTicker(250 * time.Millisecond)
+	defer tick.Stop()
+	progress := make([]int, len(runners))
+	still := make([]time.Time, len(runners))
+	for left := len(runners); left > 0 && ctx.Err() == nil; {
 		select {
 		case <-all:
+			left--
 		case <-ctx.Done():
-		}
-		if ctx.Err() != nil {
-			break
+		case now := <-tick.C:
+			if !opts.Latency || opts.Op == "read" {
+				continue
+			}
+			for q, r := range runners {
+				r.conn.Do(func(*rc.QP) {
+					if r.got != progress[q] || still[q].IsZero() {
+						progress[q], still[q] = r.got, now
+					} else if now.Sub(still[q]) > pingPongStall {
+						r.fail(fmt.Errorf("perf: no answer from the server for %v after %d (its QP may have given up: see its log)",
+							pingPongStall, r.got))
+					}
+				})
+			}
 		}
 	}
 	elapsed := time.Since(start)
 	// The server reports what it checked and counted, per QP.
-	dctx, dcancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer dcancel()
 	var firstErr error
 	res.Verified = true
+	res.Iterations, res.Bytes = 0, 0
+	var fwd, rev Direction
+	fwd.From, rev.From, fwd.Verified, rev.Verified = "client", "server", true, true
+	var lat []time.Duration
+	var st []*stamps
 	for q, r := range runners {
-		qr, err := r.result(dctx, setup, elapsed)
+		qr, sr, err := r.result(ctx, setup, elapsed)
 		if err != nil && firstErr == nil {
 			firstErr = fmt.Errorf("perf: QP %d: %w", q, err)
 		}
 		res.PerQP = append(res.PerQP, qr)
+		res.Iterations += qr.Iterations
+		res.Bytes += qr.Bytes
 		res.Completed += qr.Completed
 		res.Verified = res.Verified && qr.Verified
 		res.DataPackets += qr.DataPackets
@@ -97,15 +147,50 @@ func Run(ctx context.Context, opts Options, host *udp.Host) (Result, error) {
 		res.DroppedPackets += qr.DroppedPackets
 		res.DroppedDataPackets += qr.DroppedDataPackets
 		res.SocketLostDataPackets += qr.SocketLostDataPackets
+		res.SocketDataPackets += r.socketData
 		if qr.Error != "" && res.Error == "" {
 			res.Error = qr.Error
 			if opts.QPs > 1 {
 				res.Error = fmt.Sprintf("QP %d: %s", q, qr.Error)
 			}
 		}
+		fwd.Iterations += r.completed
+		fwd.Bytes += int64(r.completed) * int64(opts.Size)
+		fwd.Seconds = max(fwd.Seconds, qr.Seconds)
+		fwd.Verified = fwd.Verified && r.completed == r.target() && r.bad == 0 && sr.Verified
+		if opts.Bidirectional {
+			rev.Iterations += sr.RevCompleted
+			rev.Bytes += int64(sr.RevCompleted) * int64(opts.Size)
+			rev.Seconds = max(rev.Seconds, sr.RevSeconds)
+			rev.PeakGbps += sr.RevPeakGbps
+			rev.Verified = rev.Verified && r.revOK(sr)
+		}
+		lat = append(lat, r.lat...)
+		st = append(st, &r.st)
 	}
 	res.Seconds = elapsed.Seconds()
 	res.Gbps = float64(res.Bytes) * 8 / elapsed.Seconds() / 1e9
+	fwd.Gbps = float64(fwd.Bytes) * 8 / max(fwd.Seconds, 1e-9) / 1e9
+	fwd.PeakGbps = max(mergedPeak(st, opts.Size), fwd.Gbps)
+	fwd.MsgRateMpps = float64(fwd.Iterations) / max(fwd.Seconds, 1e-9) / 1e6
+	res.PeakGbps, res.AverageGbps, res.MsgRateMpps = fwd.PeakGbps, res.Gbps, float64(res.Iterations)/elapsed.Seconds()/1e6
+	if opts.Bidirectional {
+		rev.Gbps = float64(rev.Bytes) * 8 / max(rev.Seconds, 1e-9) / 1e9
+		rev.PeakGbps = max(rev.PeakGbps, rev.Gbps)
+		rev.MsgRateMpps = float64(rev.Iterations) / max(rev.Seconds, 1e-9) / 1e6
+		res.Directions = []Direction{fwd, rev}
+		res.Gbps = fwd.Gbps + rev.Gbps
+		res.PeakGbps, res.AverageGbps = fwd.PeakGbps+rev.PeakGbps, res.Gbps
+		res.MsgRateMpps = fwd.MsgRateMpps + rev.MsgRateMpps
+	}
+	if opts.Latency {
+		res.Latency = latencyOf(lat, opts.Op != "read")
+	}
+	if k1, ok := kernelDrops(host.LocalAddr().Port()); ok && kok {
+		d := max(k1-k0, 0)
+		res.KernelSocketDrops = &d
+	}
+	res.socketWarning(opts.loopback)
 	if firstErr != nil {
 		res.Verified = false
 		return res, firstErr
@@ -128,6 +213,9 @@ func (r *Result) badSummary() string {
 				b = append(b, "; "...)
 			}
 			b = fmt.Appendf(b, "QP %d: %d of %d completed", q.QP, q.Completed, q.Iterations)
+			if q.Error != "" {
+				b = fmt.Appendf(b, " (%s)", q.Error)
+			}
 		}
 	}
 	return string(b)
@@ -140,10 +228,11 @@ func connect(ctx context.Context, opts *Options, host *udp.Host, setup *net.UDPC
 	seed := qpSeed(opts.Seed, q)
 	req := rc.SetupMsg{Type: rc.SetupRequest, Nonce: nonce, QPN: qpn, StartPSN: InitialPSN(opts.Seed, q),
 		MTU: opts.MTU, Mode: opts.Mode, TCAETH: opts.Mode == rc.ModeTCAETH, SRNoNAK: opts.SRNoNAK && opts.Mode == rc.ModeSR,
-		Rate: qpRate(opts.Rate, opts.QPs), RTT: opts.RTT, DataPort: host.LocalAddr().Port(), FlowPort: host.LocalAddr().Port(),
+		Rate: qpRate(opts.Rate, opts.QPs), RTT: opts.rtt(), DataPort: host.LocalAddr().Port(), FlowPort: host.LocalAddr().Port(),
 		RequesterAddr: local, ResponderAddr: server,
 		App: mustJSON(request{Op: opts.Op, Size: opts.Size, Iters: opts.Iters, Seed: opts.Seed,
-			Loss: opts.Loss.String(), DelayNs: int64(opts.Delay), QPs: opts.QPs, QP: q})}
+			Loss: opts.Loss.String(), DelayNs: int64(opts.Delay), QPs: opts.QPs, QP: q,
+			DurationNs: int64(opts.Duration), Bidir: opts.Bidirectional, Lat: opts.Latency, RetryCount: opts.RetryCount})}
 	ans, err := exchange(ctx, setup, &req, rc.SetupAccept)
 	if err != nil {
 		return nil, err
@@ -153,17 +242,43 @@ func connect(ctx context.Context, opts *Options, host *udp.Host, setup *net.UDPC
 		return nil, fmt.Errorf("perf: accept data %q: %v", ans.App, err)
 	}
 	cfg := rc.Config{QPN: qpn, RemoteQPN: ans.QPN, SendPSN: req.StartPSN, RecvPSN: ans.StartPSN, MTU: opts.MTU,
-		Mode: opts.Mode, SRNoNAK: req.SRNoNAK, Rate: req.Rate, RTT: opts.RTT, Burst: time.Millisecond,
-		RetryCount: opts.RetryCount,
-		LocalAddr:  local, RemoteAddr: server, LocalPort: host.LocalAddr().Port(), RemotePort: ans.FlowPort}
+		Mode: opts.Mode, SRNoNAK: req.SRNoNAK, Rate: req.Rate, RTT: req.RTT, Burst: time.Millisecond,
+		RetryCount: opts.RetryCount, NotifyWrites: opts.Bidirectional || opts.Latency,
+		LocalAddr: local, RemoteAddr: server, LocalPort: host.LocalAddr().Port(), RemotePort: ans.FlowPort}
 	qp, err := rc.NewQP(cfg)
 	if err != nil {
 		return nil, err
 	}
-	r := &runner{opts: opts, q: q, seed: seed, nonce: nonce, acc: acc, qp: qp, done: done}
+	r := &runner{opts: opts, q: q, seed: seed, nonce: nonce, acc: acc, qp: qp, done: done, depth: acc.Slots}
+	if opts.Latency {
+		r.depth = 1
+		r.sentAt = make([]time.Time, acc.Slots)
+	}
 	r.bufs = make([][]byte, acc.Slots)
 	for j := range r.bufs {
 		r.bufs[j] = make([]byte, opts.Size)
+	}
+	if opts.Bidirectional || opts.Latency && opts.Op != "read" {
+		// The memory of the server's direction: its WRITEs land here, its SENDs fill these
+		// receive buffers, its READs read the pattern of each slot.
+		r.rseed, r.rslots = dirSeed(seed), slots(opts.Size, opts.Iters, opts.QPs)
+		r.rmem = make([]byte, r.rslots*opts.Size)
+		mr, err := qp.RegisterMR(r.rmem, rc.AccessRemoteWrite|rc.AccessRemoteRead|rc.AccessLocalWrite)
+		if err != nil {
+			return nil, err
+		}
+		r.rkey, r.raddr = mr.RKey, mr.Addr
+		for j := range r.rslots {
+			b := r.rslot(j)
+			switch opts.Op {
+			case "read":
+				pattern(b, r.rseed, j)
+			case "send":
+				if err := qp.PostRecv(rc.RecvWR{ID: uint64(j), Buf: b}); err != nil {
+					return nil, err
+				}
+			}
+		}
 	}
 	conn, err := host.Add(qp, netip.AddrPortFrom(server, ans.DataPort), impairment(opts.Loss, opts.Delay, seed*2+1), r.complete)
 	if err != nil {
@@ -174,23 +289,60 @@ func connect(ctx context.Context, opts *Options, host *udp.Host, setup *net.UDPC
 }
 
 // result collects QP q's figures, its own and the server's (asked with DONE).
-func (r *runner) result(ctx context.Context, setup *net.UDPConn, elapsed time.Duration) (QPResult, error) {
+func (r *runner) result(ctx context.Context, setup *net.UDPConn, elapsed time.Duration) (QPResult, serverResult, error) {
 	opts := r.opts
 	cfg := r.qp.Config()
-	qr := QPResult{QP: r.q, LocalQPN: cfg.QPN, RemoteQPN: cfg.RemoteQPN, InitialPSN: uint32(cfg.SendPSN),
-		Iterations: opts.Iters, Bytes: int64(opts.Size) * int64(opts.Iters)}
+	qr := QPResult{QP: r.q, LocalQPN: cfg.QPN, RemoteQPN: cfg.RemoteQPN, InitialPSN: uint32(cfg.SendPSN)}
+	var sr serverResult
+	done := rc.SetupMsg{Type: rc.SetupDone, Nonce: r.nonce}
+	var serr error
+	// The server's direction may still run: it answers busy until it is done.
+	for {
+		r.conn.Do(func(*rc.QP) { done.App = mustJSON(doneMsg{Final: true, Messages: r.completed}) })
+		dctx, dcancel := context.WithTimeout(context.Background(), 10*time.Second)
+		fin, err := exchange(dctx, setup, &done, rc.SetupResult)
+		dcancel()
+		if err != nil {
+			serr = err
+			break
+		}
+		sr = serverResult{}
+		if err := json.Unmarshal(fin.App, &sr); err != nil {
+			serr = fmt.Errorf("perf: result data: %w", err)
+			break
+		}
+		if sr.Started {
+			continue // a late answer to GO
+		}
+		if !sr.Busy {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			serr = errors.New("perf: the server's direction did not finish in time")
+		case <-time.After(20 * time.Millisecond):
+		}
+		if serr != nil {
+			break
+		}
+	}
 	var st rc.Stats
+	var got, rbad int
 	r.conn.Do(func(qp *rc.QP) {
 		st = qp.Stats()
 		qr.NextPSN = uint32(qp.NextPSN())
-		qr.Completed, qr.Verified = r.completed, r.completed == opts.Iters && r.bad == 0
+		qr.Completed = r.completed
+		qr.Iterations = r.target()
+		qr.Verified = r.completed == qr.Iterations && r.bad == 0
 		if r.err != nil {
 			qr.Error = r.err.Error()
 		}
 		if r.finished {
 			elapsed = r.end.Sub(r.start)
 		}
+		got, rbad = r.got, r.rbad
 	})
+	qr.Bytes = int64(opts.Size) * int64(qr.Iterations)
 	// The PSNs taken lie within a quarter of the space (rc.MaxOutstandingPSNs per window and far
 	// fewer per run than 2^24), so a next PSN below the first means the run crossed the wrap.
 	qr.Wrapped = qr.NextPSN < qr.InitialPSN
@@ -200,19 +352,12 @@ func (r *runner) result(ctx context.Context, setup *net.UDPConn, elapsed time.Du
 	qr.DataPackets, qr.RetransmittedPackets = st.DataPackets, st.RetransmittedPackets
 	qr.TimeoutRetransmissions, qr.AckPackets, qr.NakPackets = st.TimeoutRetransmissions, st.AckPackets, st.NAKPackets
 	qr.DroppedPackets, qr.DroppedDataPackets = c.Dropped, c.DataDropped
-	if qr.Completed < opts.Iters && qr.Error == "" {
-		qr.Error = fmt.Sprintf("%d of %d iterations completed in time", qr.Completed, opts.Iters)
+	if qr.Completed < qr.Iterations && qr.Error == "" {
+		qr.Error = fmt.Sprintf("%d of %d iterations completed in time", qr.Completed, qr.Iterations)
 	}
-	done := rc.SetupMsg{Type: rc.SetupDone, Nonce: r.nonce}
-	fin, err := exchange(ctx, setup, &done, rc.SetupResult)
-	if err != nil {
+	if serr != nil {
 		qr.Verified = false
-		return qr, err
-	}
-	var sr serverResult
-	if err := json.Unmarshal(fin.App, &sr); err != nil {
-		qr.Verified = false
-		return qr, fmt.Errorf("perf: result data: %w", err)
+		return qr, sr, serr
 	}
 	qr.DataPackets += sr.Data
 	qr.RetransmittedPackets += sr.Retx
@@ -222,15 +367,42 @@ func (r *runner) result(ctx context.Context, setup *net.UDPConn, elapsed time.Du
 	qr.DroppedPackets += sr.Dropped
 	qr.DroppedDataPackets += sr.DataDropped
 	qr.Verified = qr.Verified && sr.Verified
+	r.socketData = int64(c.DataSent-c.DataDropped) + int64(sr.DataSent-sr.DataDropped)
 	qr.SocketLostDataPackets = int64(c.DataSent-c.DataDropped) - int64(sr.DataRecv) +
 		int64(sr.DataSent-sr.DataDropped) - int64(c.DataReceived)
 	if !qr.Verified && qr.Error == "" {
 		qr.Error = fmt.Sprintf("verification failed (client %d bad, server %d checked, %d bad)", r.bad, sr.Messages, sr.Bad)
 	}
-	return qr, nil
+	if opts.Bidirectional {
+		r.got, r.rbad = got, rbad
+		if !r.revOK(sr) {
+			qr.Verified = false
+			if qr.Error == "" {
+				qr.Error = fmt.Sprintf("the server's direction: %d completed, %d landed here, %d bad here, %d bad there %s",
+					sr.RevCompleted, got, rbad, sr.RevBad, sr.RevErr)
+			}
+		}
+		qr.Iterations += sr.RevCompleted
+		qr.Completed += sr.RevCompleted
+		qr.Bytes += int64(opts.Size) * int64(sr.RevCompleted)
+	}
+	return qr, sr, nil
 }
 
-// runner posts one QP's iterations as slots free up and checks READ data as it lands.
+// revOK reports whether the server's direction of a bidirectional run completed and verified:
+// every message it completed landed here intact (WRITE, SEND) or matched there (READ).
+func (r *runner) revOK(sr serverResult) bool {
+	if sr.RevErr != "" || sr.RevBad != 0 || r.rbad != 0 || sr.RevCompleted == 0 {
+		return false
+	}
+	if r.opts.Duration == 0 && sr.RevCompleted != r.opts.Iters {
+		return false
+	}
+	return r.opts.Op == "read" || r.got == sr.RevCompleted
+}
+
+// runner posts one QP's iterations as slots free up and checks READ data as it lands; in
+// bidirectional and latency runs it also checks what the server's messages bring.
 type runner struct {
 	opts       *Options
 	q          int
@@ -240,19 +412,73 @@ type runner struct {
 	qp         *rc.QP
 	conn       *udp.Conn
 	bufs       [][]byte
+	depth      int // messages in flight at most: the slots, one in the latency mode
 	posted     int
 	completed  int
 	bad        int
 	err        error
+	stopping   bool // --duration is over: no more posts
 	finished   bool // every iteration completed, or an error: done was told
 	start, end time.Time
 	done       chan<- struct{}
+	st         stamps
+	socketData int64
+
+	// The server's direction: its messages land in rmem's rslots slots (rkey, raddr), with
+	// the data of rseed; got have landed, rbad of them wrong.
+	rmem      []byte
+	rslots    int
+	rkey      uint32
+	raddr     uint64
+	rseed     uint64
+	got, rbad int
+	sentAt    []time.Time     // latency: when each slot's message was posted
+	lat       []time.Duration // latency: one sample per iteration (at most maxStamps)
 }
 
-func (r *runner) post() {
-	if r.posted >= r.opts.Iters || r.finished {
-		return
+func (r *runner) rslot(j int) []byte { return r.rmem[j*r.opts.Size : (j+1)*r.opts.Size] }
+
+// target is how many messages the QP runs: Iters, or those posted in a --duration run.
+func (r *runner) target() int {
+	if r.opts.Duration > 0 {
+		return r.posted
 	}
+	return r.opts.Iters
+}
+
+// pp reports whether the QP waits for the server's answer to each message (latency WRITE and
+// SEND).
+func (r *runner) pp() bool { return r.opts.Latency && r.opts.Op != "read" }
+
+// inFlight counts the messages posted and not yet done: completed, or for ping-pong answered
+// (the next message goes when the answer lands, as perftest's, not waiting for the ACK).
+func (r *runner) inFlight() int {
+	if r.pp() {
+		return r.posted - r.got
+	}
+	return r.posted - r.completed
+}
+
+// fill posts messages while there is room, and tells Run when the QP is done.
+func (r *runner) fill() {
+	for !r.finished && r.inFlight() < r.depth {
+		if r.opts.Duration > 0 && !r.stopping && time.Since(r.start) >= r.opts.Duration {
+			r.stopping = true
+		}
+		if r.stopping || r.opts.Duration == 0 && r.posted >= r.opts.Iters {
+			break
+		}
+		if !r.post() {
+			return
+		}
+	}
+	if !r.finished && r.inFlight() == 0 && r.completed == r.posted &&
+		(r.stopping || r.opts.Duration == 0 && r.posted >= r.opts.Iters) {
+		r.finish()
+	}
+}
+
+func (r *runner) post() bool {
 	i := r.posted
 	j := i % r.acc.Slots
 	wr := rc.SendWR{ID: uint64(i), Local: r.bufs[j], RKey: r.acc.RKey,
@@ -268,11 +494,17 @@ func (r *runner) post() {
 		wr.Op = rc.OpRead
 		clear(r.bufs[j])
 	}
+	now := time.Now()
 	if err := r.qp.PostSend(wr); err != nil {
 		r.fail(err)
-		return
+		return false
+	}
+	r.st.post(now.Sub(r.start))
+	if r.sentAt != nil {
+		r.sentAt[j] = now
 	}
 	r.posted++
+	return true
 }
 
 // finish tells Run that this QP is done, once.
@@ -293,6 +525,10 @@ func (r *runner) fail(err error) {
 
 // complete runs under the host's lock for each completion.
 func (r *runner) complete(c rc.Completion) {
+	if c.Kind == rc.KindWritePlaced || c.Kind == rc.KindRecv {
+		r.incoming(c)
+		return
+	}
 	if r.err != nil || r.finished {
 		return
 	}
@@ -300,17 +536,47 @@ func (r *runner) complete(c rc.Completion) {
 		r.fail(fmt.Errorf("perf: iteration %d: %v (%v)", c.ID, c.Status, r.qp.Err()))
 		return
 	}
+	now := time.Now()
 	i := int(c.ID)
 	j := i % r.acc.Slots
 	if r.opts.Op == "read" && !matches(r.bufs[j], r.seed, j) {
 		r.bad++
 	}
 	r.completed++
-	if r.completed == r.opts.Iters {
-		r.finish()
+	r.st.complete(now.Sub(r.start))
+	if r.opts.Latency && !r.pp() && len(r.lat) < maxStamps {
+		r.lat = append(r.lat, now.Sub(r.sentAt[j]))
+	}
+	r.fill()
+}
+
+// incoming checks a message of the server's: a WRITE placed in rmem or a SEND received.
+func (r *runner) incoming(c rc.Completion) {
+	if r.rmem == nil {
 		return
 	}
-	r.post()
+	now := time.Now()
+	i := r.got
+	r.got++
+	j := i % r.rslots
+	if c.Kind == rc.KindRecv {
+		j = int(c.ID)
+	}
+	if c.Status != rc.StatusSuccess || c.Len != r.opts.Size || !matches(r.rslot(j), r.rseed, i) {
+		r.rbad++
+	}
+	if c.Kind == rc.KindRecv {
+		if err := r.qp.PostRecv(rc.RecvWR{ID: uint64(j), Buf: r.rslot(j)}); err != nil {
+			r.fail(err)
+		}
+	}
+	if r.pp() && !r.finished && r.err == nil {
+		// The answer to the message in flight: its round trip.
+		if len(r.lat) < maxStamps {
+			r.lat = append(r.lat, now.Sub(r.sentAt[i%r.acc.Slots]))
+		}
+		r.fill()
+	}
 }
 
 // exchange sends m until an answer of type want (or a REJECT) with its nonce arrives.
@@ -353,7 +619,8 @@ func Loopback(ctx context.Context, opts Options) (Result, error) {
 	if err := opts.defaults(); err != nil {
 		return Result{}, err
 	}
-	host, err := udp.Listen(fmt.Sprintf("127.0.0.1:%d", opts.Port), udp.Options{Pcap: opts.Pcap})
+	opts.loopback = true
+	host, err := udp.Listen(fmt.Sprintf("127.0.0.1:%d", opts.Port), udp.Options{Pcap: opts.Pcap, SocketBuffer: opts.SocketBuffer})
 	if err != nil {
 		return Result{}, err
 	}

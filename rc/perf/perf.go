@@ -33,7 +33,7 @@ type Options struct {
 	Pcap    io.Writer
 	Port    int           // RoCE data port; 0 picks one
 	Server  string        // setup address of the server (client mode)
-	RTT     time.Duration // initial RTT estimate; default 2 x Delay + 1 ms
+	RTT     time.Duration // initial RTT estimate; default 2 x Delay + 1 ms (bidirectional: see rtt)
 	Timeout time.Duration // the whole run; default 10 minutes
 	// RetryCount is the client QP's timeouts without progress before it gives up (rc.Config;
 	// default 7, as IBTA's retry_cnt and RULINGS T7).
@@ -44,7 +44,38 @@ type Options struct {
 	// default 1). Each runs Iters messages with its own initial PSN (InitialPSN), data and
 	// impairment, and is verified on its own.
 	QPs int
+
+	// AllSizes runs every size from MinSize (2 octets) to MaxSize (default 8 MiB), powers of two,
+	// one after the other (perftest's -a); the Result's Rows has one Result per size.
+	AllSizes bool
+	MaxSize  int
+	// Duration, when positive, runs each QP for this long instead of Iters messages
+	// (perftest's -D): no message is posted after it, those in flight complete.
+	Duration time.Duration
+	// Bidirectional makes the server run the same operation towards the client at the same
+	// time (perftest's -b): WRITEs into the client's memory, SENDs to its receive buffers, or
+	// READs of its memory, each checked as the client's are.
+	Bidirectional bool
+	// Latency runs one message at a time (perftest's ib_*_lat): WRITE and SEND ping-pong (the
+	// server answers each message with one of its own, the client posts the next when the
+	// answer lands) and READ one after the other; Result.Latency has the figures.
+	Latency bool
+	// SocketBuffer is the kernel buffer asked for each direction of the data socket of
+	// Loopback (udp.Options; default 8 MiB).
+	SocketBuffer int
+
+	loopback bool // both ends in this process (Loopback)
 }
+
+// MinSize and DefaultMaxSize bound the sizes of Options.AllSizes.
+const (
+	MinSize        = 2
+	DefaultMaxSize = 8 << 20
+)
+
+// SocketLossWarnFraction is the share of the data packets handed to the sockets that, lost in
+// them, makes Result.Warning.
+const SocketLossWarnFraction = 0.01
 
 // MaxQPs bounds Options.QPs.
 const MaxQPs = 256
@@ -80,6 +111,62 @@ type Result struct {
 	// and Completed included, and Seconds runs until the last one finished.
 	QPs   int        `json:"qps"`
 	PerQP []QPResult `json:"per_qp"`
+
+	// The perftest figures: BW peak is the best rate of any run of consecutive messages (see
+	// Peak), BW average is the run's (the same as gbit_per_second, and for bidirectional runs the
+	// sum of the directions'), the message rate in millions per second.
+	PeakGbps    float64 `json:"bw_peak_gbit_per_second"`
+	AverageGbps float64 `json:"bw_average_gbit_per_second"`
+	MsgRateMpps float64 `json:"msg_rate_mpps"`
+	// DurationSeconds is --duration's (0: a number of iterations).
+	DurationSeconds float64 `json:"duration_seconds,omitempty"`
+	// SocketDataPackets are the data packets the impairment passed to the sockets, both ways;
+	// SocketLossFraction is the share of them socket_lost_data_packets is. KernelSocketDrops is
+	// what the kernel counted as dropped on this process's data socket during the run (Linux's
+	// /proc/net/udp drops, the counter SO_RXQ_OVFL reports), absent where unknown.
+	SocketDataPackets  int64   `json:"socket_data_packets"`
+	SocketLossFraction float64 `json:"socket_loss_fraction"`
+	KernelSocketDrops  *int64  `json:"kernel_socket_drops,omitempty"`
+	// Warning says, when the sockets lost more than SocketLossWarnFraction of the data packets,
+	// that the preset rate is more than the path carries.
+	Warning string `json:"warning,omitempty"`
+	// Rows has one Result per size of an AllSizes run; the figures above sum them (size is the
+	// largest, seconds the sum, per_qp is in each row).
+	AllSizes bool     `json:"all_sizes,omitempty"`
+	Rows     []Result `json:"rows,omitempty"`
+	// Bidirectional runs: Directions has the client's direction, then the server's; the
+	// figures above sum both (bytes, iterations, gbit_per_second, the bandwidths).
+	Bidirectional bool        `json:"bidirectional,omitempty"`
+	Directions    []Direction `json:"directions,omitempty"`
+	// Latency is the latency mode's figures.
+	Latency *Latency `json:"latency,omitempty"`
+}
+
+// Direction is one direction of a bidirectional run.
+type Direction struct {
+	From        string  `json:"from"` // client or server: who posted the messages
+	Iterations  int     `json:"iterations"`
+	Bytes       int64   `json:"bytes"`
+	Seconds     float64 `json:"seconds"`
+	Gbps        float64 `json:"gbit_per_second"`
+	PeakGbps    float64 `json:"bw_peak_gbit_per_second"`
+	MsgRateMpps float64 `json:"msg_rate_mpps"`
+	Verified    bool    `json:"verified"`
+}
+
+// Latency is what the latency mode measured, in microseconds: of half the round trip for
+// WRITE and SEND (ping-pong), of the whole READ (its request and response), as perftest's
+// ib_write_lat, ib_send_lat and ib_read_lat report.
+type Latency struct {
+	Method   string  `json:"method"` // half_round_trip or round_trip
+	Samples  int     `json:"samples"`
+	MinUs    float64 `json:"min_us"`
+	MedianUs float64 `json:"median_us"`
+	P99Us    float64 `json:"p99_us"`
+	P999Us   float64 `json:"p99_9_us"`
+	MeanUs   float64 `json:"mean_us"`
+	MaxUs    float64 `json:"max_us"`
+	StdevUs  float64 `json:"stdev_us"`
 }
 
 // QPResult is one queue pair's part of a run: both its QPs' counters, as Result's.
@@ -117,9 +204,24 @@ func (o *Options) defaults() error {
 	}
 	if o.Size <= 0 {
 		o.Size = 64 << 10
+		if o.Latency {
+			o.Size = 2 // perftest's latency default
+		}
 	}
 	if o.Iters <= 0 {
 		o.Iters = 1000
+	}
+	if o.MaxSize <= 0 {
+		o.MaxSize = DefaultMaxSize
+	}
+	if o.AllSizes && (o.MaxSize < MinSize || o.MaxSize > 1<<30) {
+		return fmt.Errorf("perf: largest size %d: want %d to 1 GiB", o.MaxSize, MinSize)
+	}
+	if o.Duration < 0 {
+		return fmt.Errorf("perf: duration %v: want a positive one", o.Duration)
+	}
+	if o.Latency && o.Bidirectional {
+		return fmt.Errorf("perf: the latency mode is bidirectional already (ping-pong)")
 	}
 	if o.MTU == 0 {
 		o.MTU = 1024
@@ -130,8 +232,8 @@ func (o *Options) defaults() error {
 	if o.Rate <= 0 {
 		o.Rate = 1e9
 	}
-	if o.RTT <= 0 {
-		o.RTT = 2*o.Delay + time.Millisecond
+	if o.RTT < 0 {
+		o.RTT = 0 // rtt's default
 	}
 	if o.RetryCount < 0 {
 		return fmt.Errorf("perf: retry count %d: want 0 (the default, 7) or more", o.RetryCount)
@@ -149,6 +251,22 @@ func (o *Options) defaults() error {
 		return fmt.Errorf("perf: %d queue pairs: want 1 to %d", o.QPs, MaxQPs)
 	}
 	return nil
+}
+
+// rtt is the initial RTT estimate of a run: Options.RTT, or 2 x Delay + 1 ms, and in a
+// bidirectional run also the time a QP's paced queue takes to send the slots of the other
+// direction, which its ACKs wait behind (R28): without it, the first messages' timers fire
+// before their ACKs can come.
+func (o *Options) rtt() time.Duration {
+	if o.RTT > 0 {
+		return o.RTT
+	}
+	d := 2*o.Delay + time.Millisecond
+	if o.Bidirectional {
+		bits := float64(slots(o.Size, o.Iters, o.QPs)) * float64(o.Size) * 8
+		d += time.Duration(bits / float64(qpRate(o.Rate, o.QPs)) * float64(time.Second))
+	}
+	return d
 }
 
 // slots is how many messages a QP has in flight at once, each with its own memory: at most 64,
@@ -226,6 +344,27 @@ type request struct {
 	// QPs is how many QPs the client runs and QP which one this is (R25; absent: one).
 	QPs int `json:"qps,omitempty"`
 	QP  int `json:"qp,omitempty"`
+	// DurationNs: the client runs for this long (R28); Iters then only sizes the slots, and
+	// the client's DONE says how many messages it sent.
+	DurationNs int64 `json:"duration_ns,omitempty"`
+	// Bidir: the server runs the operation towards the client too, from the client's GO
+	// (R28); Lat: it answers each WRITE or SEND with one of its own (ping-pong).
+	Bidir bool `json:"bidir,omitempty"`
+	Lat   bool `json:"lat,omitempty"`
+	// RetryCount is the client's, for the server's own requests (R28; absent: the default).
+	RetryCount int `json:"retry_count,omitempty"`
+}
+
+// doneMsg is the App of the client's DONE messages (absent: the final DONE of a run of Iters
+// messages). Go asks the server to start its direction; Messages is how many the client sent.
+// RKey, Addr and Slots (with Go) are the client's memory for the server's direction.
+type doneMsg struct {
+	Go       bool   `json:"go,omitempty"`
+	RKey     uint32 `json:"rkey,omitempty"`
+	Addr     uint64 `json:"addr,omitempty"`
+	Slots    int    `json:"slots,omitempty"`
+	Messages int    `json:"messages,omitempty"`
+	Final    bool   `json:"final,omitempty"`
 }
 
 type accept struct {
@@ -247,6 +386,18 @@ type serverResult struct {
 	DataDropped uint64 `json:"data_dropped"`
 	DataSent    uint64 `json:"data_sent"`
 	DataRecv    uint64 `json:"data_received"`
+	// Started answers a GO; Busy a DONE that came while the server's direction still runs
+	// (the client asks again); Final the one result.
+	Started bool `json:"started,omitempty"`
+	Busy    bool `json:"busy,omitempty"`
+	Final   bool `json:"final,omitempty"`
+	// The server's direction (bidirectional runs): messages completed, READ data that did not
+	// match, its seconds and best rate, its error.
+	RevCompleted int     `json:"rev_completed,omitempty"`
+	RevBad       int     `json:"rev_bad,omitempty"`
+	RevSeconds   float64 `json:"rev_seconds,omitempty"`
+	RevPeakGbps  float64 `json:"rev_peak_gbps,omitempty"`
+	RevErr       string  `json:"rev_error,omitempty"`
 }
 
 func impairment(loss netem.LossSpec, delay time.Duration, seed uint64) *netem.Config {

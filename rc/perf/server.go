@@ -31,6 +31,109 @@ type session struct {
 	writes  int
 	recvs   int
 	recvBuf [][]byte
+	// rev is the server's own direction (bidirectional runs) or its answers (latency WRITE and
+	// SEND), from the client's GO.
+	rev *pusher
+}
+
+// pusher is the server's direction: it posts the messages of a bidirectional run towards the
+// client's memory, or one answer per message of a latency run.
+type pusher struct {
+	op         string
+	size       int
+	seed       uint64
+	iters      int           // 0 with dur
+	dur        time.Duration // --duration
+	answer     bool          // latency: one message per client message, posted by check
+	rkey       uint32
+	addr       uint64
+	slots      int // the client's
+	bufs       [][]byte
+	started    bool
+	stopping   bool
+	done       bool
+	posted     int
+	completed  int
+	bad        int
+	err        error
+	start, end time.Time
+	st         stamps
+}
+
+func (p *pusher) fail(err error) {
+	if p.err == nil {
+		p.err = err
+	}
+	p.finish()
+}
+
+func (p *pusher) finish() {
+	if !p.done {
+		p.done, p.end = true, time.Now()
+	}
+}
+
+// fill posts while the client's slots allow (bidirectional runs).
+func (p *pusher) fill(qp *rc.QP) {
+	for !p.done && !p.answer && p.posted-p.completed < p.slots {
+		if p.dur > 0 && time.Since(p.start) >= p.dur {
+			p.stopping = true
+		}
+		if p.stopping || p.dur == 0 && p.posted >= p.iters {
+			break
+		}
+		if !p.post(qp) {
+			return
+		}
+	}
+	if !p.done && !p.answer && p.posted == p.completed && (p.stopping || p.dur == 0 && p.posted >= p.iters) {
+		p.finish()
+	}
+}
+
+func (p *pusher) post(qp *rc.QP) bool {
+	i := p.posted
+	j := i % p.slots
+	b := p.bufs[j%len(p.bufs)]
+	wr := rc.SendWR{ID: uint64(i), Local: b, RKey: p.rkey, RemoteAddr: p.addr + uint64(j*p.size)}
+	switch p.op {
+	case "write":
+		wr.Op = rc.OpWrite
+		pattern(b, p.seed, i)
+	case "send":
+		wr.Op = rc.OpSend
+		pattern(b, p.seed, i)
+	case "read":
+		wr.Op = rc.OpRead
+		clear(b)
+	}
+	now := time.Now()
+	if err := qp.PostSend(wr); err != nil {
+		p.fail(err)
+		return false
+	}
+	p.st.post(now.Sub(p.start))
+	p.posted++
+	return true
+}
+
+// complete takes one of the server's own completions.
+func (p *pusher) complete(qp *rc.QP, c rc.Completion) {
+	if p.done && !p.answer {
+		return
+	}
+	if c.Status != rc.StatusSuccess {
+		p.fail(fmt.Errorf("server's message %d: %v (%v)", c.ID, c.Status, qp.Err()))
+		return
+	}
+	i := int(c.ID)
+	j := i % p.slots
+	if p.op == "read" && !matches(p.bufs[j%len(p.bufs)], p.seed, j) {
+		p.bad++
+	}
+	p.completed++
+	p.st.complete(time.Since(p.start))
+	p.fill(qp)
 }
 
 // Serve answers setup requests on setup and runs their QPs on host until ctx ends. Each
@@ -91,20 +194,58 @@ func Serve(ctx context.Context, setup *net.UDPConn, host *udp.Host, log io.Write
 			if s == nil {
 				continue
 			}
+			var dm doneMsg
+			if len(m.App) > 0 && json.Unmarshal(m.App, &dm) != nil {
+				continue
+			}
+			if dm.Go {
+				var err error
+				s.conn.Do(func(qp *rc.QP) { err = s.goRev(qp, dm) })
+				a := serverResult{Started: err == nil}
+				if err != nil {
+					a.RevErr = err.Error()
+				}
+				res := rc.SetupMsg{Type: rc.SetupResult, Nonce: m.Nonce, App: mustJSON(a)}
+				b, _ := res.Append(nil)
+				setup.WriteToUDPAddrPort(b, from)
+				continue
+			}
 			if s.result == nil {
 				var r serverResult
+				busy := false
 				s.conn.Do(func(qp *rc.QP) {
+					if p := s.rev; p != nil && !p.answer && p.started && !p.done {
+						busy = true
+						return
+					}
 					r.Messages, r.Bad = s.good, s.bad
 					countsInto(&r, qp.Stats(), udp.Counts{})
+					if p := s.rev; p != nil && !p.answer {
+						r.RevCompleted, r.RevBad = p.completed, p.bad
+						r.RevSeconds = p.end.Sub(p.start).Seconds()
+						r.RevPeakGbps = mergedPeak([]*stamps{&p.st}, p.size)
+						if p.err != nil {
+							r.RevErr = trim(p.err.Error())
+						}
+					}
 				})
+				if busy {
+					b, _ := (&rc.SetupMsg{Type: rc.SetupResult, Nonce: m.Nonce, App: mustJSON(serverResult{Busy: true})}).Append(nil)
+					setup.WriteToUDPAddrPort(b, from)
+					continue
+				}
 				c := s.conn.Counts()
 				r.Dropped, r.DataDropped = c.Dropped, c.DataDropped
 				r.DataSent, r.DataRecv = c.DataSent, c.DataReceived
 				want := s.req.Iters
+				if s.req.DurationNs > 0 {
+					want = dm.Messages // a run of --duration: as many as the client sent
+				}
 				if s.req.Op == "read" {
 					want = 0 // the client checks READ data
 				}
 				r.Verified = r.Bad == 0 && r.Messages == want
+				r.Final = true
 				res := rc.SetupMsg{Type: rc.SetupResult, Nonce: m.Nonce, App: mustJSON(r)}
 				s.result, _ = res.Append(nil)
 				fmt.Fprintf(log, "perf serve: %v: done, %d messages checked, %d bad\n", from, r.Messages, r.Bad)
@@ -142,6 +283,10 @@ func newSession(host *udp.Host, m *rc.SetupMsg, from netip.AddrPort, qpn uint32)
 	if req.QPs == 0 {
 		req.QPs = 1
 	}
+	if req.DurationNs < 0 || req.Bidir && req.Lat || req.RetryCount < 0 || req.RetryCount > 1000 {
+		return nil, fmt.Errorf("duration %d ns, bidirectional %v, latency %v, retry count %d: not a run",
+			req.DurationNs, req.Bidir, req.Lat, req.RetryCount)
+	}
 	if req.QPs < 1 || req.QPs > MaxQPs || req.QP < 0 || req.QP >= req.QPs {
 		return nil, fmt.Errorf("queue pair %d of %d out of range (at most %d)", req.QP, req.QPs, MaxQPs)
 	}
@@ -152,7 +297,7 @@ func newSession(host *udp.Host, m *rc.SetupMsg, from netip.AddrPort, qpn uint32)
 	s := &session{req: req, size: req.Size, slots: slots(req.Size, req.Iters, req.QPs), seed: qpSeed(req.Seed, req.QP)}
 	cfg := rc.Config{QPN: qpn, RemoteQPN: m.QPN, SendPSN: serverPSN(req.Seed, req.QP), RecvPSN: m.StartPSN,
 		MTU: m.MTU, Mode: m.Mode, SRNoNAK: m.SRNoNAK, Rate: m.Rate, RTT: m.RTT, Burst: time.Millisecond,
-		NotifyWrites: true, LocalAddr: m.ResponderAddr, RemoteAddr: m.RequesterAddr,
+		NotifyWrites: true, RetryCount: req.RetryCount, LocalAddr: m.ResponderAddr, RemoteAddr: m.RequesterAddr,
 		LocalPort: host.LocalAddr().Port(), RemotePort: m.FlowPort}
 	qp, err := rc.NewQP(cfg)
 	if err != nil {
@@ -192,6 +337,33 @@ func newSession(host *udp.Host, m *rc.SetupMsg, from netip.AddrPort, qpn uint32)
 	return s, nil
 }
 
+// goRev takes the client's GO: its memory, and the start of the server's direction
+// (bidirectional) or of its answers (latency). A repeated GO changes nothing.
+func (s *session) goRev(qp *rc.QP, dm doneMsg) error {
+	if !s.req.Bidir && !(s.req.Lat && s.req.Op != "read") {
+		return fmt.Errorf("GO for a run of one direction")
+	}
+	if s.rev != nil {
+		return nil
+	}
+	if dm.Slots <= 0 || dm.Slots > 64 {
+		return fmt.Errorf("client memory of %d slots", dm.Slots)
+	}
+	p := &pusher{op: s.req.Op, size: s.size, seed: dirSeed(s.seed), iters: s.req.Iters, dur: time.Duration(s.req.DurationNs),
+		answer: s.req.Lat, rkey: dm.RKey, addr: dm.Addr, slots: dm.Slots, started: true, start: time.Now()}
+	n := dm.Slots
+	if p.answer {
+		n = 1
+	}
+	p.bufs = make([][]byte, n)
+	for j := range p.bufs {
+		p.bufs[j] = make([]byte, s.size)
+	}
+	s.rev = p
+	p.fill(qp)
+	return nil
+}
+
 // check verifies a WRITE or SEND as soon as it is placed, before the client can reuse its
 // slot, and gives a SEND's buffer back.
 func (s *session) check(qp *rc.QP, c rc.Completion) {
@@ -215,5 +387,16 @@ func (s *session) check(qp *rc.QP, c rc.Completion) {
 			s.bad++
 		}
 		qp.PostRecv(rc.RecvWR{ID: c.ID, Buf: s.recvBuf[j]})
+	case rc.KindSend:
+		if s.rev != nil {
+			s.rev.complete(qp, c)
+		}
+		return
+	default:
+		return
+	}
+	// Latency: the answer to this message, as soon as it is checked.
+	if p := s.rev; p != nil && p.answer && p.err == nil {
+		p.post(qp)
 	}
 }

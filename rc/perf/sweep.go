@@ -1,0 +1,74 @@
+package perf
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/crem-project/crem/rc/udp"
+)
+
+// Sizes are the sizes of an AllSizes run: the powers of two from MinSize to max.
+func Sizes(max int) []int {
+	var s []int
+	for n := MinSize; n <= max; n *= 2 {
+		s = append(s, n)
+	}
+	return s
+}
+
+// runSizes runs every size of Sizes(opts.MaxSize) in turn, each a run of its own against the
+// same server (new sessions), and stops at the first that fails. The total sums the rows.
+func runSizes(ctx context.Context, opts Options, host *udp.Host) (Result, error) {
+	tot := Result{Op: opts.Op, Mode: opts.Mode.String(), MTU: opts.MTU, Rate: opts.Rate, Loss: opts.Loss.String(),
+		DelayMs: float64(opts.Delay) / 1e6, QPs: opts.QPs, DurationSeconds: opts.Duration.Seconds(),
+		Bidirectional: opts.Bidirectional, AllSizes: true, Verified: true, PerQP: []QPResult{}}
+	var kernel int64
+	haveKernel := true
+	for _, size := range Sizes(opts.MaxSize) {
+		o := opts
+		o.AllSizes, o.Size = false, size
+		r, err := runOne(ctx, o, host)
+		tot.Rows = append(tot.Rows, r)
+		tot.Size = size
+		tot.Iterations += r.Iterations
+		tot.Completed += r.Completed
+		tot.Bytes += r.Bytes
+		tot.Seconds += r.Seconds
+		tot.Verified = tot.Verified && r.Verified
+		tot.DataPackets += r.DataPackets
+		tot.RetransmittedPackets += r.RetransmittedPackets
+		tot.TimeoutRetransmissions += r.TimeoutRetransmissions
+		tot.AckPackets += r.AckPackets
+		tot.NakPackets += r.NakPackets
+		tot.DroppedPackets += r.DroppedPackets
+		tot.DroppedDataPackets += r.DroppedDataPackets
+		tot.SocketLostDataPackets += r.SocketLostDataPackets
+		tot.SocketDataPackets += r.SocketDataPackets
+		tot.PeakGbps = max(tot.PeakGbps, r.PeakGbps)
+		if r.KernelSocketDrops != nil {
+			kernel += *r.KernelSocketDrops
+		} else {
+			haveKernel = false
+		}
+		if err != nil {
+			tot.Verified = false
+			tot.Error = fmt.Sprintf("size %d: %v", size, err)
+			tot.finishTotals(kernel, haveKernel, opts)
+			return tot, fmt.Errorf("perf: size %d: %w", size, err)
+		}
+	}
+	tot.finishTotals(kernel, haveKernel, opts)
+	return tot, nil
+}
+
+func (t *Result) finishTotals(kernel int64, haveKernel bool, opts Options) {
+	if t.Seconds > 0 {
+		t.Gbps = float64(t.Bytes) * 8 / t.Seconds / 1e9
+		t.MsgRateMpps = float64(t.Iterations) / t.Seconds / 1e6
+	}
+	t.AverageGbps = t.Gbps
+	if haveKernel && len(t.Rows) > 0 {
+		t.KernelSocketDrops = &kernel
+	}
+	t.socketWarning(opts.loopback)
+}
