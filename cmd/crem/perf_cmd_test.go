@@ -34,7 +34,8 @@ func runPerfCLI(args ...string) (code int, out, errOut string) {
 func TestPerfLoopbackJSONAndPcap(t *testing.T) {
 	pcap := filepath.Join(t.TempDir(), "perf.pcap")
 	code, out, errOut := runPerfCLI("write", "--loopback", "--size", "64KiB", "--iters", "3", "--mtu", "1024",
-		"--rate", "1Gbit", "--loss", "0.02", "--delay", "1ms", "--mode", "tcaeth", "--seed", "3", "--json", "--pcap", pcap)
+		"--rate", "400Mbit", "--loss", "0.02", "--delay", "1ms", "--mode", "tcaeth", "--seed", "3", "--json", "--pcap", pcap,
+		"--retry-count", "100")
 	if code != 0 {
 		t.Fatalf("exit %d: %s %s", code, out, errOut)
 	}
@@ -158,13 +159,14 @@ func TestPerfLoopbackOpsAndModes(t *testing.T) {
 	for _, op := range []string{"write", "send", "read"} {
 		for _, mode := range []string{"gbn", "sr", "tcaeth"} {
 			code, out, errOut := runPerfCLI(op, "--loopback", "--size", "100000", "--iters", "2", "--mode", mode,
-				"--loss", "0.01", "--delay", "1ms", "--json")
+				"--loss", "0.01", "--delay", "1ms", "--json", "--rate", "400Mbit", "--retry-count", "100")
 			if code != 0 || !strings.Contains(out, `"verified":true`) {
 				t.Errorf("%s %s: exit %d: %s %s", op, mode, code, out, errOut)
 			}
 		}
 	}
-	code, out, _ := runPerfCLI("send", "--loopback", "--size", "5000", "--iters", "2", "--mode", "sr", "--sr-nak=false")
+	code, out, _ := runPerfCLI("send", "--loopback", "--size", "5000", "--iters", "2", "--mode", "sr", "--sr-nak=false",
+		"--rate", "400Mbit", "--retry-count", "100")
 	if code != 0 || !strings.Contains(out, "verified") || !strings.Contains(out, "true") {
 		t.Errorf("sr without NAKs: exit %d: %s", code, out)
 	}
@@ -217,7 +219,7 @@ func TestPerfUsageAndFailure(t *testing.T) {
 // outside 1..256 is a usage error.
 func TestPerfQPsJSONAndTable(t *testing.T) {
 	code, out, errOut := runPerfCLI("read", "--loopback", "--qps", "3", "--size", "32KiB", "--iters", "4", "--loss", "0.02",
-		"--delay", "1ms", "--seed", "21", "--json")
+		"--delay", "1ms", "--seed", "21", "--json", "--rate", "400Mbit", "--retry-count", "100")
 	if code != 0 {
 		t.Fatalf("exit %d: %s %s", code, out, errOut)
 	}
@@ -255,7 +257,8 @@ func TestPerfQPsJSONAndTable(t *testing.T) {
 		t.Errorf("data packets %v, the QPs' sum %v; initial PSNs %v", res["data_packets"], data, psns)
 	}
 
-	code, out, errOut = runPerfCLI("write", "--loopback", "--qps", "2", "--size", "16KiB", "--iters", "3", "--seed", "21", "--table", "crem")
+	code, out, errOut = runPerfCLI("write", "--loopback", "--qps", "2", "--size", "16KiB", "--iters", "3", "--seed", "21", "--table", "crem",
+		"--rate", "400Mbit", "--retry-count", "100")
 	lines := strings.Split(strings.TrimSpace(out), "\n")
 	if code != 0 || len(lines) != 6 || !strings.HasPrefix(lines[0], "#qp") || !strings.HasPrefix(lines[1], "0 ") ||
 		!strings.HasPrefix(lines[2], "1 ") || !strings.HasPrefix(lines[4], "#bytes") || !strings.HasSuffix(lines[5], "true") {
@@ -264,7 +267,7 @@ func TestPerfQPsJSONAndTable(t *testing.T) {
 	if !strings.Contains(lines[1], fmt.Sprintf("%#x", uint32(perf.InitialPSN(21, 0)))) {
 		t.Errorf("QP 0's row %q lacks its initial PSN %#x", lines[1], uint32(perf.InitialPSN(21, 0)))
 	}
-	code, out, _ = runPerfCLI("write", "--loopback", "--size", "16KiB", "--iters", "3", "--table", "crem")
+	code, out, _ = runPerfCLI("write", "--loopback", "--size", "16KiB", "--iters", "3", "--table", "crem", "--rate", "400Mbit", "--retry-count", "100")
 	if code != 0 || strings.Contains(out, "#qp") || !strings.HasPrefix(out, "#bytes") {
 		t.Errorf("one QP: exit %d, table %q, want the table of one QP as before", code, out)
 	}
