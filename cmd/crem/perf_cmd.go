@@ -90,6 +90,9 @@ func runPerf(args []string, s stdio) int {
 		return runPerfServe(args[1:], s)
 	case "write", "send", "read":
 	case "lat":
+		if len(args) >= 2 && (args[1] == "-h" || args[1] == "-help" || args[1] == "--help") {
+			args = []string{"lat", "write", "--help"} // the help of the latency tests (write, send, read alike)
+		}
 		if len(args) < 2 || (args[1] != "write" && args[1] != "send" && args[1] != "read") {
 			fmt.Fprintln(s.err, "crem perf lat: want write, send or read (crem perf lat write --loopback)")
 			return 2

@@ -190,6 +190,9 @@ func TestPerfUsageAndFailure(t *testing.T) {
 			t.Errorf("%q: exit %d, want 2", args, code)
 		}
 	}
+	if code, _, errOut := runPerfCLI("lat", "--help"); code != 0 || !strings.Contains(errOut, "perf lat") {
+		t.Errorf("crem perf lat --help: exit %d, %q", code, errOut)
+	}
 	if code, _, errOut := runPerfCLI("--help"); code != 0 || !strings.Contains(errOut, "perftest") {
 		t.Errorf("--help: exit %d", code)
 	}
