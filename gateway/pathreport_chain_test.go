@@ -3,6 +3,7 @@ package gateway_test
 import (
 	"context"
 	"fmt"
+	"github.com/crem-project/crem/internal/testenv"
 	"net/netip"
 	"os"
 	"strconv"
@@ -298,6 +299,12 @@ func TestPathReporterChainSection4(t *testing.T) {
 		}
 		if r.extra < uint64(r.scriptLen)/2 || r.extra > uint64(r.scriptLen) {
 			t.Errorf("%s: %d extra symbols for %d drops reported: want about one each", name, r.extra, r.scriptLen)
+		}
+		if testenv.Race {
+			// Slowed several times over, the extra repair races the CRF's request: the
+			// comparison says nothing there (the runs above checked every count but it).
+			t.Logf("%s: the comparison of the request rounds is left to runs without the race detector", name)
+			continue
 		}
 		if off := runs[0].a.Sender; r.requests >= runs[0].requests || 2*s.RequestsAnswered >= off.RequestsAnswered {
 			t.Errorf("%s: %d REPAIR_REQUESTs (%d answered), against %d (%d answered) with the reporter off", name,
