@@ -3,7 +3,6 @@ package gateway_test
 import (
 	"context"
 	"fmt"
-	"github.com/crem-project/crem/internal/testenv"
 	"net/netip"
 	"os"
 	"strconv"
@@ -15,6 +14,7 @@ import (
 	"github.com/crem-project/crem/csf"
 	"github.com/crem-project/crem/flow"
 	"github.com/crem-project/crem/gateway"
+	"github.com/crem-project/crem/internal/testenv"
 	"github.com/crem-project/crem/netem"
 	"github.com/crem-project/crem/rc"
 	"github.com/crem-project/crem/rc/udp"
