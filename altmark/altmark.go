@@ -105,7 +105,7 @@ func (m Measurement) Hops(nodeIDs [2]uint32) []wire.HopEntry {
 	return []wire.HopEntry{
 		{NodeID: nodeIDs[0], MarkingPeriodNumber: m.Period, Cause: wire.CauseUnknown},
 		{NodeID: nodeIDs[1], MarkingPeriodNumber: m.Period, LostCount: m.Lost,
-			QueueDelayChangeUS: clampUS(m.DelayChange), Cause: wire.CauseUnknown},
+			QueueDelayChangeUS: wire.QueueDelayChange(m.DelayChange), Cause: wire.CauseUnknown},
 	}
 }
 
@@ -331,16 +331,4 @@ func (e *Engine) Drain(out func(Measurement)) {
 	}
 	clear(e.out)
 	e.out = e.out[:0]
-}
-
-// clampUS is d in microseconds, within the 32 bits of Queue Delay Change.
-func clampUS(d time.Duration) int32 {
-	us := d.Microseconds()
-	switch {
-	case us > math.MaxInt32:
-		return math.MaxInt32
-	case us < math.MinInt32:
-		return math.MinInt32
-	}
-	return int32(us)
 }

@@ -18,7 +18,6 @@ package reporter
 import (
 	"errors"
 	"fmt"
-	"math"
 	"net/netip"
 	"time"
 
@@ -441,7 +440,7 @@ func (r *Reporter) send(now time.Duration, pd *pending) {
 		if hadLast && last.has {
 			base = last.delay
 		}
-		change = clampUS(b.delay - base)
+		change = wire.QueueDelayChange(b.delay - base)
 	}
 	r.lastSent[pd.key] = this
 	for i := 0; i < pd.own; i++ {
@@ -497,16 +496,4 @@ func (r *Reporter) Drain(out func(Datagram)) {
 		out(d)
 	}
 	r.out = r.out[:0]
-}
-
-// clampUS is d in microseconds, within the 32 bits of Queue Delay Change.
-func clampUS(d time.Duration) int32 {
-	us := d.Microseconds()
-	switch {
-	case us > math.MaxInt32:
-		return math.MaxInt32
-	case us < math.MinInt32:
-		return math.MinInt32
-	}
-	return int32(us)
 }

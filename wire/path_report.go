@@ -2,7 +2,9 @@ package wire
 
 import (
 	"encoding/binary"
+	"math"
 	"net/netip"
+	"time"
 
 	"github.com/crem-project/crem/psn"
 )
@@ -170,4 +172,17 @@ func ParsePathReport(b []byte) (PathReport, error) {
 		return m, err
 	}
 	return m, m.validate()
+}
+
+// QueueDelayChange is d as a Queue Delay Change: microseconds, clamped to the field's signed 32
+// bits.
+func QueueDelayChange(d time.Duration) int32 {
+	us := d.Microseconds()
+	switch {
+	case us > math.MaxInt32:
+		return math.MaxInt32
+	case us < math.MinInt32:
+		return math.MinInt32
+	}
+	return int32(us)
 }
