@@ -226,7 +226,7 @@ func TestTCAETHDissectorLabRULINGST1(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	res, err := lab.Lab(ctx, lab.Options{Runs: []string{"crem+tcaeth"}, Messages: 4, Size: 256 << 10, RTT: 2 * time.Millisecond,
-		Loss: loss, QPs: 1, Seed: 3, Pcap: &buf})
+		Loss: loss, QPs: 1, Seed: 3, Pcap: &buf, RetryCount: 100}) // patient QPs: a busy machine stalls the lab
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -268,7 +268,7 @@ func TestTCAETHDissectorPerfRULINGST1(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	res, err := perf.Loopback(ctx, perf.Options{Op: "write", Size: 256 << 10, Iters: 8, MTU: 1024, Mode: rc.ModeTCAETH,
-		Rate: 400e6, Loss: loss, Delay: time.Millisecond, Seed: 5, Pcap: &buf})
+		Rate: 400e6, Loss: loss, Delay: time.Millisecond, Seed: 5, Pcap: &buf, RetryCount: 100})
 	if err != nil {
 		t.Fatal(err)
 	}
