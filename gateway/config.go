@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/crem-project/crem/internal/fault"
 	"github.com/pelletier/go-toml/v2"
 )
 
@@ -40,6 +41,9 @@ type Config struct {
 	Shards int `toml:"shards"`
 	// Pcap, if set, records every datagram the gateway receives and sends to this file.
 	Pcap string `toml:"pcap"`
+	// Faults plants deliberate departures from the draft (package internal/fault), for the
+	// mutation check of `crem conform`; never read from a file, zero in a deployment.
+	Faults fault.Set `toml:"-"`
 }
 
 // RelayConfig is the relay data path.

@@ -138,6 +138,9 @@ func tomlKeys(t reflect.Type, prefix string) []string {
 	for i := range t.NumField() {
 		f := t.Field(i)
 		k := strings.Split(f.Tag.Get("toml"), ",")[0]
+		if k == "-" {
+			continue // not configuration (Faults: tests only)
+		}
 		ft := f.Type
 		if ft.Kind() == reflect.Slice && ft.Elem().Kind() == reflect.Struct {
 			ft = ft.Elem()
