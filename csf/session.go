@@ -101,21 +101,21 @@ func (s *Sender) Handle(now time.Duration, from netip.AddrPort, msg []byte) {
 		s.stats.MessagesIgnored++
 		return
 	}
-	if from != s.bound && !s.faultAnySource(h.Type) {
-		s.stats.MessagesWrongSource++
-		return
+	if from != s.bound {
+		if !s.faultAnySource(h.Type) {
+			s.stats.MessagesWrongSource++
+			return
+		}
+		if h.Type == wire.TypeRepairRequest {
+			// Planted fault AnswerRequestSource: the answer goes where the request came from.
+			bound := s.bound
+			s.bound = from
+			s.onRequest(now, msg)
+			s.bound = bound
+			return
+		}
 	}
 	s.lastHeard = max(s.lastHeard, now)
-	if from != s.bound && h.Type == wire.TypeRepairRequest {
-		// Planted fault AnswerRequestSource: the answer goes where the request came from.
-		bound := s.bound
-		s.bound = from
-		s.onRequest(now, msg)
-		if s.state == StateEstablished {
-			s.bound = bound
-		}
-		return
-	}
 	switch h.Type {
 	case wire.TypeParamAck:
 		s.onParamAck(now, msg)
