@@ -217,3 +217,18 @@ func TestGatewayAnswerRequestSource(t *testing.T) {
 		}
 	}
 }
+
+// TestGatewayEveryFaultRuns: two gateways with every fault planted in both still run a flow
+// (whatever the faults break) without a panic: the mutation check may plant any combination.
+func TestGatewayEveryFaultRuns(t *testing.T) {
+	var all fault.Set
+	for _, f := range fault.All() {
+		all |= f
+	}
+	fn := newFaultNet(t, 1, all, all)
+	fn.run(100*time.Millisecond, true)
+	fn.run(50*time.Millisecond, false)
+	if n := len(fn.toB); n == 0 {
+		t.Fatal("the faulty gateway sent no CREM message")
+	}
+}
