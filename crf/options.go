@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/crem-project/crem/flow"
+	"github.com/crem-project/crem/internal/fault"
 )
 
 // Option configures a Receiver; it returns an error for a value it cannot use.
@@ -27,6 +28,7 @@ type options struct {
 	pending, perSource int
 	handshake          time.Duration
 	log                *slog.Logger
+	faults             fault.Set
 }
 
 // Defaults of the pending sessions (WithHandshakes).
@@ -204,4 +206,11 @@ func WithLogger(l *slog.Logger) Option {
 		o.log = l
 		return nil
 	}
+}
+
+// WithFaults plants the CRF-side faults of f: deliberate departures from the draft, one rule
+// each, that the mutation check of `crem conform` must catch (package internal/fault). The zero
+// Set (the default) plants none; nothing in a deployment sets another.
+func WithFaults(f fault.Set) Option {
+	return func(o *options) error { o.faults = f; return nil }
 }

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/crem-project/crem/flow"
+	"github.com/crem-project/crem/internal/fault"
 	"github.com/crem-project/crem/policy"
 	"github.com/crem-project/crem/psn"
 	"github.com/crem-project/crem/wire"
@@ -25,7 +26,7 @@ func (r *Receiver) onHello(now time.Duration, from netip.AddrPort, msg []byte) {
 	// C3: a retransmitted HELLO gets the same HELLO_ACK, same Flow ID.
 	if old != nil && old.nonce == m.SenderNonce && old.from == from {
 		r.st.HelloDuplicate++
-		if r.send(from, &old.ack) {
+		if r.sendHelloAck(from, &old.ack, len(msg)) {
 			r.st.HelloAckSent++
 		}
 		old.helloAcks++ // the first PARAM_UPDATE no longer tells the round trip (Karn)
@@ -33,7 +34,7 @@ func (r *Receiver) onHello(now time.Duration, from netip.AddrPort, msg []byte) {
 	}
 	if p := r.pend.byHello[helloKey{key, from, m.SenderNonce}]; p != nil {
 		r.st.HelloDuplicate++
-		if r.send(from, &p.ack) {
+		if r.sendHelloAck(from, &p.ack, len(msg)) {
 			r.st.HelloAckSent++
 		}
 		p.helloAcks++
@@ -48,6 +49,9 @@ func (r *Receiver) onHello(now time.Duration, from netip.AddrPort, msg []byte) {
 	}
 	theirs := flow.LimitsOf(m.Capabilities, 0)
 	eff := r.o.limits.Min(theirs)
+	if r.o.faults.Has(fault.LimitsNotMinimum) {
+		eff = r.o.limits // planted: the CRF's own limits, not the minimum of both sides'
+	}
 	if desc.Check() != nil || !eff.Schemes.Has(wire.SchemeCauchy) || old == nil && len(r.flows) >= r.o.maxFlows {
 		r.st.HelloRefused++ // C3: silently, no state, nothing to amplify
 		return
@@ -77,7 +81,7 @@ func (r *Receiver) onHello(now time.Duration, from netip.AddrPort, msg []byte) {
 	if old != nil {
 		r.st.HandshakesRestart++ // a new session from the flow's own address: a restarted CSF
 	}
-	if r.send(from, &p.ack) {
+	if r.sendHelloAck(from, &p.ack, len(msg)) {
 		r.st.HelloAckSent++
 	}
 	p.helloAcks, p.helloAckAt = 1, now
@@ -267,6 +271,9 @@ func (r *Receiver) tickFlow(now time.Duration, f *rflow) {
 // and folds it into the CRF's own loss estimate, which sets delta in requests.
 func (r *Receiver) report(now time.Duration, f *rflow) {
 	f.reportAt = now + f.rtt.SRTT()
+	if r.o.faults.Has(fault.LossReportRare) {
+		f.reportAt = now + max(faultReportEvery*f.rtt.SRTT(), faultReportFloor) // planted
+	}
 	r.releaseConfigs(f) // once per SRTT: the window may have moved past an old configuration
 	iv := f.iv
 	if iv.Expected == 0 && iv.Received == 0 && iv.RepairsReceived == 0 {
@@ -274,6 +281,9 @@ func (r *Receiver) report(now time.Duration, f *rflow) {
 		return
 	}
 	iv.FlowID = f.id
+	if r.o.faults.Has(fault.LossReportMiscount) && iv.Expected > iv.Received {
+		iv.Expected = iv.Received // planted: the interval's losses left out
+	}
 	iv.IntervalUS = uint32(min((now-f.ivStart)/time.Microsecond, 1<<32-1))
 	if r.sendReport(f.from, &iv) {
 		f.st.LossReports++

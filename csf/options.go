@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/crem-project/crem/flow"
+	"github.com/crem-project/crem/internal/fault"
 	"github.com/crem-project/crem/policy"
 	"github.com/crem-project/crem/wire"
 )
@@ -47,6 +48,7 @@ type options struct {
 	initialLoss    float64
 	seedLoss       bool
 	encoder        flow.Encoder
+	faults         fault.Set
 }
 
 func defaults() options {
@@ -341,4 +343,11 @@ func WithEncoder(e flow.Encoder) Option {
 		o.encoder = e
 		return nil
 	}
+}
+
+// WithFaults plants the CSF-side faults of f: deliberate departures from the draft, one rule
+// each, that the mutation check of `crem conform` must catch (package internal/fault). The zero
+// Set (the default) plants none; nothing in a deployment sets another.
+func WithFaults(f fault.Set) Option {
+	return func(o *options) error { o.faults = f; return nil }
 }

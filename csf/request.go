@@ -3,6 +3,7 @@ package csf
 import (
 	"time"
 
+	"github.com/crem-project/crem/internal/fault"
 	"github.com/crem-project/crem/psn"
 	"github.com/crem-project/crem/wire"
 )
@@ -60,7 +61,7 @@ func (s *Sender) consider(now time.Duration, b *block, r request) {
 		s.stats.RequestsAbsent++
 		return
 	}
-	if b.answered && now-b.answeredAt < s.srtt() {
+	if b.answered && now-b.answeredAt < s.srtt() && !s.o.faults.Has(fault.RequestEverySRTT) {
 		s.stats.RequestsDeferred++
 		b.deferred = r
 		b.deferredDue = b.answeredAt + s.srtt()
@@ -100,7 +101,16 @@ func (s *Sender) answer(now time.Duration, b *block, r request) {
 		delta = 1
 	}
 	m := min(x, max(r.ms, x-r.r+delta), left)
-	syms := s.encode(b, b.nextIndex, m, r.lost)
+	over := r.lost
+	if s.o.faults != 0 {
+		if s.o.faults.Has(fault.RepairAboveX) {
+			m = min(x+faultExtraSymbols, left) // planted: more than X
+		}
+		if s.o.faults.Has(fault.CodedRetxWholeBlock) {
+			over = b.present // planted: over every present position, not L
+		}
+	}
+	syms := s.encode(b, b.nextIndex, m, over)
 	if syms == nil {
 		return
 	}

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/crem-project/crem/flow"
+	"github.com/crem-project/crem/internal/fault"
 	"github.com/crem-project/crem/policy"
 	"github.com/crem-project/crem/psn"
 	"github.com/crem-project/crem/wire"
@@ -21,6 +22,9 @@ func (s *Sender) Start(now time.Duration) {
 	s.breaker = policy.Breaker{}
 	s.state = StateHello
 	s.nonce = s.o.rand()
+	if s.o.faults.Has(fault.FixedFlowNonce) {
+		s.nonce = faultNonce
+	}
 	s.attempts = 0
 	s.sendHello(now)
 }
@@ -29,7 +33,10 @@ func (s *Sender) sendHello(now time.Duration) {
 	s.attempts++
 	s.attemptAt = now
 	// Exponential backoff from 1 ms (draft, Session).
-	s.helloDue = now + time.Millisecond<<(s.attempts-1)
+	s.helloDue = now + time.Millisecond<<min(s.attempts-1, 30)
+	if s.o.faults.Has(fault.NoHelloBackoff) {
+		s.helloDue = now + time.Millisecond
+	}
 	m := wire.Hello{Capabilities: s.o.limits.Capabilities(s.mtu), SenderNonce: s.nonce,
 		Source: s.o.desc.Src, Destination: s.o.desc.Dst, FlowLabel: s.o.desc.DestQP}
 	if s.send(s.o.crf, &m) {
@@ -41,7 +48,7 @@ func (s *Sender) sendHello(now time.Duration) {
 }
 
 func (s *Sender) helloTimeout(now time.Duration) {
-	if s.attempts < maxAttempts {
+	if s.attempts < maxAttempts || s.o.faults.Has(fault.NoHelloBackoff) {
 		s.sendHello(now)
 		return
 	}
@@ -95,8 +102,18 @@ func (s *Sender) Handle(now time.Duration, from netip.AddrPort, msg []byte) {
 		return
 	}
 	if from != s.bound {
-		s.stats.MessagesWrongSource++
-		return
+		if !s.faultAnySource(h.Type) {
+			s.stats.MessagesWrongSource++
+			return
+		}
+		if h.Type == wire.TypeRepairRequest {
+			// Planted fault AnswerRequestSource: the answer goes where the request came from.
+			bound := s.bound
+			s.bound = from
+			s.onRequest(now, msg)
+			s.bound = bound
+			return
+		}
 	}
 	s.lastHeard = max(s.lastHeard, now)
 	switch h.Type {
@@ -226,11 +243,15 @@ func (s *Sender) writeParam(now time.Duration) {
 
 func (s *Sender) paramTimeout(now time.Duration) {
 	p := &s.pend
-	if p.attempts >= maxAttempts {
+	forever := s.o.faults.Has(fault.ParamRetryForever)
+	if p.attempts >= maxAttempts && !forever {
 		s.Close(now, wire.ReasonParamUnanswered)
 		return
 	}
 	p.rto *= 2
+	if forever {
+		p.rto = min(p.rto, faultParamRTO) // retried on and on, not once every few days
+	}
 	// A passed Effective PSN: the old configuration continues and the update goes again
 	// with a later one (draft, Configuration).
 	if s.haveCfg && s.haveNext && (p.provisional || s.next.After(p.effective)) {
@@ -326,7 +347,8 @@ func (s *Sender) retryRefused(now time.Duration) {
 // configuration of a flow applies at its first block, wherever its PSNs start: E27).
 func (s *Sender) maybeApply(start psn.PSN) {
 	p := &s.pend
-	if !p.active || !p.acked || s.haveCfg && (p.provisional || start.Before(p.effective)) {
+	early := p.active && s.o.faults.Has(fault.EarlyParams) // planted: neither PARAM_ACK nor Effective PSN waited for
+	if !early && (!p.active || !p.acked || s.haveCfg && (p.provisional || start.Before(p.effective))) {
 		return
 	}
 	s.cur, s.haveCfg = p.cfg, true

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/crem-project/crem/fec"
+	"github.com/crem-project/crem/internal/fault"
 	"github.com/crem-project/crem/psn"
 	"github.com/crem-project/crem/roce"
 	"github.com/crem-project/crem/wire"
@@ -437,6 +438,9 @@ func (s *Sender) sendOrdinary(b *block, n, total int) {
 	syms := s.encode(b, first, n, b.present)
 	if syms == nil {
 		return
+	}
+	if s.o.faults.Has(fault.WrongCoefficient) {
+		s.faultCoefficient(b, syms)
 	}
 	b.nextIndex += n
 	for r := range n {

@@ -190,6 +190,7 @@ type resolved struct {
 	tunMark     int
 	tunLogical  bool
 	metricsAddr string
+	faults      fault.Set // planted in both engines (Config.Faults)
 }
 
 type rule struct {
@@ -248,7 +249,7 @@ func parseDur(field, s string, def time.Duration) (time.Duration, error) {
 
 // resolve validates the configuration and fills in the defaults.
 func (c Config) resolve() (*resolved, error) {
-	r := &resolved{}
+	r := &resolved{faults: c.Faults}
 	var err error
 	if strings.TrimSpace(c.CREMAddress) == "" {
 		return nil, configErr("crem_address is required: there is no default CREM port (C14)")
