@@ -1,7 +1,9 @@
 package gateway_test
 
 import (
+	"context"
 	"encoding/binary"
+	"fmt"
 	"net"
 	"net/netip"
 	"slices"
@@ -20,11 +22,59 @@ import (
 // Gbit and the per-packet latency through the chain (p50, p99).
 func BenchmarkRelay(b *testing.B) {
 	for _, mode := range []string{"plain", "crem"} {
-		b.Run(mode, func(b *testing.B) { benchRelay(b, mode == "crem") })
+		for _, offload := range []bool{false, true} {
+			name := mode + "/no-offload"
+			if offload {
+				name = mode + "/offload"
+			}
+			b.Run(name, func(b *testing.B) { benchRelay(b, mode == "crem", offload, 1) })
+		}
 	}
 }
 
-func benchRelay(b *testing.B, protect bool) {
+// BenchmarkRelayShards is BenchmarkRelay's crem case with offload on each gateway run with
+// one and with two shards.
+func BenchmarkRelayShards(b *testing.B) {
+	for _, n := range []int{1, 2} {
+		b.Run(fmt.Sprintf("shards=%d", n), func(b *testing.B) { benchRelay(b, true, true, n) })
+	}
+}
+
+// startRelayPairWith is startRelayPair with relay.offload and the shards of both gateways
+// chosen.
+func startRelayPairWith(tb testing.TB, target string, rule []gateway.ProtectRule, pol gateway.PolicyConfig, offload bool, shards int) (a, b *gateway.Gateway, stop func()) {
+	tb.Helper()
+	aCREM, bCREM, bWAN := boundUDP(tb), boundUDP(tb), boundUDP(tb)
+	ctx, cancel := context.WithCancel(context.Background())
+	var done []chan struct{}
+	stop = func() {
+		cancel()
+		for _, d := range done {
+			<-d
+		}
+	}
+	mk := func(c gateway.Config, socks gateway.Sockets) *gateway.Gateway {
+		c.Relay.Offload, c.Shards = &offload, shards
+		g, err := gateway.New(c, gateway.Options{Seed: 1, Sockets: socks})
+		if err != nil {
+			stop()
+			tb.Fatal(err)
+		}
+		d := make(chan struct{})
+		done = append(done, d)
+		go func() { defer close(d); g.Run(ctx) }()
+		return g
+	}
+	b = mk(gateway.Config{Peer: addrOf(aCREM), Protect: rule, Policy: pol,
+		Relay: gateway.RelayConfig{Listen: "127.0.0.1:0", Target: target, PeerData: "127.0.0.1:9"}},
+		gateway.Sockets{CREM: bCREM, WAN: bWAN})
+	a = mk(gateway.Config{Peer: addrOf(bCREM), Protect: rule, Policy: pol,
+		Relay: gateway.RelayConfig{Listen: "127.0.0.1:0", Target: "127.0.0.1:9", WANListen: "127.0.0.1:0", PeerData: addrOf(bWAN)}},
+		gateway.Sockets{CREM: aCREM})
+	return a, b, stop
+}
+
+func benchRelay(b *testing.B, protect, offload bool, shards int) {
 	target, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
 	if err != nil {
 		b.Fatal(err)
@@ -43,7 +93,7 @@ func benchRelay(b *testing.B, protect bool) {
 	}
 	off := false
 	pol := gateway.PolicyConfig{K: 32, M: 4, Adapt: &off, BurstGap: "1ms"}
-	a, _, stop := startRelayPair(b, target.LocalAddr().String(), rule, pol)
+	a, gb, stop := startRelayPairWith(b, target.LocalAddr().String(), rule, pol, offload, shards)
 	defer stop()
 
 	desc := flow.Descriptor{Kind: wire.FlowKindRoCEv2, Src: netip.MustParseAddr("127.0.0.1"), Dst: netip.MustParseAddr("127.0.0.1"), DestQP: 0x42, SrcPort: uint16(port)}
@@ -171,6 +221,11 @@ func benchRelay(b *testing.B, protect bool) {
 		b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds()), "loaded-p99-us")
 	}
 	b.ReportMetric(float64(len(lat))/float64(b.N), "delivered/op")
+	b.ReportMetric(float64(len(lat))/el.Seconds(), "pkt/s")
+	sa, sb := a.Stats().Gateway, gb.Stats().Gateway
+	if n := sa["tx_packets_wan"]; n > 0 {
+		b.ReportMetric(float64(sa["gso_datagrams"]+sb["gso_datagrams"])/float64(n+sb["tx_packets_local"]), "gso-share")
+	}
 	lat = lat[:0]
 	if protect && b.N >= 10000 && a.Stats().Sender.RepairSent == 0 {
 		b.Fatalf("no repair sent: %+v", a.Stats().Sender)
