@@ -16,6 +16,9 @@ func (s *sock) setup(offload bool) {
 			_, s.sock6 = sa.(*unix.SockaddrInet6)
 		}
 		if !offload {
+			// A socket handed over may have had it on: a coalesced receive would not fit
+			// the reader's buffers.
+			unix.SetsockoptInt(int(fd), unix.IPPROTO_UDP, unix.UDP_GRO, 0)
 			return
 		}
 		if mmsg.GSOSupported(fd) {
