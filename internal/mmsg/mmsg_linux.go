@@ -69,8 +69,10 @@ func (b *Batch) SetRecv(i int, buf []byte) {
 	h.Namelen = unix.SizeofSockaddrInet6
 	h.Iov = iov
 	h.SetIovlen(1)
-	h.Control = &b.oob[i*b.space]
-	h.SetControllen(b.space)
+	if b.space > 0 {
+		h.Control = &b.oob[i*b.space]
+		h.SetControllen(b.space)
+	}
 	b.hs[i].Len = 0
 }
 
