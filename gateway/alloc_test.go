@@ -16,7 +16,8 @@ import (
 )
 
 // TestRelayNoAllocs: once warm, relaying protected traffic through two gateways (CSF and CRF
-// at work, k = 32, m = 4) allocates nothing per packet.
+// at work, k = 32, m = 4) allocates nothing per packet, with UDP GSO and GRO (A sends the
+// relayed packets and the repair in runs, B splits the coalesced receives) and without.
 func TestRelayNoAllocs(t *testing.T) {
 	if testing.Short() {
 		t.Skip("moves 30000 packets")
@@ -24,6 +25,16 @@ func TestRelayNoAllocs(t *testing.T) {
 	if testenv.Race {
 		t.Skip("the race detector allocates")
 	}
+	for _, offload := range []bool{true, false} {
+		name := "offload"
+		if !offload {
+			name = "no-offload"
+		}
+		t.Run(name, func(t *testing.T) { testRelayNoAllocs(t, offload) })
+	}
+}
+
+func testRelayNoAllocs(t *testing.T, offload bool) {
 	target, _ := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
 	defer target.Close()
 	target.SetReadBuffer(8 << 20)
@@ -33,7 +44,7 @@ func TestRelayNoAllocs(t *testing.T) {
 	off := false
 	pol := gateway.PolicyConfig{K: 32, M: 4, Adapt: &off, BurstGap: "1ms"}
 	rule := []gateway.ProtectRule{{SrcPort: port}}
-	a, b, stop := startRelayPair(t, target.LocalAddr().String(), rule, pol)
+	a, b, stop := startRelayPairWith(t, target.LocalAddr().String(), rule, pol, offload, 1)
 	defer stop()
 	desc := flow.Descriptor{Kind: wire.FlowKindRoCEv2, Src: netip.MustParseAddr("127.0.0.1"), Dst: netip.MustParseAddr("127.0.0.1"), DestQP: 0x42, SrcPort: uint16(port)}
 	syn := cremtest.Synth{Desc: desc, PSN: 1}
@@ -81,5 +92,14 @@ func TestRelayNoAllocs(t *testing.T) {
 	}
 	if per > 0.05 {
 		t.Fatalf("%s: %.3f allocations per relayed packet, want none in steady state", fec.CodecPath(), per)
+	}
+	ga := a.Stats().Gateway
+	t.Logf("A: %d GSO sends of %d datagrams; B: %d coalesced receives of %d datagrams, %d copied out",
+		ga["gso_sends"], ga["gso_datagrams"], st.Gateway["gro_receives"], st.Gateway["gro_datagrams"], st.Gateway["gro_copied"])
+	if offload && (ga["gso_sends"] == 0 || st.Gateway["gro_receives"] == 0) {
+		t.Skip("offload on, yet A sent no GSO run or B coalesced nothing: the kernel lacks UDP GSO or GRO")
+	}
+	if !offload && (ga["gso_sends"] != 0 || st.Gateway["gro_receives"] != 0) {
+		t.Fatalf("offload off: %d GSO sends, %d coalesced receives", ga["gso_sends"], st.Gateway["gro_receives"])
 	}
 }

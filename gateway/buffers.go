@@ -148,8 +148,13 @@ func (g *Gateway) getPkt(n int) *pkt {
 	return g.large.get(true)
 }
 
-// putPkt returns a buffer to its pool.
+// putPkt returns a buffer to its pool; a datagram in a coalesced receive buffer lets go of
+// it.
 func (g *Gateway) putPkt(p *pkt) {
+	if gb := p.gro; gb != nil {
+		g.gro.release(gb)
+		return
+	}
 	if cap(p.buf) == smallSize {
 		g.small.put(p)
 	} else {
@@ -213,7 +218,177 @@ func (g *Gateway) trimLoop(period time.Duration) {
 // handed back to the system at once.
 const freeOSAfter = 4 << 20
 
-// trim releases idle buffers of both pools and returns the octets released.
+// trim releases idle buffers of every pool and returns the octets released.
 func (g *Gateway) trim() int {
-	return g.small.trim()*smallSize + g.large.trim()*bufSize
+	return g.small.trim()*smallSize + g.large.trim()*bufSize + g.gro.trim()*groBufSize
+}
+
+// Coalesced receives (UDP_GRO, relay mode with offload) land in buffers of groBufSize octets,
+// which hold any UDP datagram: a receive of several datagrams of one size from one source
+// (GRO) or a single one. The datagrams of such a buffer go on to the shards in place, each a
+// pkt of the buffer's own (no copy), the buffer shared: it returns to its pool when the
+// reader and every datagram have let go (refs). The buffers held at once are bounded too
+// (half the octets of the large ones'): beyond, the reader copies the datagrams out into
+// ordinary buffers and keeps its own (groCopied). The pool is trimmed like the others.
+const (
+	groBufSize = 65536
+	maxGROSegs = 64 // the kernel coalesces at most 64 datagrams (UDP_GRO_CNT_MAX)
+)
+
+type groBuf struct {
+	b    [groBufSize]byte
+	segs [maxGROSegs]pkt
+	refs atomic.Int32 // the reader (while it hands out) and each datagram handed out
+}
+
+// groPool is a free list of coalesced receive buffers, bounded and trimmed like bufPool.
+type groPool struct {
+	max int
+
+	mu   sync.Mutex
+	free []*groBuf
+	low  int
+	held int
+
+	allocated, released atomic.Uint64
+	heldNow             atomic.Int64
+}
+
+func newGROPool(max int) *groPool { return &groPool{max: max} }
+
+func newGROBuf() *groBuf {
+	gb := new(groBuf)
+	for i := range gb.segs {
+		gb.segs[i].gro = gb
+	}
+	return gb
+}
+
+// get returns a buffer, or nil when the pool is at its bound and force is false.
+func (gp *groPool) get(force bool) *groBuf {
+	gp.mu.Lock()
+	if n := len(gp.free); n > 0 {
+		gb := gp.free[n-1]
+		gp.free[n-1] = nil
+		gp.free = gp.free[:n-1]
+		gp.low = min(gp.low, n-1)
+		gp.mu.Unlock()
+		return gb
+	}
+	if !force && gp.held >= gp.max {
+		gp.mu.Unlock()
+		return nil
+	}
+	gp.held++
+	gp.mu.Unlock()
+	gp.heldNow.Add(1)
+	gp.allocated.Add(1)
+	return newGROBuf()
+}
+
+// release drops one hold on gb; the last returns it to the pool.
+func (gp *groPool) release(gb *groBuf) {
+	if gb.refs.Add(-1) != 0 {
+		return
+	}
+	gp.mu.Lock()
+	gp.free = append(gp.free, gb)
+	gp.mu.Unlock()
+}
+
+// trim releases the buffers that stayed free since the last trim, and returns how many.
+func (gp *groPool) trim() int {
+	gp.mu.Lock()
+	defer gp.mu.Unlock()
+	n := min(gp.low, len(gp.free))
+	if n > 0 {
+		rest := len(gp.free) - n
+		copy(gp.free, gp.free[n:])
+		clear(gp.free[rest:])
+		gp.free = gp.free[:rest]
+		gp.held -= n
+		gp.heldNow.Add(-int64(n))
+		gp.released.Add(uint64(n))
+	}
+	gp.low = len(gp.free)
+	return n
+}
+
+// handOnGRO gives the datagrams received into gb (n octets, of seg octets each when the
+// kernel coalesced them, seg 0 or n for one datagram) to their shards, as handOn does: small
+// ones copied into small buffers; larger ones in place when a fresh buffer can replace gb at
+// the reader (*next set), else copied into large buffers (dropped when those are at their
+// bound too).
+func (g *Gateway) handOnGRO(s *sock, gb *groBuf, n, seg int, from netip.AddrPort, ce bool, next **groBuf) {
+	if seg <= 0 || seg > n {
+		seg = n
+	}
+	count := 1
+	if seg > 0 {
+		count = (n + seg - 1) / seg
+	}
+	if count > 1 {
+		s.off.groReceives.Add(1)
+		s.off.groDatagrams.Add(uint64(count))
+	}
+	var repl *groBuf
+	if seg > smallSize {
+		repl = g.gro.get(false)
+	}
+	gb.refs.Store(1) // the reader's, while it hands out
+	inPlace := 0
+	for k := range count {
+		off := k * seg
+		d := gb.b[off:min(off+seg, n)]
+		if len(d) > smallSize && repl != nil && inPlace < maxGROSegs {
+			p := &gb.segs[inPlace]
+			p.buf, p.n, p.kind, p.from, p.ce = d[:len(d):len(d)], len(d), uint8(s.kind), from, ce
+			gb.refs.Add(1)
+			if g.accept(s, p) {
+				inPlace++
+			} else {
+				gb.refs.Add(-1)
+			}
+			continue
+		}
+		var q *pkt
+		if len(d) <= smallSize {
+			q = g.small.get(true)
+		} else if q = g.large.get(false); q == nil || len(d) > len(q.buf) {
+			if q != nil {
+				g.large.put(q)
+			}
+			g.c.rx[s.kind].Add(1)
+			g.c.rxBytes[s.kind].Add(uint64(len(d)))
+			if q == nil {
+				g.c.buffersExhausted.Add(1)
+			} else {
+				g.c.truncated.Add(1)
+			}
+			g.c.dropped[s.kind].Add(1)
+			continue
+		} else if count > 1 {
+			s.off.groCopied.Add(1)
+		}
+		q.n = copy(q.buf, d)
+		q.kind, q.from, q.ce = uint8(s.kind), from, ce
+		if !g.accept(s, q) {
+			g.putPkt(q)
+		}
+	}
+	if inPlace == 0 {
+		gb.refs.Store(0) // nothing went on: the reader keeps gb
+		if repl != nil {
+			g.gro.put(repl)
+		}
+		return
+	}
+	*next = repl
+	g.gro.release(gb) // the reader's hold: gb returns when its datagrams are done
+}
+
+// put returns a buffer no one holds to the pool.
+func (gp *groPool) put(gb *groBuf) {
+	gb.refs.Store(1)
+	gp.release(gb)
 }

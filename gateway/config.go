@@ -62,6 +62,11 @@ type RelayConfig struct {
 	// and of its HELLO. Default: the addresses of Target and PeerData.
 	LocalEndpoint  string `toml:"local_endpoint"`
 	RemoteEndpoint string `toml:"remote_endpoint"`
+	// Offload moves the relay's datagrams with UDP segmentation offload where the kernel has
+	// it (Linux): runs of equal datagrams to one address leave in one send (UDP_SEGMENT, GSO)
+	// and the kernel coalesces what arrives (UDP_GRO). Default true; false for a kernel or
+	// device that mishandles it (a send failing with EIO turns GSO off by itself).
+	Offload *bool `toml:"offload"`
 }
 
 // TunConfig is the transparent data path (Linux).
@@ -191,6 +196,7 @@ type resolved struct {
 	tunLogical  bool
 	metricsAddr string
 	faults      fault.Set // planted in both engines (Config.Faults)
+	offload     bool      // relay: UDP GSO and GRO where the kernel has them
 }
 
 type rule struct {
@@ -303,6 +309,7 @@ func (c Config) resolve() (*resolved, error) {
 			}
 		}
 		r.localEP, r.remoteEP = r.localEP.Unmap(), r.remoteEP.Unmap()
+		r.offload = c.Relay.Offload == nil || *c.Relay.Offload
 		if r.localEP.Is4() != r.remoteEP.Is4() {
 			return nil, configErr("relay.local_endpoint and relay.remote_endpoint must be of one address family")
 		}

@@ -77,6 +77,7 @@ type Gateway struct {
 	c         counters
 	small     *bufPool // buffers for reuse: steady traffic allocates none
 	large     *bufPool
+	gro       *groPool // coalesced receive buffers (UDP_GRO), shared by the datagrams they hold
 	trimEvery time.Duration
 	tun       *tunPath
 
@@ -127,7 +128,7 @@ const bufSize = 9216
 
 type pkt struct {
 	buf  []byte
-	iov  [1][]byte // the Buffers of its batch message, so queueing allocates nothing
+	gro  *groBuf // set: buf lies in a shared coalesced receive buffer (buffers.go)
 	n    int
 	from netip.AddrPort
 	kind uint8
@@ -169,6 +170,7 @@ func New(c Config, o Options) (*Gateway, error) {
 		maxLarge = defaultMaxLargeBuffers
 	}
 	g.small, g.large = newBufPool(smallSize, 0, prewarmSmall), newBufPool(bufSize, maxLarge, prewarmLarge)
+	g.gro = newGROPool(maxLarge * bufSize / groBufSize / 2) // half the octets of the large bound
 	g.trimEvery = o.BufferTrim
 	if g.trimEvery <= 0 {
 		g.trimEvery = defaultBufferTrim
@@ -181,15 +183,15 @@ func New(c Config, o Options) (*Gateway, error) {
 			o.Sockets.close()
 		}
 	}()
-	if g.crem, err = listen("crem_address", r.crem, kindCREM, o.Sockets.CREM); err != nil {
+	if g.crem, err = listen("crem_address", r.crem, kindCREM, o.Sockets.CREM, r.offload); err != nil {
 		return nil, err
 	}
 	switch r.mode {
 	case "relay":
-		if g.local, err = listen("relay.listen", r.listen, kindLocal, o.Sockets.Relay); err != nil {
+		if g.local, err = listen("relay.listen", r.listen, kindLocal, o.Sockets.Relay, r.offload); err != nil {
 			return nil, err
 		}
-		if g.wan, err = listen("relay.wan_listen", r.wanListen, kindWAN, o.Sockets.WAN); err != nil {
+		if g.wan, err = listen("relay.wan_listen", r.wanListen, kindWAN, o.Sockets.WAN, r.offload); err != nil {
 			return nil, err
 		}
 	case "tun":

@@ -84,6 +84,7 @@ func (g *Gateway) ownCounters() map[string]uint64 {
 		m["handed_"+n] = c.handed[k].Load()
 		m["dropped_"+n] = c.dropped[k].Load()
 	}
+	g.offloadCounters(m)
 	return m
 }
 

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/netip"
 	"sync"
 	"syscall"
 
@@ -18,7 +19,12 @@ type receiver struct {
 	s     *sock
 	rc    syscall.RawConn
 	b     *mmsg.Batch
-	ps    []*pkt
+	ps    []*pkt    // the slots without GRO
+	gbs   []*groBuf // the slots with GRO (s.gro), and what each received:
+	lens  []int     // the octets it holds
+	segs  []int     // the size of each datagram among them (0: one datagram; -1: truncated)
+	from  []netip.AddrPort
+	ce    []bool
 	drops uint32 // the kernel's count of datagrams this socket dropped (buffer full)
 	fd    int    // >= 0: read this descriptor directly, never waiting (pairLoop)
 	// per call
@@ -28,8 +34,12 @@ type receiver struct {
 	readFn func(fd uintptr) bool
 }
 
-// oobSpace holds the TOS (or traffic class) and the socket's drop count (SO_RXQ_OVFL).
-var oobSpace = 2 * unix.CmsgSpace(4)
+// oobSpace holds the TOS (or traffic class), the socket's drop count (SO_RXQ_OVFL) and the
+// segment size of a coalesced receive (UDP_GRO).
+var oobSpace = 2*unix.CmsgSpace(4) + mmsg.GROSpace
+
+// groSlots is how many coalesced receives one recvmmsg takes (each up to 64 KiB).
+const groSlots = 16
 
 func (g *Gateway) newReceiver(s *sock, n int) (*receiver, error) {
 	rc, err := s.conn.SyscallConn()
@@ -49,10 +59,21 @@ func (g *Gateway) newReceiver(s *sock, n int) (*receiver, error) {
 	if serr != nil {
 		return nil, fmt.Errorf("gateway: %v: IP_RECVTOS: %w", s, serr)
 	}
-	r := &receiver{s: s, rc: rc, b: mmsg.NewBatch(n, oobSpace), ps: make([]*pkt, n), fd: -1}
-	for i := range r.ps {
-		r.ps[i] = g.large.get(true)
+	r := &receiver{s: s, rc: rc, fd: -1}
+	if s.gro {
+		n = min(n, groSlots)
+		r.gbs, r.lens, r.segs = make([]*groBuf, n), make([]int, n), make([]int, n)
+		r.from, r.ce = make([]netip.AddrPort, n), make([]bool, n)
+		for i := range r.gbs {
+			r.gbs[i] = g.gro.get(true)
+		}
+	} else {
+		r.ps = make([]*pkt, n)
+		for i := range r.ps {
+			r.ps[i] = g.large.get(true)
+		}
 	}
+	r.b = mmsg.NewBatch(n, oobSpace)
 	r.readFn = r.recvmmsg
 	if g.testReceiver != nil {
 		g.testReceiver(r)
@@ -82,6 +103,9 @@ func (r *receiver) read(wait bool) (int, error) {
 	for i, p := range r.ps {
 		r.b.SetRecv(i, p.buf)
 	}
+	for i, gb := range r.gbs {
+		r.b.SetRecv(i, gb.b[:])
+	}
 	r.wait = wait
 	if r.fd >= 0 {
 		r.readFn(uintptr(r.fd))
@@ -90,6 +114,22 @@ func (r *receiver) read(wait bool) (int, error) {
 	}
 	if r.errno != 0 {
 		return 0, fmt.Errorf("recvmmsg: %w", r.errno)
+	}
+	if r.gbs != nil {
+		for i := range r.n {
+			m := r.b.Received(i)
+			r.lens[i], r.segs[i], r.from[i], r.ce[i] = m.N, 0, m.From, m.HasTOS && m.TOS&3 == 3
+			if m.HasSegment {
+				r.segs[i] = m.Segment
+			}
+			if m.Trunc { // cannot be: the buffer holds any datagram
+				r.segs[i] = -1
+			}
+			if m.HasDrops {
+				r.drops = m.Drops
+			}
+		}
+		return r.n, nil
 	}
 	for i := range r.n {
 		p := r.ps[i]
@@ -115,6 +155,18 @@ func (r *receiver) read(wait bool) (int, error) {
 func (g *Gateway) dispatch(r *receiver, n int) {
 	if n > 0 {
 		g.c.socketDrops[r.s.kind].Store(uint64(r.drops))
+	}
+	if r.gbs != nil {
+		for i := range n {
+			if r.segs[i] < 0 {
+				g.c.rx[r.s.kind].Add(1)
+				g.c.truncated.Add(1)
+				g.c.dropped[r.s.kind].Add(1)
+				continue
+			}
+			g.handOnGRO(r.s, r.gbs[i], r.lens[i], r.segs[i], r.from[i], r.ce[i], &r.gbs[i])
+		}
+		return
 	}
 	for i := range n {
 		g.handOn(r.s, r.ps[i], &r.ps[i])

@@ -51,6 +51,7 @@ type ResolvedRelay struct {
 	PeerData       string `json:"peer_data"`
 	LocalEndpoint  string `json:"local_endpoint"`
 	RemoteEndpoint string `json:"remote_endpoint"`
+	Offload        bool   `json:"offload"`
 }
 
 // ResolvedTun is the TUN data path as it runs.
@@ -126,7 +127,8 @@ func (c Config) Resolve() (Resolved, error) {
 	switch r.mode {
 	case "relay":
 		out.Relay = &ResolvedRelay{Listen: r.listen.String(), Target: r.target.String(), WANListen: r.wanListen.String(),
-			PeerData: r.peerData.String(), LocalEndpoint: r.localEP.String(), RemoteEndpoint: r.remoteEP.String()}
+			PeerData: r.peerData.String(), LocalEndpoint: r.localEP.String(), RemoteEndpoint: r.remoteEP.String(),
+			Offload: r.offload}
 	case "tun":
 		t := &ResolvedTun{Name: r.tunName, Mark: r.tunMark, Verify: "template", LocalPrefixes: []string{}}
 		if r.tunLogical {
@@ -323,6 +325,7 @@ func (r Resolved) WriteTOML(w io.Writer) error {
 		line("peer_data", q(t.PeerData), "")
 		line("local_endpoint", q(t.LocalEndpoint), "")
 		line("remote_endpoint", q(t.RemoteEndpoint), "")
+		line("offload", strconv.FormatBool(t.Offload), cmt(t.Offload, "UDP GSO and GRO where the kernel has them"))
 	}
 	if t := r.Tun; t != nil {
 		b.WriteString("\n[tun]\n")

@@ -1,7 +1,6 @@
 package gateway
 
 import (
-	"net"
 	"net/netip"
 	"sync"
 	"sync/atomic"
@@ -21,7 +20,7 @@ type shard struct {
 	mu        sync.Mutex
 	n         *Node
 	out       [3]outq
-	addrs     map[netip.AddrPort]*net.UDPAddr
+	w         *writer
 	next      time.Duration
 	hasNext   bool
 	batch     []*pkt
@@ -37,14 +36,18 @@ type shard struct {
 	fpAt                   time.Duration
 }
 
-// outq is a batch of datagrams waiting for one socket.
+// outq is a batch of datagrams waiting for one socket, each with its destination.
 type outq struct {
-	msgs []message
 	pkts []*pkt
+	to   []netip.AddrPort
 }
 
+// outqFlush is how many datagrams an out queue holds before it is sent: enough for a few
+// GSO runs of 4 KiB datagrams in one sendmmsg.
+const outqFlush = 128
+
 func newShard(g *Gateway, idx int) (*shard, error) {
-	sh := &shard{g: g, idx: idx, in: make(chan *pkt, 8192), addrs: map[netip.AddrPort]*net.UDPAddr{},
+	sh := &shard{g: g, idx: idx, in: make(chan *pkt, 8192), w: newWriter(),
 		crfRates: map[uint32]rates{}, crfRatesNext: map[uint32]rates{}}
 	n, err := newNode(g.cfg, g.log, g.seed, idx, shardRoutes{g, idx})
 	if err != nil {
@@ -221,19 +224,10 @@ func (sh *shard) send(kind int, to netip.AddrPort, b []byte) {
 
 // queue puts p (owned from now on) on the out queue of kind.
 func (sh *shard) queue(kind int, to netip.AddrPort, p *pkt) {
-	ua := sh.addrs[to]
-	if ua == nil {
-		ua = net.UDPAddrFromAddrPort(to)
-		if len(sh.addrs) > 4096 {
-			clear(sh.addrs)
-		}
-		sh.addrs[to] = ua
-	}
 	q := &sh.out[kind]
-	p.iov[0] = p.data()
-	q.msgs = append(q.msgs, message{Buffers: p.iov[:], Addr: ua})
 	q.pkts = append(q.pkts, p)
-	if len(q.msgs) >= 64 {
+	q.to = append(q.to, to)
+	if len(q.pkts) >= outqFlush {
 		sh.flush()
 	}
 }
@@ -250,40 +244,30 @@ func (sh *shard) flush() {
 func (sh *shard) flushOne(kind int) {
 	g := sh.g
 	q := &sh.out[kind]
-	if len(q.msgs) == 0 {
+	if len(q.pkts) == 0 {
 		return
 	}
 	s := g.sockOf(kind)
 	if s == nil {
-		g.c.writeErrors.Add(uint64(len(q.msgs)))
+		g.c.writeErrors.Add(uint64(len(q.pkts)))
 	} else {
 		if g.pcap != nil {
-			for i, m := range q.msgs {
-				g.pcap.record(s.addr, m.Addr.(*net.UDPAddr).AddrPort(), q.pkts[i].data())
+			for i, p := range q.pkts {
+				g.pcap.record(s.addr, q.to[i], p.data())
 			}
 		}
-		ms := q.msgs
-		for len(ms) > 0 {
-			n, err := s.bc.WriteBatch(ms, 0)
-			if err != nil || n <= 0 {
-				g.c.writeErrors.Add(1)
-				ms = ms[1:]
-				continue
-			}
-			for _, m := range ms[:n] {
-				g.c.tx[kind].Add(1)
-				g.c.txBytes[kind].Add(uint64(len(m.Buffers[0])))
-			}
-			ms = ms[n:]
+		out := sh.w.write(s, q.pkts, q.to)
+		g.c.tx[kind].Add(uint64(out.datagrams))
+		g.c.txBytes[kind].Add(uint64(out.octets))
+		if out.errors > 0 {
+			g.c.writeErrors.Add(uint64(out.errors))
 		}
 	}
 	for i, p := range q.pkts {
-		p.iov[0] = nil
 		g.putPkt(p)
 		q.pkts[i] = nil
-		q.msgs[i] = message{}
 	}
-	q.msgs, q.pkts = q.msgs[:0], q.pkts[:0]
+	q.pkts, q.to = q.pkts[:0], q.to[:0]
 }
 
 func (g *Gateway) sockOf(kind int) *sock {

@@ -46,6 +46,7 @@ func runGateway(args []string, s stdio) int {
 	metrics := fs.String("metrics-address", "", "serve /metrics and /healthz here (overrides metrics_address)")
 	level := fs.String("log-level", "", "debug, info, warn or error (overrides log_level)")
 	pcapFile := fs.String("pcap", "", "record every datagram received and sent to this pcap `FILE` (overrides pcap)")
+	noOffload := fs.Bool("no-offload", false, "relay: move datagrams without UDP GSO and GRO (sets relay.offload = false)")
 	var check checkFlag
 	fs.Var(&check, "check-config", "validate the configuration (`FILE`, or the one of --config) and print it resolved; start nothing")
 	asJSON := fs.Bool("json", false, "with --check-config: print the resolved configuration as JSON")
@@ -91,6 +92,10 @@ func runGateway(args []string, s stdio) int {
 		if o.v != "" {
 			*o.dst = o.v
 		}
+	}
+	if *noOffload {
+		off := false
+		cfg.Relay.Offload = &off
 	}
 	if check.set {
 		return checkConfig(cfg, *file, *asJSON, s)

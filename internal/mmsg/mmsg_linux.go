@@ -19,23 +19,38 @@ type Hdr struct {
 // TOSSpace holds one TOS or traffic class control message, received or to send.
 var TOSSpace = unix.CmsgSpace(4)
 
-// Batch is the storage of one batch of datagrams, allocated once. It has one owner.
+// SegmentSpace holds one UDP_SEGMENT control message (GSO: the size of the datagrams a send
+// is cut into).
+var SegmentSpace = unix.CmsgSpace(2)
+
+// GROSpace holds one UDP_GRO control message (the size of the datagrams a coalesced receive
+// holds).
+var GROSpace = unix.CmsgSpace(4)
+
+// Batch is the storage of one batch of messages, allocated once. It has one owner.
 type Batch struct {
 	hs    []Hdr
 	iovs  []unix.Iovec
 	names []unix.RawSockaddrInet6
 	oob   []byte
-	space int // control octets per datagram
+	space int // control octets per message
+	per   int // iovecs per message
 }
 
-// NewBatch returns a batch of n datagrams with oobSpace octets of control messages each.
-func NewBatch(n, oobSpace int) *Batch {
+// NewBatch returns a batch of n messages of one buffer each, with oobSpace octets of control
+// messages each.
+func NewBatch(n, oobSpace int) *Batch { return NewGatherBatch(n, 1, oobSpace) }
+
+// NewGatherBatch returns a batch of n messages that each gather up to bufs buffers (AddBuf),
+// with oobSpace octets of control messages each.
+func NewGatherBatch(n, bufs, oobSpace int) *Batch {
 	return &Batch{
 		hs:    make([]Hdr, n),
-		iovs:  make([]unix.Iovec, n),
+		iovs:  make([]unix.Iovec, n*bufs),
 		names: make([]unix.RawSockaddrInet6, n),
 		oob:   make([]byte, n*oobSpace),
 		space: oobSpace,
+		per:   bufs,
 	}
 }
 
@@ -45,16 +60,19 @@ func (b *Batch) Len() int { return len(b.hs) }
 // SetRecv prepares datagram i to be received into buf, which must not be empty, with its
 // source address and control messages.
 func (b *Batch) SetRecv(i int, buf []byte) {
-	b.iovs[i].Base = &buf[0]
-	b.iovs[i].SetLen(len(buf))
+	iov := &b.iovs[i*b.per]
+	iov.Base = &buf[0]
+	iov.SetLen(len(buf))
 	h := &b.hs[i].Hdr
 	*h = unix.Msghdr{}
 	h.Name = (*byte)(unsafe.Pointer(&b.names[i]))
 	h.Namelen = unix.SizeofSockaddrInet6
-	h.Iov = &b.iovs[i]
+	h.Iov = iov
 	h.SetIovlen(1)
-	h.Control = &b.oob[i*b.space]
-	h.SetControllen(b.space)
+	if b.space > 0 {
+		h.Control = &b.oob[i*b.space]
+		h.SetControllen(b.space)
+	}
 	b.hs[i].Len = 0
 }
 
@@ -62,12 +80,11 @@ func (b *Batch) SetRecv(i int, buf []byte) {
 // peer; sock6 says the socket is AF_INET6. buf may be empty but must have capacity, so the
 // iovec points somewhere.
 func (b *Batch) SetSend(i int, buf []byte, to netip.AddrPort, sock6 bool) {
-	full := buf[:cap(buf)]
-	b.iovs[i].Base = &full[0]
-	b.iovs[i].SetLen(len(buf))
+	iov := &b.iovs[i*b.per]
+	setIov(iov, buf)
 	h := &b.hs[i].Hdr
 	*h = unix.Msghdr{}
-	h.Iov = &b.iovs[i]
+	h.Iov = iov
 	h.SetIovlen(1)
 	if to.IsValid() {
 		h.Name = (*byte)(unsafe.Pointer(&b.names[i]))
@@ -75,14 +92,52 @@ func (b *Batch) SetSend(i int, buf []byte, to netip.AddrPort, sock6 bool) {
 	}
 }
 
+func setIov(iov *unix.Iovec, buf []byte) {
+	full := buf[:cap(buf)]
+	iov.Base = &full[0]
+	iov.SetLen(len(buf))
+}
+
+// AddBuf appends buf to message i, prepared with SetSend: the message sends its buffers'
+// octets one after the other. It reports false, adding nothing, when the message holds the
+// batch's bufs already. Like SetSend's, buf may be empty but must have capacity.
+func (b *Batch) AddBuf(i int, buf []byte) bool {
+	h := &b.hs[i].Hdr
+	n := int(h.Iovlen)
+	if n >= b.per {
+		return false
+	}
+	setIov(&b.iovs[i*b.per+n], buf)
+	h.SetIovlen(n + 1)
+	return true
+}
+
+// control returns room for a control message of space octets after those message i holds,
+// and extends the message's control to cover it.
+func (b *Batch) control(i, space int) []byte {
+	h := &b.hs[i].Hdr
+	used := 0
+	if h.Control != nil {
+		used = int(h.Controllen)
+	}
+	oob := b.oob[i*b.space+used : i*b.space+used+space]
+	h.Control = &b.oob[i*b.space]
+	h.SetControllen(used + space)
+	return oob
+}
+
 // SetTOS adds to datagram i, prepared with SetSend, a control message that sets its TOS (v4)
 // or traffic class; the batch needs TOSSpace control octets per datagram.
 func (b *Batch) SetTOS(i int, tos uint8, v4 bool) {
-	oob := b.oob[i*b.space : i*b.space+TOSSpace]
-	PutTOS(oob, tos, v4)
-	h := &b.hs[i].Hdr
-	h.Control = &oob[0]
-	h.SetControllen(TOSSpace)
+	PutTOS(b.control(i, TOSSpace), tos, v4)
+}
+
+// SetSegment adds to message i, prepared with SetSend (and AddBuf), a UDP_SEGMENT control
+// message: the kernel sends its octets as datagrams of size octets each, the last one
+// shorter if need be (UDP GSO). The batch needs SegmentSpace control octets per message
+// (TOSSpace more with SetTOS).
+func (b *Batch) SetSegment(i int, size uint16) {
+	PutSegment(b.control(i, SegmentSpace), size)
 }
 
 // Recv calls recvmmsg for datagrams [0, n) on fd and returns how many arrived.
@@ -173,10 +228,14 @@ type Control struct {
 	HasTOS   bool
 	Drops    uint32 // the socket's cumulative count of dropped datagrams (SO_RXQ_OVFL)
 	HasDrops bool
+	// Segment is the size of each datagram of a coalesced receive (UDP_GRO), the last one
+	// possibly shorter; HasSegment false: one datagram.
+	Segment    int
+	HasSegment bool
 }
 
-// ParseControl finds the TOS or traffic class and the SO_RXQ_OVFL drop count in received
-// control messages; the last of each kind counts. It stops at the first malformed message and
+// ParseControl finds the TOS or traffic class, the SO_RXQ_OVFL drop count and the UDP_GRO
+// segment size in received control messages; the last of each kind counts. It stops at the first malformed message and
 // keeps what it found before. The octets are copied out rather than cast, so oob need not be
 // aligned.
 func ParseControl(oob []byte) (c Control) {
@@ -195,6 +254,10 @@ func ParseControl(oob []byte) (c Control) {
 			c.TOS, c.HasTOS = uint8(binary.NativeEndian.Uint32(data)), true
 		case h.Level == unix.SOL_SOCKET && h.Type == unix.SO_RXQ_OVFL && len(data) >= 4:
 			c.Drops, c.HasDrops = binary.NativeEndian.Uint32(data), true
+		case h.Level == unix.IPPROTO_UDP && h.Type == unix.UDP_GRO && len(data) >= 4:
+			if seg := int32(binary.NativeEndian.Uint32(data)); seg > 0 {
+				c.Segment, c.HasSegment = int(seg), true
+			}
 		}
 		sp := unix.CmsgSpace(l - unix.CmsgLen(0))
 		if sp > len(oob) {
@@ -218,4 +281,15 @@ func PutTOS(oob []byte, tos uint8, v4 bool) {
 	h.SetLen(unix.CmsgLen(4))
 	copy(oob, (*[unix.SizeofCmsghdr]byte)(unsafe.Pointer(&h))[:])
 	binary.NativeEndian.PutUint32(oob[unix.CmsgLen(0):], uint32(int32(tos)))
+}
+
+// PutSegment writes a UDP_SEGMENT control message of the given segment size; oob must hold
+// SegmentSpace octets and need not be aligned.
+func PutSegment(oob []byte, size uint16) {
+	clear(oob[:SegmentSpace])
+	var h unix.Cmsghdr
+	h.Level, h.Type = unix.IPPROTO_UDP, unix.UDP_SEGMENT
+	h.SetLen(unix.CmsgLen(2))
+	copy(oob, (*[unix.SizeofCmsghdr]byte)(unsafe.Pointer(&h))[:])
+	binary.NativeEndian.PutUint16(oob[unix.CmsgLen(0):], size)
 }

@@ -374,6 +374,9 @@ func TestParseControl(t *testing.T) {
 		{"zero length", make([]byte, 64), Control{}},
 		{"received tos", recvTOS, Control{TOS: 0xb9, HasTOS: true}},
 		{"unpadded last", join(drops, recvTOS[:unix.CmsgLen(1)]), Control{TOS: 0xb9, HasTOS: true, Drops: 77, HasDrops: true}},
+		{"gro+tos", join(cmsg(unix.IPPROTO_UDP, unix.UDP_GRO, u32(4128)), recvTOS), Control{TOS: 0xb9, HasTOS: true, Segment: 4128, HasSegment: true}},
+		{"gro zero", cmsg(unix.IPPROTO_UDP, unix.UDP_GRO, u32(0)), Control{}},
+		{"gro short", cmsg(unix.IPPROTO_UDP, unix.UDP_GRO, []byte{1, 2}), Control{}},
 	} {
 		if got := ParseControl(c.oob); got != c.want {
 			t.Errorf("%s: %+v, want %+v", c.name, got, c.want)
@@ -425,6 +428,10 @@ func parseReference(oob []byte) (c Control) {
 			}
 		case level == unix.SOL_SOCKET && typ == unix.SO_RXQ_OVFL && len(data) >= 4:
 			c.Drops, c.HasDrops = binary.NativeEndian.Uint32(data), true
+		case level == unix.IPPROTO_UDP && typ == unix.UDP_GRO && len(data) >= 4:
+			if seg := int32(binary.NativeEndian.Uint32(data)); seg > 0 {
+				c.Segment, c.HasSegment = int(seg), true
+			}
 		}
 		next := (int(l) + align - 1) &^ (align - 1)
 		if next > len(m) {
@@ -447,6 +454,7 @@ func FuzzParseControl(f *testing.F) {
 	f.Add(append(append([]byte{}, tclass...), cmsg(unix.SOL_SOCKET, unix.SO_RXQ_OVFL, u32(5))...))
 	f.Add(append(cmsg(unix.IPPROTO_IP, unix.IP_TTL, u32(64)), cmsg(unix.IPPROTO_IP, unix.IP_TOS, []byte{1})[:unix.CmsgLen(1)]...))
 	f.Add(bytes.Repeat([]byte{0xff}, 40))
+	f.Add(append(cmsg(unix.IPPROTO_UDP, unix.UDP_GRO, u32(4128)), tos4...))
 	f.Fuzz(func(t *testing.T, oob []byte) {
 		got := ParseControl(oob)
 		if want := parseReference(oob); got != want {
