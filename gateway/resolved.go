@@ -59,6 +59,7 @@ type ResolvedTun struct {
 	LocalPrefixes []string `json:"local_prefixes"`
 	Mark          int      `json:"mark"`
 	Verify        string   `json:"verify"`
+	Offload       bool     `json:"offload"`
 }
 
 // ResolvedRule is one protect rule; empty Src and Dst, and zero SrcPort and QP, match any.
@@ -128,7 +129,7 @@ func (c Config) Resolve() (Resolved, error) {
 		out.Relay = &ResolvedRelay{Listen: r.listen.String(), Target: r.target.String(), WANListen: r.wanListen.String(),
 			PeerData: r.peerData.String(), LocalEndpoint: r.localEP.String(), RemoteEndpoint: r.remoteEP.String()}
 	case "tun":
-		t := &ResolvedTun{Name: r.tunName, Mark: r.tunMark, Verify: "template", LocalPrefixes: []string{}}
+		t := &ResolvedTun{Name: r.tunName, Mark: r.tunMark, Verify: "template", LocalPrefixes: []string{}, Offload: r.tunOffload}
 		if r.tunLogical {
 			t.Verify = "logical"
 		}
@@ -334,6 +335,7 @@ func (r Resolved) WriteTOML(w io.Writer) error {
 		line("local_prefixes", "["+strings.Join(ps, ", ")+"]", "")
 		line("mark", fmt.Sprintf("%#x", t.Mark), "")
 		line("verify", q(t.Verify), "")
+		line("offload", fmt.Sprint(t.Offload), cmt(t.Offload, "off where the kernel refuses"))
 	}
 	for i, p := range r.Protect {
 		b.WriteString("\n[[protect]]")
