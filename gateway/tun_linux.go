@@ -291,9 +291,11 @@ func (g *Gateway) tunLoop() {
 			p = g.tunHandOn(p, n)
 			continue
 		}
-		super := p.buf[:n]
-		if n > len(p.buf) {
-			copy(t.over, p.buf)
+		var super []byte
+		if n <= len(p.buf) {
+			super = p.buf[:n]
+		} else {
+			copy(t.over, p.buf) // the read went on into t.over just past this
 			super = t.over[:n]
 		}
 		g.tunSplit(h, super)

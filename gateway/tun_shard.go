@@ -1,6 +1,11 @@
 package gateway
 
-import "time"
+import (
+	"encoding/binary"
+	"time"
+
+	"github.com/crem-project/crem/internal/vnethdr"
+)
 
 // handleTun takes a packet read from the TUN device: the node keeps it, or it goes on (in p,
 // no copy) with the shard's next batch.
@@ -13,7 +18,9 @@ func (sh *shard) handleTun(now time.Duration, p *pkt) {
 }
 
 // sendTun queues a copy of one whole IPv4 packet (released or restored by the CRF) to be
-// sent on through the raw socket (tun mode).
+// sent on through the raw socket (tun mode). Its headers are the flow's template, taken from
+// another packet of the flow: a UDP checksum there is that packet's, so it is computed again
+// (none, zero, stays none), or the receiving host would drop the packet.
 func (sh *shard) sendTun(b []byte) {
 	if len(b) > bufSize {
 		sh.g.c.writeErrors.Add(1)
@@ -21,6 +28,13 @@ func (sh *shard) sendTun(b []byte) {
 	}
 	p := sh.g.getPkt(len(b))
 	p.n = copy(p.buf, b)
+	if q := p.data(); len(q) >= 20 {
+		if l4 := int(q[0]&0x0f) * 4; len(q) >= l4+8 && q[l4+6]|q[l4+7] != 0 {
+			if c, ok := vnethdr.IPv4UDPChecksum(q); ok {
+				binary.BigEndian.PutUint16(q[l4+6:], c)
+			}
+		}
+	}
 	sh.queueTun(p)
 }
 

@@ -289,3 +289,22 @@ func fold(acc uint64) uint16 {
 // Checksum is the Internet checksum (RFC 1071) of b: the complement of its ones' complement
 // sum.
 func Checksum(b []byte) uint16 { return ^fold(sum(b, 0)) }
+
+// IPv4UDPChecksum is the UDP checksum an IPv4 packet's UDP header is to carry (its own
+// checksum field counted as zero), and false when pkt is no IPv4 UDP packet.
+func IPv4UDPChecksum(pkt []byte) (uint16, bool) {
+	if len(pkt) < 20 || pkt[0]>>4 != 4 || pkt[9] != 17 {
+		return 0, false
+	}
+	l4 := int(pkt[0]&0x0f) * 4
+	if l4 < 20 || len(pkt) < l4+8 {
+		return 0, false
+	}
+	t := pkt[l4:]
+	acc := sum(t[:6], sum(t[8:], 0)) // without the checksum field
+	c := ^fold(sum(pkt[12:20], acc+17+uint64(len(t))))
+	if c == 0 {
+		c = 0xffff
+	}
+	return c, true
+}

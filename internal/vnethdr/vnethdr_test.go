@@ -255,3 +255,20 @@ func FuzzSplit(f *testing.F) {
 		}
 	})
 }
+
+func TestIPv4UDPChecksum(t *testing.T) {
+	pkt, h := superPacket(false, false, 1001)
+	h.GSOType = GSONone
+	if err := Complete(h, pkt); err != nil {
+		t.Fatal(err)
+	}
+	want := binary.BigEndian.Uint16(pkt[26:28])
+	pkt[26], pkt[27] = 0x12, 0x34 // a stale checksum is not counted
+	if got, ok := IPv4UDPChecksum(pkt); !ok || got != want {
+		t.Fatalf("%#x, %v; want %#x", got, ok, want)
+	}
+	pkt[9] = 6
+	if _, ok := IPv4UDPChecksum(pkt); ok {
+		t.Fatal("a TCP packet got a UDP checksum")
+	}
+}
