@@ -85,6 +85,11 @@ type TunConfig struct {
 	// the project's own transport over kernel sockets, whose IPv4 Identification the kernel
 	// chooses after sealing; needs src_port in the protect rule).
 	Verify string `toml:"verify"`
+	// Offload opens the device with a virtio_net_hdr and checksum and segmentation offloads
+	// (IFF_VNET_HDR, TUNSETOFFLOAD), so that the kernel hands over a GSO or GRO super-packet
+	// in one read, which the gateway cuts into its packets (default true). Where the kernel
+	// refuses the offloads the device runs without them; false never asks.
+	Offload *bool `toml:"offload"`
 }
 
 // ProtectRule selects flows. Empty fields match anything.
@@ -194,6 +199,7 @@ type resolved struct {
 	tunLocal    []netip.Prefix
 	tunMark     int
 	tunLogical  bool
+	tunOffload  bool
 	metricsAddr string
 	faults      fault.Set // planted in both engines (Config.Faults)
 	offload     bool      // relay: UDP GSO and GRO where the kernel has them
@@ -338,6 +344,7 @@ func (c Config) resolve() (*resolved, error) {
 		default:
 			return nil, configErr("tun.verify %q: want template or logical", c.Tun.Verify)
 		}
+		r.tunOffload = c.Tun.Offload == nil || *c.Tun.Offload
 		r.tunMark = c.Tun.Mark
 		if r.tunMark == 0 {
 			r.tunMark = 0x43

@@ -75,6 +75,7 @@ func (g *Gateway) ownCounters() map[string]uint64 {
 		"crem_discarded": c.cremDiscarded.Load(), "not_roce": c.notRoCE.Load(),
 		"path_reports_malformed": c.pathMalformed.Load(),
 	}
+	g.tun.addCounters(m)
 	for k, n := range kindNames {
 		m["rx_packets_"+n] = c.rx[k].Load()
 		m["tx_packets_"+n] = c.tx[k].Load()

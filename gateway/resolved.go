@@ -60,6 +60,7 @@ type ResolvedTun struct {
 	LocalPrefixes []string `json:"local_prefixes"`
 	Mark          int      `json:"mark"`
 	Verify        string   `json:"verify"`
+	Offload       bool     `json:"offload"`
 }
 
 // ResolvedRule is one protect rule; empty Src and Dst, and zero SrcPort and QP, match any.
@@ -130,7 +131,7 @@ func (c Config) Resolve() (Resolved, error) {
 			PeerData: r.peerData.String(), LocalEndpoint: r.localEP.String(), RemoteEndpoint: r.remoteEP.String(),
 			Offload: r.offload}
 	case "tun":
-		t := &ResolvedTun{Name: r.tunName, Mark: r.tunMark, Verify: "template", LocalPrefixes: []string{}}
+		t := &ResolvedTun{Name: r.tunName, Mark: r.tunMark, Verify: "template", LocalPrefixes: []string{}, Offload: r.tunOffload}
 		if r.tunLogical {
 			t.Verify = "logical"
 		}
@@ -337,6 +338,7 @@ func (r Resolved) WriteTOML(w io.Writer) error {
 		line("local_prefixes", "["+strings.Join(ps, ", ")+"]", "")
 		line("mark", fmt.Sprintf("%#x", t.Mark), "")
 		line("verify", q(t.Verify), "")
+		line("offload", fmt.Sprint(t.Offload), cmt(t.Offload, "off where the kernel refuses"))
 	}
 	for i, p := range r.Protect {
 		b.WriteString("\n[[protect]]")

@@ -178,10 +178,7 @@ func (sh *shard) handle(now time.Duration, p *pkt) {
 		sh.n.CREM(now, p.from, b, p.ce)
 		g.putPkt(p)
 	case kindTun:
-		if sh.n.Tun(now, b, p.ce) {
-			sh.sendTun(b)
-		}
-		g.putPkt(p)
+		sh.handleTun(now, p)
 	}
 }
 
@@ -236,6 +233,7 @@ func (sh *shard) queue(kind int, to netip.AddrPort, p *pkt) {
 // block's REPAIR must not overtake the block's last sources on the path (the CRF would
 // decode, restore, and then see the original arrive late).
 func (sh *shard) flush() {
+	sh.flushTun()
 	for _, k := range [...]int{kindWAN, kindLocal, kindCREM} {
 		sh.flushOne(k)
 	}

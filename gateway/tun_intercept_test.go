@@ -89,6 +89,7 @@ func TestTunInterceptsPathReportC10(t *testing.T) {
 		p.n = copy(p.buf, b)
 		sh.mu.Lock()
 		sh.handle(g.now(), p)
+		sh.flush() // what the shard's loop does after each batch: the raw-socket queue goes out
 		sh.mu.Unlock()
 	}
 	// ipv4 wraps a UDP payload in an IPv4 and UDP header (IPv4 checksum set, UDP's 0).

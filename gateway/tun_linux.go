@@ -5,18 +5,67 @@ import (
 	"fmt"
 	"net/netip"
 	"os"
+	"sync/atomic"
+	"syscall"
 	"unsafe"
 
+	"github.com/crem-project/crem/internal/vnethdr"
 	"golang.org/x/sys/unix"
 )
 
 // tunPath is the transparent data path: IP packets routed into a TUN device are read whole;
 // packets are sent on (unchanged, or restored under the flow's header template) through a raw
-// IPv4 socket whose firewall mark lets policy routing keep them out of the device.
+// IPv4 socket whose firewall mark lets policy routing keep them out of the device, in batches
+// (sendmmsg, one per shard's round).
+//
+// With offloads (tun.offload, the default) the device is opened with IFF_VNET_HDR and told
+// (TUNSETOFFLOAD) that the reader finishes checksums and cuts TCP and UDP segmentation
+// super-packets itself, the way a virtio NIC would: the kernel then hands over what a local
+// sender's GSO or the ingress GRO built as one read instead of one per packet. When the
+// kernel refuses the offloads the device is opened again without them.
 type tunPath struct {
 	dev  *os.File
+	rc   syscall.RawConn
 	name string
 	raw  int
+
+	vnet     bool   // a virtio_net_hdr precedes every packet read
+	offloads int    // the TUN_F_* flags in force
+	fallback string // why offloads were asked for and are off ("" when on or not asked)
+
+	// The reader's state (the tun reader goroutine only).
+	hdr    [vnethdr.Len]byte
+	over   []byte // a read longer than one packet buffer: the super-packet, contiguous
+	iov    [3]unix.Iovec
+	readFn func(fd uintptr) bool
+	rn     int
+	rerr   error
+	segBuf [][]byte
+	segLen []int
+	segPkt []*pkt
+
+	// The shards' send queues, each touched by its shard only (under its mu).
+	out [256]*tunQueue
+
+	gsoPackets, gsoSegments atomic.Uint64 // super-packets read, the packets they made
+	csumCompleted           atomic.Uint64 // NEEDS_CSUM packets whose checksum the reader finished
+	vnetErrors              atomic.Uint64 // super-packets refused (malformed, or beyond buffers)
+	sendBatches             atomic.Uint64 // sendmmsg calls
+}
+
+// tunBatch is the most packets one sendmmsg takes.
+const tunBatch = 64
+
+// maxSuper is the longest super-packet the kernel hands a TUN reader (GSO maximum, 64 KiB).
+const maxSuper = 65536
+
+// tunQueue is one shard's packets waiting for the raw socket, with the sendmmsg vectors
+// made once.
+type tunQueue struct {
+	pkts  []*pkt
+	msgs  [tunBatch]unix.Mmsghdr
+	iovs  [tunBatch]unix.Iovec
+	addrs [tunBatch]unix.RawSockaddrInet4
 }
 
 type ifreqFlags struct {
@@ -25,17 +74,36 @@ type ifreqFlags struct {
 	_     [22]byte
 }
 
+// tunOffloads are asked for in this order until the kernel takes one (USO needs Linux 6.2).
+var tunOffloads = [...]int{
+	unix.TUN_F_CSUM | unix.TUN_F_TSO4 | unix.TUN_F_TSO6 | unix.TUN_F_USO4 | unix.TUN_F_USO6,
+	unix.TUN_F_CSUM | unix.TUN_F_TSO4 | unix.TUN_F_TSO6,
+}
+
 func openTun(r *resolved) (*tunPath, error) {
-	fd, err := unix.Open("/dev/net/tun", unix.O_RDWR|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
+	t := &tunPath{name: r.tunName, raw: -1}
+	fd, err := openTunDev(r.tunName, r.tunOffload)
 	if err != nil {
-		return nil, fmt.Errorf("gateway: tun: /dev/net/tun: %w", err)
+		return nil, err
 	}
-	var req ifreqFlags
-	copy(req.name[:], r.tunName)
-	req.flags = unix.IFF_TUN | unix.IFF_NO_PI
-	if _, _, e := unix.Syscall(unix.SYS_IOCTL, uintptr(fd), unix.TUNSETIFF, uintptr(unsafe.Pointer(&req))); e != 0 {
-		unix.Close(fd)
-		return nil, fmt.Errorf("gateway: tun: TUNSETIFF %s: %w", r.tunName, e)
+	if r.tunOffload {
+		for _, o := range tunOffloads {
+			if err = unix.IoctlSetInt(fd, unix.TUNSETOFFLOAD, o); err == nil {
+				t.vnet, t.offloads = true, o
+				break
+			}
+		}
+		if !t.vnet {
+			t.fallback = fmt.Sprintf("TUNSETOFFLOAD: %v", err)
+			unix.Close(fd)
+			if fd, err = openTunDev(r.tunName, false); err != nil {
+				return nil, err
+			}
+		}
+	}
+	if !t.vnet {
+		// A device left with offloads by an earlier reader would hand this one super-packets.
+		unix.IoctlSetInt(fd, unix.TUNSETOFFLOAD, 0)
 	}
 	if err := linkUp(r.tunName); err != nil {
 		unix.Close(fd)
@@ -52,7 +120,39 @@ func openTun(r *resolved) (*tunPath, error) {
 		return nil, fmt.Errorf("gateway: tun: SO_MARK: %w", err)
 	}
 	unix.SetsockoptInt(raw, unix.SOL_SOCKET, unix.SO_SNDBUF, 8<<20)
-	return &tunPath{dev: os.NewFile(uintptr(fd), "/dev/net/tun"), name: r.tunName, raw: raw}, nil
+	t.raw = raw
+	t.dev = os.NewFile(uintptr(fd), "/dev/net/tun")
+	if t.rc, err = t.dev.SyscallConn(); err != nil {
+		t.close()
+		return nil, fmt.Errorf("gateway: tun: %w", err)
+	}
+	t.readFn = t.readv
+	if t.vnet {
+		t.over = make([]byte, maxSuper+bufSize)
+		t.iov[0].Base = &t.hdr[0]
+		t.iov[0].SetLen(vnethdr.Len)
+	}
+	return t, nil
+}
+
+// openTunDev attaches to (or creates) the device, with a virtio_net_hdr on each packet when
+// vnet.
+func openTunDev(name string, vnet bool) (int, error) {
+	fd, err := unix.Open("/dev/net/tun", unix.O_RDWR|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return -1, fmt.Errorf("gateway: tun: /dev/net/tun: %w", err)
+	}
+	var req ifreqFlags
+	copy(req.name[:], name)
+	req.flags = unix.IFF_TUN | unix.IFF_NO_PI
+	if vnet {
+		req.flags |= unix.IFF_VNET_HDR
+	}
+	if _, _, e := unix.Syscall(unix.SYS_IOCTL, uintptr(fd), unix.TUNSETIFF, uintptr(unsafe.Pointer(&req))); e != 0 {
+		unix.Close(fd)
+		return -1, fmt.Errorf("gateway: tun: TUNSETIFF %s: %w", name, e)
+	}
+	return fd, nil
 }
 
 func linkUp(name string) error {
@@ -76,26 +176,91 @@ func linkUp(name string) error {
 }
 
 func (t *tunPath) close() {
-	t.dev.Close()
+	if t.dev != nil {
+		t.dev.Close()
+	}
 	unix.Close(t.raw)
 }
 
-// send sends one whole IPv4 packet on toward its destination.
-func (t *tunPath) send(b []byte) error {
-	if len(b) < 20 || b[0]>>4 != 4 {
-		return errors.New("not IPv4")
+// offloadState says what the device does, for the log.
+func (t *tunPath) offloadState() string {
+	switch {
+	case t.vnet && t.offloads&unix.TUN_F_USO4 != 0:
+		return "checksum, TSO, USO"
+	case t.vnet:
+		return "checksum, TSO"
+	case t.fallback != "":
+		return "off (" + t.fallback + ")"
 	}
-	sa := &unix.SockaddrInet4{Addr: [4]byte(b[16:20])}
-	return unix.Sendto(t.raw, b, 0, sa)
+	return "off"
+}
+
+// addCounters adds the device's counters to m (zero without a device: relay mode).
+func (t *tunPath) addCounters(m map[string]uint64) {
+	if t == nil {
+		t = &tunPath{}
+	}
+	m["tun_gso_packets"] = t.gsoPackets.Load()
+	m["tun_gso_segments"] = t.gsoSegments.Load()
+	m["tun_checksums_completed"] = t.csumCompleted.Load()
+	m["tun_gso_refused"] = t.vnetErrors.Load()
+	m["tun_send_batches"] = t.sendBatches.Load()
+}
+
+// readv runs in the poller's callback: one read of the device into t.iov.
+func (t *tunPath) readv(fd uintptr) bool {
+	iov, n := &t.iov[0], 2
+	if t.vnet {
+		n = 3
+	} else {
+		iov = &t.iov[1]
+		n = 1
+	}
+	r, _, e := unix.Syscall(unix.SYS_READV, fd, uintptr(unsafe.Pointer(iov)), uintptr(n))
+	if e == unix.EAGAIN {
+		return false
+	}
+	t.rn, t.rerr = int(r), nil
+	if e != 0 {
+		t.rn, t.rerr = 0, e
+	}
+	return true
+}
+
+// read reads one packet (or super-packet) into buf, and past it into t.over. It returns the
+// packet's length, the header before it zero without offloads.
+func (t *tunPath) read(buf []byte) (int, vnethdr.Header, error) {
+	t.iov[1].Base = &buf[0]
+	t.iov[1].SetLen(len(buf))
+	if t.vnet {
+		t.iov[2].Base = &t.over[len(buf)]
+		t.iov[2].SetLen(len(t.over) - len(buf))
+	}
+	if err := t.rc.Read(t.readFn); err != nil {
+		return 0, vnethdr.Header{}, err
+	}
+	if t.rerr != nil {
+		return 0, vnethdr.Header{}, t.rerr
+	}
+	if !t.vnet {
+		return t.rn, vnethdr.Header{}, nil
+	}
+	if t.rn < vnethdr.Len {
+		return 0, vnethdr.Header{}, errors.New("gateway: tun: read shorter than the virtio header")
+	}
+	h, _ := vnethdr.Decode(t.hdr[:])
+	return t.rn - vnethdr.Len, h, nil
 }
 
 // tunLoop reads packets from the device and hands each to its shard (small ones copied into
-// small buffers, as handOn does).
+// small buffers, as handOn does). A super-packet is cut into its packets first.
 func (g *Gateway) tunLoop() {
+	t := g.tun
+	g.log.Info("tun device", "name", t.name, "offloads", t.offloadState())
 	p := g.large.get(true)
 	var pause readPause
 	for {
-		n, err := g.tun.dev.Read(p.buf)
+		n, h, err := t.read(p.buf)
 		if err != nil {
 			if errors.Is(err, os.ErrClosed) {
 				return
@@ -107,38 +272,167 @@ func (g *Gateway) tunLoop() {
 			continue
 		}
 		pause.reset()
-		g.c.rx[kindTun].Add(1)
-		g.c.rxBytes[kindTun].Add(uint64(n))
-		b := p.buf[:n]
-		if n < 20 || b[0]>>4 != 4 {
-			g.c.notRoCE.Add(1)
-			g.c.dropped[kindTun].Add(1)
+		if !h.GSO() {
+			g.c.rx[kindTun].Add(1)
+			g.c.rxBytes[kindTun].Add(uint64(n))
+			if n > len(p.buf) {
+				g.c.truncated.Add(1)
+				g.c.dropped[kindTun].Add(1)
+				continue
+			}
+			if h.Flags&vnethdr.FlagNeedsCsum != 0 {
+				if vnethdr.Complete(h, p.buf[:n]) != nil {
+					t.vnetErrors.Add(1)
+					g.c.dropped[kindTun].Add(1)
+					continue
+				}
+				t.csumCompleted.Add(1)
+			}
+			p = g.tunHandOn(p, n)
 			continue
 		}
-		src, dst := netip.AddrFrom4([4]byte(b[12:16])), netip.AddrFrom4([4]byte(b[16:20]))
-		if g.pcap != nil {
-			g.pcap.recordIP(b)
-		}
-		q := p
-		if n <= smallSize {
-			q = g.small.get(true)
-			copy(q.buf, b)
-		} else if r := g.large.get(false); r != nil {
-			p = r
+		var super []byte
+		if n <= len(p.buf) {
+			super = p.buf[:n]
 		} else {
-			g.c.buffersExhausted.Add(1)
-			g.c.dropped[kindTun].Add(1)
-			continue
+			copy(t.over, p.buf) // the read went on into t.over just past this
+			super = t.over[:n]
 		}
-		q.n, q.kind, q.ce = n, kindTun, b[1]&3 == 3
-		sh := g.shards[g.pairHash(src, dst)]
-		select {
-		case sh.in <- q:
-			g.c.handed[kindTun].Add(1)
-		default:
-			g.c.shardFull.Add(1)
-			g.c.dropped[kindTun].Add(1)
+		g.tunSplit(h, super)
+	}
+}
+
+// tunSplit cuts a super-packet into packet buffers and hands each on.
+func (g *Gateway) tunSplit(h vnethdr.Header, super []byte) {
+	t := g.tun
+	segs, segLen, err := vnethdr.Segments(h, super)
+	if err != nil || segLen > bufSize {
+		t.vnetErrors.Add(1)
+		g.c.rx[kindTun].Add(1)
+		g.c.dropped[kindTun].Add(1)
+		return
+	}
+	t.segPkt, t.segBuf, t.segLen = t.segPkt[:0], t.segBuf[:0], t.segLen[:0]
+	for range segs {
+		q := g.getPkt(segLen)
+		t.segPkt, t.segBuf, t.segLen = append(t.segPkt, q), append(t.segBuf, q.buf), append(t.segLen, 0)
+	}
+	if _, err := vnethdr.Split(h, super, t.segBuf, t.segLen); err != nil {
+		t.vnetErrors.Add(1)
+		g.c.rx[kindTun].Add(1)
+		g.c.dropped[kindTun].Add(1)
+		for _, q := range t.segPkt {
 			g.putPkt(q)
 		}
+		clear(t.segPkt)
+		return
 	}
+	t.gsoPackets.Add(1)
+	t.gsoSegments.Add(uint64(segs))
+	for i, q := range t.segPkt {
+		g.c.rx[kindTun].Add(1)
+		g.c.rxBytes[kindTun].Add(uint64(t.segLen[i]))
+		q.n = t.segLen[i]
+		g.tunDispatch(q)
+	}
+	clear(t.segPkt)
+}
+
+// tunHandOn hands on the packet read into p (a large buffer) and returns the buffer for the
+// next read: p itself when the packet was copied into a small buffer or dropped.
+func (g *Gateway) tunHandOn(p *pkt, n int) *pkt {
+	b := p.buf[:n]
+	if n < 20 || b[0]>>4 != 4 {
+		g.c.notRoCE.Add(1)
+		g.c.dropped[kindTun].Add(1)
+		return p
+	}
+	q, next := p, p
+	if n <= smallSize {
+		q = g.small.get(true)
+		copy(q.buf, b)
+	} else if r := g.large.get(false); r != nil {
+		next = r
+	} else {
+		g.c.buffersExhausted.Add(1)
+		g.c.dropped[kindTun].Add(1)
+		return p
+	}
+	q.n = n
+	g.tunDispatch(q)
+	return next
+}
+
+// tunDispatch gives q (owned from now on) to the shard of its address pair.
+func (g *Gateway) tunDispatch(q *pkt) {
+	b := q.data()
+	if len(b) < 20 || b[0]>>4 != 4 {
+		g.c.notRoCE.Add(1)
+		g.c.dropped[kindTun].Add(1)
+		g.putPkt(q)
+		return
+	}
+	if g.pcap != nil {
+		g.pcap.recordIP(b)
+	}
+	src, dst := netip.AddrFrom4([4]byte(b[12:16])), netip.AddrFrom4([4]byte(b[16:20]))
+	q.kind, q.ce = kindTun, b[1]&3 == 3
+	sh := g.shards[g.pairHash(src, dst)]
+	select {
+	case sh.in <- q:
+		g.c.handed[kindTun].Add(1)
+	default:
+		g.c.shardFull.Add(1)
+		g.c.dropped[kindTun].Add(1)
+		g.putPkt(q)
+	}
+}
+
+// queue of shard idx, made on its first use (by the shard's goroutine).
+func (t *tunPath) queue(idx int) *tunQueue {
+	q := t.out[idx]
+	if q == nil {
+		q = &tunQueue{pkts: make([]*pkt, 0, tunBatch)}
+		for i := range q.msgs {
+			q.msgs[i].Hdr.Name = (*byte)(unsafe.Pointer(&q.addrs[i]))
+			q.msgs[i].Hdr.Namelen = unix.SizeofSockaddrInet4
+			q.msgs[i].Hdr.Iov = &q.iovs[i]
+			q.msgs[i].Hdr.SetIovlen(1)
+			q.addrs[i].Family = unix.AF_INET
+		}
+		t.out[idx] = q
+	}
+	return q
+}
+
+// sendBatch sends q's packets, each to the destination of its IPv4 header, and reports how
+// many went (and their octets) and how many failed.
+func (t *tunPath) sendBatch(q *tunQueue) (sent int, octets uint64, failed int) {
+	for i, p := range q.pkts {
+		b := p.data()
+		q.iovs[i].Base = &b[0]
+		q.iovs[i].SetLen(len(b))
+		q.addrs[i].Addr = [4]byte(b[16:20])
+		octets += uint64(len(b))
+	}
+	msgs := q.msgs[:len(q.pkts)]
+	for len(msgs) > 0 {
+		r, _, e := unix.Syscall6(unix.SYS_SENDMMSG, uintptr(t.raw), uintptr(unsafe.Pointer(&msgs[0])), uintptr(len(msgs)), 0, 0, 0)
+		t.sendBatches.Add(1)
+		switch {
+		case e == unix.EINTR:
+			continue
+		case e != 0 || r == 0:
+			failed++ // the first message failed: skip it
+			octets -= msgs[0].Hdr.Iov.Len
+			msgs = msgs[1:]
+		default:
+			sent += int(r)
+			msgs = msgs[r:]
+		}
+	}
+	for i := range q.iovs[:len(q.pkts)] {
+		q.iovs[i].Base = nil
+	}
+	return sent, octets, failed
 }

@@ -45,6 +45,7 @@ func runGateway(args []string, s stdio) int {
 	protection := fs.String("domain-protection", "", "ipsec or boundary (overrides domain_protection)")
 	metrics := fs.String("metrics-address", "", "serve /metrics and /healthz here (overrides metrics_address)")
 	level := fs.String("log-level", "", "debug, info, warn or error (overrides log_level)")
+	tunOffload := fs.String("tun-offload", "", "on or off: the TUN device's virtio header with checksum and segmentation offloads (overrides tun.offload)")
 	pcapFile := fs.String("pcap", "", "record every datagram received and sent to this pcap `FILE` (overrides pcap)")
 	noOffload := fs.Bool("no-offload", false, "relay: move datagrams without UDP GSO and GRO (sets relay.offload = false)")
 	var check checkFlag
@@ -96,6 +97,14 @@ func runGateway(args []string, s stdio) int {
 	if *noOffload {
 		off := false
 		cfg.Relay.Offload = &off
+	}
+	switch *tunOffload {
+	case "":
+	case "on", "off":
+		on := *tunOffload == "on"
+		cfg.Tun.Offload = &on
+	default:
+		return bad(fmt.Errorf("--tun-offload %q: want on or off", *tunOffload))
 	}
 	if check.set {
 		return checkConfig(cfg, *file, *asJSON, s)
