@@ -190,6 +190,8 @@ type requester struct {
 	// tcaeth scoreboard marked whole (tcaeth never takes a mark back).
 	srMemo runMemo
 	marked []psnSpan
+	// fullWalks turns the memos off: every report is walked whole (the tests' reference).
+	fullWalks bool
 }
 
 // runMemo is a run of the send buffer, [lo, hi), that onSRNAK walked: every SEND and WRITE PSN
@@ -819,7 +821,7 @@ func (r *requester) onSRNAK(q *QP, m, top psn.PSN) {
 		lo, hi := r.clip(m.Add(1), top)
 		newest, fresh := -1, false
 		start := lo
-		if mm := &r.srMemo; mm.valid && lo < hi && mm.lo == r.una.Add(lo) {
+		if mm := &r.srMemo; mm.valid && !r.fullWalks && lo < hi && mm.lo == r.una.Add(lo) {
 			// The same run as the last walked, grown or not: its walked part is unchanged.
 			if k := int(r.una.Forward(mm.hi)); k <= hi {
 				start, last, hasLast = k, mm.last, mm.hasLast

@@ -154,7 +154,7 @@ const maxMarkedSpans = 8
 // markedTo returns the first send-buffer index from lo (below hi) not known marked: lo itself
 // unless a span the scoreboard marked whole holds it.
 func (r *requester) markedTo(lo, hi int) int {
-	if lo >= hi {
+	if lo >= hi || r.fullWalks {
 		return lo
 	}
 	p := r.una.Add(lo)
