@@ -182,6 +182,36 @@ type requester struct {
 	// window after it arrived (protocol notes R22).
 	readEv     []readEvidence
 	readEvHead int
+
+	// What the walks of reported runs learned, so that a report of a run that only grew walks
+	// its new part alone: a run of a million PSNs above a loss is reported every few packets
+	// for an RTT and more (sr's RTO, tcaeth's reorder window), and walking it whole each time
+	// was quadratic in the run. srMemo is the last run onSRNAK walked; marked are runs the
+	// tcaeth scoreboard marked whole (tcaeth never takes a mark back).
+	srMemo runMemo
+	marked []psnSpan
+	// fullWalks turns the memos off: every report is walked whole (the tests' reference).
+	fullWalks bool
+}
+
+// runMemo is a run of the send buffer, [lo, hi), that onSRNAK walked: every SEND and WRITE PSN
+// of it acknowledged or marked, and last (hasLast) the latest transmission among them. It holds
+// while no PSN of it is sent again or loses its mark and una does not pass lo.
+type runMemo struct {
+	valid   bool
+	lo, hi  psn.PSN
+	last    uint32
+	hasLast bool
+}
+
+// psnSpan is the PSNs [lo, hi).
+type psnSpan struct{ lo, hi psn.PSN }
+
+// memoTouch forgets the sr run memo when it holds p, a PSN whose transmission or mark changes.
+func (r *requester) memoTouch(p psn.PSN) {
+	if m := &r.srMemo; m.valid && !p.Before(m.lo) && p.Before(m.hi) {
+		m.valid = false
+	}
 }
 
 // readEvidence says that the responses of w below limit last asked for no later than before
@@ -474,6 +504,7 @@ func (r *requester) sendRetx(q *QP) int {
 		pkt := r.build(w, seg, p, run)
 		r.xmits++
 		e.sent, e.xmit = q.now, r.xmits
+		r.memoTouch(it.p)
 		inc16(&e.sends)
 		if w.responder() {
 			w.lastReissue, w.reissued = q.now, true
@@ -615,6 +646,7 @@ func (r *requester) onAck(q *QP, p *roce.Packet) {
 		r.ackTo(q, c.Add(-1))
 		if i := psnIndex(r.una, c, r.tx.len()); i >= 0 && r.cfg.Mode == ModeSR {
 			r.tx.at(i).sacked = false // the responder let the packet go with this NAK (R15)
+			r.memoTouch(c)
 		}
 		r.rnrRetries++
 		if r.cfg.RNRRetry < 7 && r.rnrRetries > r.cfg.RNRRetry {
@@ -718,6 +750,7 @@ func (r *requester) pop() int {
 		if r.scanned.Before(r.una) {
 			r.scanned = r.una // so that it never lags by half the PSN space
 		}
+		r.forgetBefore(r.una)
 	}
 	return n
 }
@@ -768,6 +801,7 @@ func (r *requester) fail(q *QP, p psn.PSN, st Status) {
 	}
 	r.sqBase += uint32(len(r.sq))
 	r.tx.reset()
+	r.srMemo, r.marked = runMemo{}, r.marked[:0]
 	r.readTail, r.ackScan = 0, 0
 	r.holes = r.holes[:0]
 	clear(r.readEv)
@@ -786,7 +820,14 @@ func (r *requester) onSRNAK(q *QP, m, top psn.PSN) {
 	if m.Before(top) {
 		lo, hi := r.clip(m.Add(1), top)
 		newest, fresh := -1, false
-		for i := lo; i < hi; i++ {
+		start := lo
+		if mm := &r.srMemo; mm.valid && !r.fullWalks && lo < hi && mm.lo == r.una.Add(lo) {
+			// The same run as the last walked, grown or not: its walked part is unchanged.
+			if k := int(r.una.Forward(mm.hi)); k <= hi {
+				start, last, hasLast = k, mm.last, mm.hasLast
+			}
+		}
+		for i := start; i < hi; i++ {
 			e := r.tx.at(i)
 			if e.resp {
 				continue // READ and atomics are acknowledged by their responses
@@ -801,6 +842,9 @@ func (r *requester) onSRNAK(q *QP, m, top psn.PSN) {
 			if e.sends == 1 {
 				newest = i
 			}
+		}
+		if lo < hi {
+			r.srMemo = runMemo{valid: true, lo: r.una.Add(lo), hi: r.una.Add(hi), last: last, hasLast: hasLast}
 		}
 		if newest >= 0 {
 			r.sample(q, q.now-r.tx.at(newest).sent)

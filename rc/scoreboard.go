@@ -15,7 +15,7 @@ func (r *requester) onTCAETH(q *QP, t *roce.TCAETH) bool {
 		// Only the part inside the send buffer matters; a forged segment of millions of
 		// PSNs costs no more than the buffer.
 		lo, hi2 := r.clip(s.Left, s.Right)
-		for i := lo; i < hi2; i++ {
+		for i := r.markedTo(lo, hi2); i < hi2; i++ {
 			e := r.tx.at(i)
 			if e.sacked || e.acked {
 				continue
@@ -26,6 +26,7 @@ func (r *requester) onTCAETH(q *QP, t *roce.TCAETH) bool {
 			}
 			r.rackXmit = max(r.rackXmit, e.sent)
 		}
+		r.markSpan(lo, hi2)
 	}
 	if newest >= 0 {
 		r.sample(q, q.now-r.tx.at(newest).sent)
@@ -144,4 +145,64 @@ func (r *requester) clip(left, right psn.PSN) (lo, hi int) {
 		hi = int(r.una.Forward(right)) + 1
 	}
 	return lo, hi
+}
+
+// maxMarkedSpans bounds the spans the scoreboard remembers as marked: an ACK reports at most
+// TCAETHMaxSegments ranges, and the ranges that grow are few.
+const maxMarkedSpans = 8
+
+// markedTo returns the first send-buffer index from lo (below hi) not known marked: lo itself
+// unless a span the scoreboard marked whole holds it.
+func (r *requester) markedTo(lo, hi int) int {
+	if lo >= hi || r.fullWalks {
+		return lo
+	}
+	p := r.una.Add(lo)
+	for _, s := range r.marked {
+		if !p.Before(s.lo) && p.Before(s.hi) {
+			return min(hi, lo+int(p.Forward(s.hi)))
+		}
+	}
+	return lo
+}
+
+// markSpan remembers the send-buffer indexes [lo, hi), just marked whole, in place of the
+// spans it covers or that start where it does; beyond maxMarkedSpans the oldest goes.
+func (r *requester) markSpan(lo, hi int) {
+	if lo >= hi {
+		return
+	}
+	n := psnSpan{r.una.Add(lo), r.una.Add(hi)}
+	keep := r.marked[:0]
+	for _, s := range r.marked {
+		if !s.lo.Before(n.lo) && !n.hi.Before(s.hi) {
+			continue // inside the new span
+		}
+		keep = append(keep, s)
+	}
+	r.marked = keep
+	if len(r.marked) == maxMarkedSpans {
+		r.marked = append(r.marked[:0], r.marked[1:]...)
+	}
+	r.marked = append(r.marked, n)
+}
+
+// forgetBefore drops what the memos of reported runs know of PSNs before una, which have left
+// the send buffer, so that a PSN of a later turn of the 24-bit space is never taken for one
+// of theirs.
+func (r *requester) forgetBefore(una psn.PSN) {
+	if m := &r.srMemo; m.valid && m.lo.Before(una) {
+		m.valid = false
+	}
+	keep := r.marked[:0]
+	for _, s := range r.marked {
+		if !una.Before(s.hi) {
+			continue
+		}
+		if s.lo.Before(una) {
+			s.lo = una
+		}
+		keep = append(keep, s)
+	}
+	r.marked = keep
 }

@@ -183,6 +183,7 @@ func (c *Conn) put(s int, pkt []byte, shim bool) {
 
 // CompactWrites lets the connection carry A's WRITE packets of the message in src, whose first
 // packet has PSN first, as their headers and place while they are on the link (see flights).
+// A message longer than src is WRITEs of len(src) octets (a multiple of mtu) each sending src.
 func (c *Conn) CompactWrites(src []byte, first psn.PSN, mtu int) {
 	c.fl.src, c.fl.first, c.fl.mtu = src, first, mtu
 }
