@@ -22,10 +22,11 @@ type crfFlow struct {
 	cfg   flow.Config
 	next  psn.PSN
 	pkts  map[psn.PSN][]byte
+	got   map[psn.PSN]bool // delivered so far
 }
 
 func (h *Harness) newCRFFlow() *crfFlow {
-	f := &crfFlow{h: h, qp: h.nextQP(), nonce: h.rng.Uint64() | 1, next: psn.PSN(h.rng.Uint32N(psn.Modulus)), pkts: map[psn.PSN][]byte{}}
+	f := &crfFlow{h: h, qp: h.nextQP(), nonce: h.rng.Uint64() | 1, next: psn.PSN(h.rng.Uint32N(psn.Modulus)), pkts: map[psn.PSN][]byte{}, got: map[psn.PSN]bool{}}
 	f.hello = wire.Hello{Capabilities: wire.Capabilities{FlowKind: wire.FlowKindRoCEv2,
 		Schemes: wire.SchemeSet(0).With(wire.SchemeSourceCopy).With(wire.SchemeCauchy).With(wire.SchemeXOR),
 		MaxK:    255, MaxM: 64, MaxT: 9216, RDMAMTU: 4096}, SenderNonce: f.nonce, Source: h.cfg.FlowSrc, Destination: h.cfg.FlowDst, FlowLabel: f.qp}
@@ -177,15 +178,16 @@ func (f *crfFlow) ordinary(start psn.PSN, k int, idx ...int) {
 }
 
 // delivered collects the flow's packets the target delivers within d, until every PSN in want
-// has come (then it returns at once); each delivered packet must equal the one the runner
-// built, byte for byte.
+// has come (then it returns at once), and returns which of want have come (since the flow
+// began); each delivered packet must equal the one the runner built, byte for byte.
 func (f *crfFlow) delivered(want []psn.PSN, d time.Duration) map[psn.PSN]bool {
 	h := f.h
-	got := map[psn.PSN]bool{}
 	until := time.Now().Add(d)
 	need := map[psn.PSN]bool{}
 	for _, p := range want {
-		need[p] = true
+		if !f.got[p] {
+			need[p] = true
+		}
 	}
 	for len(need) > 0 {
 		r, ok := h.recv("data", until, func(r rx) bool {
@@ -204,10 +206,14 @@ func (f *crfFlow) delivered(want []psn.PSN, d time.Duration) map[psn.PSN]bool {
 			h.fail(fmt.Sprintf("PSN %d delivered exactly as sent: %s", uint32(p), hexOf(orig)), hexOf(r.b),
 				"delivered packet differs from the source (%s)", firstDiff(orig, r.b))
 		}
-		got[p] = true
+		f.got[p] = true
 		delete(need, p)
 	}
-	return got
+	out := map[psn.PSN]bool{}
+	for _, p := range want {
+		out[p] = f.got[p]
+	}
+	return out
 }
 
 // mustDeliver fails unless every PSN in want is delivered within the timeout.
