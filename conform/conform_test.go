@@ -2,6 +2,7 @@ package conform_test
 
 import (
 	"context"
+	"flag"
 	"net"
 	"net/netip"
 	"strings"
@@ -48,7 +49,7 @@ func startTarget(t testing.TB, half conform.Half, faults fault.Set) target {
 	case conform.HalfCSF:
 		c.Relay.Target, c.Relay.PeerData = "127.0.0.1:9", ap(dataC).String()
 		c.Reporters = []string{"127.0.0.2"}
-		cc.Inject, cc.AckTo = ap(gRelay), ap(gWAN)
+		cc.Inject = ap(gRelay)
 		cc.Reporter, cc.Stranger = netip.MustParseAddr("127.0.0.2"), netip.MustParseAddr("127.0.0.3")
 	case conform.HalfCRF:
 		c.Relay.Target, c.Relay.PeerData = ap(dataC).String(), "127.0.0.1:9"
@@ -119,4 +120,14 @@ func TestConformCSF(t *testing.T) {
 // TestConformCRF: every crf scenario passes against a crem gateway in relay mode.
 func TestConformCRF(t *testing.T) {
 	checkAllPass(t, runHalf(t, conform.HalfCRF, 0, "", false))
+}
+
+var longRuns = flag.Bool("conform.long", false, "run the long scenarios (the circuit breaker's 10 s and 60 s) against the gateway")
+
+// TestConformBreakerLong runs the long breaker scenarios (about 80 s) with -conform.long.
+func TestConformBreakerLong(t *testing.T) {
+	if !*longRuns {
+		t.Skip("long (80 s): run with -conform.long")
+	}
+	checkAllPass(t, runHalf(t, conform.HalfCSF, 0, "breaker", true))
 }

@@ -27,6 +27,36 @@ type csfFlow struct {
 	cfgs    map[uint8]flow.Config // acknowledged
 	cur     flow.Config
 	eff     psn.PSN // Effective PSN of cur
+	// autoAck: PARAM_UPDATEs met while collecting REPAIRs are accepted one SRTT after they
+	// came (the scenario does not judge configuration changes, but must not leave them
+	// unanswered: eight attempts end the flow).
+	autoAck bool
+	acks    []pendingAck
+}
+
+type pendingAck struct {
+	due time.Time
+	m   wire.ParamUpdate
+}
+
+// serve takes the PARAM_UPDATEs that came and sends the acknowledgements that are due.
+func (f *csfFlow) serve() {
+	if !f.autoAck {
+		return
+	}
+	for {
+		r, ok := f.h.recv("crem", time.Now(), f.fromCSF(wire.TypeParamUpdate))
+		if !ok {
+			break
+		}
+		if m, err := wire.ParseParamUpdate(r.b); err == nil {
+			f.acks = append(f.acks, pendingAck{due: r.at.Add(f.h.cfg.SRTT), m: m})
+		}
+	}
+	for len(f.acks) > 0 && !time.Now().Before(f.acks[0].due) {
+		f.ack(f.acks[0].m, wire.StatusAccepted)
+		f.acks = f.acks[1:]
+	}
 }
 
 // csfOpen says how the runner answers the handshake.
@@ -240,6 +270,8 @@ func (f *csfFlow) close() {
 // repairs collects the flow's REPAIR messages arriving within d, parsed (the datagram kept).
 func (f *csfFlow) repairs(d time.Duration) []gotRepair {
 	var out []gotRepair
+	f.serve()
+	defer f.serve()
 	for _, r := range f.h.collect("crem", d, f.fromCSF(wire.TypeRepair)) {
 		m, err := wire.ParseRepair(r.b)
 		if err != nil {

@@ -29,9 +29,6 @@ type Config struct {
 	// CSF, the source packets it relays on (its relay.peer_data); against a CRF, the packets it
 	// delivers to the RDMA receiver, restored ones included (its relay.target).
 	DataListen netip.AddrPort
-	// AckTo (CSF, optional) is where the RDMA receiver's ACKs go into the target (a relay-mode
-	// gateway's relay.wan_listen), so that it can release acknowledged blocks.
-	AckTo netip.AddrPort
 	// FlowSrc, FlowDst and FlowSrcPort (CRF) are the logical source and destination of the
 	// flows the runner opens (HELLO's descriptor) and the UDP source port of the header their
 	// ICRC is sealed under (RULINGS C12): a relay-mode gateway's relay.remote_endpoint,

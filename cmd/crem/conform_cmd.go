@@ -13,9 +13,9 @@ import (
 )
 
 const conformDescription = `Tests another CREM implementation, black box, over real UDP sockets (like h2spec for
-HTTP/2). "csf" tests its CREM sender function: crem plays the CRF (and the RDMA receiver)
-against it. "crf" tests its CREM receiver function: crem plays the CSF (and the RDMA
-sender). Each scenario checks one requirement of the draft or one ruling and ends PASS, FAIL
+HTTP/2). "csf" tests its CREM sender function: crem plays the CRF against it, and the RDMA
+sender whose packets it protects. "crf" tests its CREM receiver function: crem plays the
+CSF, and the path that delivers the RDMA sender's packets (some lost). Each scenario checks one requirement of the draft or one ruling and ends PASS, FAIL
 (what was expected, what came, the packets in hex) or SKIP (an OPTIONAL part the target does
 not do, or a long scenario without --long). docs/conform.md walks through it in five minutes
 with a crem gateway as the target.
@@ -91,7 +91,6 @@ func runConform(args []string, s stdio) int {
 	fs.Var(addrPortFlag{&c.Listen}, "listen", "crem's own CREM address and port: the target's peer (csf), where HELLO is sent from (crf) (required)")
 	fs.Var(addrPortFlag{&c.Inject}, "inject", "where crem sends RoCEv2 datagrams into the target: the RDMA sender's (csf), the path's (crf) (required)")
 	fs.Var(addrPortFlag{&c.DataListen}, "data-listen", "where crem receives the target's RoCEv2 datagrams: relayed (csf), delivered (crf) (required)")
-	fs.Var(addrPortFlag{&c.AckTo}, "ack-to", "csf: where the RDMA receiver's ACKs go into the target (optional)")
 	fs.Var(addrFlag{&c.FlowSrc}, "flow-src", "crf: the flows' logical source address (HELLO; the ICRC's header)")
 	fs.Var(addrFlag{&c.FlowDst}, "flow-dst", "crf: the flows' logical destination address")
 	srcPort := fs.Uint("flow-src-port", 0, "crf: the flows' UDP source port (the target's protect rule's src_port)")
