@@ -53,7 +53,7 @@ func (f *crfFlow) isAck(r rx) bool {
 // sayHello sends HELLO from the named socket and returns the HELLO_ACK (false: none came).
 func (f *crfFlow) sayHello(via string) (wire.HelloAck, rx, []byte, bool) {
 	h := f.h
-	// As a CSF does (Section 6): HELLO again with exponential backoff from 1 ms, eight
+	// As a CSF does (Session): HELLO again with exponential backoff from 1 ms, eight
 	// attempts, the last one waiting out the run's timeout.
 	var hb []byte
 	var r rx
@@ -81,7 +81,7 @@ func (f *crfFlow) handshake() {
 	h := f.h
 	m, _, _, ok := f.sayHello("crem")
 	if !ok {
-		h.fail("HELLO_ACK to a HELLO (Section 6)", "nothing within "+h.cfg.Timeout.String(),
+		h.fail("HELLO_ACK to a HELLO (Session)", "nothing within "+h.cfg.Timeout.String(),
 			"the target did not answer HELLO: does a protect rule cover the flow (--flow-src, --flow-dst, --flow-src-port)?")
 	}
 	f.ack, f.id = m, m.FlowID
@@ -114,7 +114,7 @@ func (f *crfFlow) open(k, m, T int) {
 	c := flow.Config{ID: 1, Scheme: wire.SchemeCauchy, K: k, M: m, T: T}
 	st, ok := f.propose(c, f.next)
 	if !ok || st != wire.StatusAccepted {
-		h.fail(fmt.Sprintf("PARAM_ACK accepting configuration 1 (k %d, m %d, T %d) within the limits (Section 6)", k, m, T),
+		h.fail(fmt.Sprintf("PARAM_ACK accepting configuration 1 (k %d, m %d, T %d) within the limits (Configuration)", k, m, T),
 			fmt.Sprintf("answered %v, status %v", ok, st), "configuration not acknowledged")
 	}
 	f.cfg = c

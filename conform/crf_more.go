@@ -16,23 +16,23 @@ func crfMoreScenarios() []Scenario {
 		return Scenario{Name: "crf/" + name, Half: HalfCRF, Section: section, Requirement: req, Sends: sends, Expects: expects, Run: run}
 	}
 	return []Scenario{
-		s("loss-report-interval", "Section 8", "LOSS_REPORT at least once per SRTT while the flow is active, to the HELLO's address",
+		s("loss-report-interval", "Loss Reports", "LOSS_REPORT at least once per SRTT while the flow is active, to the HELLO's address",
 			"source packets every SRTT/4 for 20 SRTT (the CRF's SRTT is the runner's: HELLO_ACK to PARAM_UPDATE)",
 			"at least 20/1.5 LOSS_REPORTs, none with an Interval above 1.5 SRTT", crfLossReportInterval),
-		s("loss-report-counts", "Section 8", "LOSS_REPORT counts the interval's expected and received sources (before restoration), the restored packets and the REPAIRs received",
+		s("loss-report-counts", "Loss Reports", "LOSS_REPORT counts the interval's expected and received sources (before restoration), the restored packets and the REPAIRs received",
 			"two blocks of 8 (2 lost in the first) with R0, R1 each, then clean sources", "summed over the reports: Expected - Received = 2, Restored = 2, Repairs Received = 4", crfLossReportCounts),
-		s("param-refused-not-used", "Section 6 (PARAM_ACK), C7 (c)", "a refused configuration, or one never proposed, is not used to decode; acknowledged ones are",
+		s("param-refused-not-used", "Message Formats (PARAM_ACK), C7 (c)", "a refused configuration, or one never proposed, is not used to decode; acknowledged ones are",
 			"PARAM_UPDATE k 200 (beyond the limits); REPAIRs of a block under that Config ID and under an unknown one; then under configuration 1",
 			"non-zero Status; the lost packet delivered only after the REPAIR of configuration 1", crfParamRefusedNotUsed),
-		s("two-configurations", "Section 6 (Configuration)", "REPAIRs are accepted for every configuration acknowledged and not yet released",
+		s("two-configurations", "Configuration", "REPAIRs are accepted for every configuration acknowledged and not yet released",
 			"a block under configuration 1 left open, configuration 2 acknowledged and used, then the first block's REPAIR",
 			"both blocks restored", crfTwoConfigurations),
-		s("fallback-request", "Section 7.3, C9 (a)", "after two unanswered coded rounds the CRF asks once with FALLBACK, and Source Copy restores the block",
+		s("fallback-request", "Fallback, C9 (a)", "after two unanswered coded rounds the CRF asks once with FALLBACK, and Source Copy restores the block",
 			"8 sources with 2 lost and R0; no answer to the requests; Source Copy answer to FALLBACK",
 			"at most two requests without FALLBACK, then one with it; the block delivered", crfFallbackRequest),
-		s("range-request", "Section 7.1", "without a REPAIR for the affected positions, the CRF asks by PSN range; a coded answer restores",
+		s("range-request", "Coded Retransmission, PSN-range form", "without a REPAIR for the affected positions, the CRF asks by PSN range; a coded answer restores",
 			"configuration with m = 0; 8 sources with PSN 4 lost", "REPAIR_REQUEST with RANGES naming PSN 4; delivered after the runner's RETX", crfRangeRequest),
-		s("malformed-repair-discarded", "Section 4 (header)", "a REPAIR that does not parse (unknown Version or Type, a Length that disagrees with the datagram, a bitmap beyond k, truncated) is discarded without effect",
+		s("malformed-repair-discarded", "Message Formats", "a REPAIR that does not parse (unknown Version or Type, a Length that disagrees with the datagram, a bitmap beyond k, truncated) is discarded without effect",
 			"8 sources with 1 lost; R0 broken each way; then R0 well formed", "nothing restored from the broken ones; restored by the well-formed one", crfMalformedRepair),
 		s("spoofed-hello", "Security Considerations, C3", "a HELLO with a live flow's descriptor from another address does not tear the flow down",
 			"HELLO with the flow's descriptor and a new nonce from another port", "the flow still restores from the bound address's REPAIRs", crfSpoofedHello),
@@ -71,7 +71,7 @@ func crfLossReportInterval(h *Harness) {
 	}
 	h.note("%d LOSS_REPORTs in %d SRTT (%v), longest Interval %v", len(got), span, h.cfg.SRTT, worst)
 	if len(got) < need {
-		h.fail(fmt.Sprintf("LOSS_REPORT at least once per SRTT (%v): at least %d in %v (Section 8)", h.cfg.SRTT, need, span*h.cfg.SRTT),
+		h.fail(fmt.Sprintf("LOSS_REPORT at least once per SRTT (%v): at least %d in %v (Loss Reports)", h.cfg.SRTT, need, span*h.cfg.SRTT),
 			fmt.Sprintf("%d", len(got)), "too few loss reports")
 	}
 	if worst > h.cfg.SRTT*3/2+2*time.Millisecond {
@@ -102,7 +102,7 @@ func crfLossReportCounts(h *Harness) {
 		sum.RepairsReceived, sum.IncompleteBlocks)
 	h.note("summed over the reports: %s", got)
 	if sum.Expected != 16 || sum.Received != 14 || sum.Restored != 2 || sum.RepairsReceived != 4 {
-		h.fail("Expected 16, Received 14 (before restoration), Restored 2, Repairs Received 4 summed over the interval reports (Section 8)", got,
+		h.fail("Expected 16, Received 14 (before restoration), Restored 2, Repairs Received 4 summed over the interval reports (Loss Reports)", got,
 			"loss report counts disagree with what was sent")
 	}
 	f.close()
@@ -156,7 +156,7 @@ func crfTwoConfigurations(h *Harness) {
 	f.mustDeliver("the block of configuration 2 restored", psns(b, 4, nil))
 	f.cfg = c1
 	f.ordinary(a, 8, 0)
-	f.mustDeliver("the block of configuration 1, still open, restored after configuration 2 was acknowledged (Section 6: MUST accept REPAIRs of any acknowledged configuration not released)", psns(a, 8, nil))
+	f.mustDeliver("the block of configuration 1, still open, restored after configuration 2 was acknowledged (Configuration: MUST accept REPAIRs of any acknowledged configuration not released)", psns(a, 8, nil))
 	f.close()
 }
 
@@ -189,7 +189,7 @@ func crfFallbackRequest(h *Harness) {
 		h.fail("one REPAIR_REQUEST with FALLBACK after two failed coded rounds (C9 a)", fmt.Sprintf("%d requests, none with FALLBACK", plain), "no FALLBACK request")
 	}
 	if plain > 2 {
-		h.fail("at most two coded rounds before FALLBACK (Section 7.3)", fmt.Sprintf("%d requests without FALLBACK", plain), "more than two coded rounds")
+		h.fail("at most two coded rounds before FALLBACK (Fallback)", fmt.Sprintf("%d requests without FALLBACK", plain), "more than two coded rounds")
 	}
 	if fb.Lost != L {
 		h.fail(fmt.Sprintf("FALLBACK for L = %v", bitsOf(L)), fmt.Sprint(bitsOf(fb.Lost)), "FALLBACK names other positions")
@@ -219,11 +219,11 @@ func crfRangeRequest(h *Harness) {
 		return err == nil
 	})
 	if !ok {
-		h.fail(fmt.Sprintf("a REPAIR_REQUEST for the lost PSN %d (Section 7)", uint32(lostPSN)), "none", "no request")
+		h.fail(fmt.Sprintf("a REPAIR_REQUEST for the lost PSN %d (Coded Retransmission)", uint32(lostPSN)), "none", "no request")
 	}
 	m, _ := wire.ParseRepairRequest(r.b)
 	if !m.RangeForm {
-		h.fail("the PSN-range form: the CRF has no REPAIR for the positions (Section 7.1)", hexOf(r.b), "block form without a known block")
+		h.fail("the PSN-range form: the CRF has no REPAIR for the positions (Coded Retransmission, PSN-range form)", hexOf(r.b), "block form without a known block")
 	}
 	named := false
 	for _, rg := range m.Ranges {
@@ -255,7 +255,7 @@ func crfMalformedRepair(h *Harness) {
 	v := append([]byte(nil), good...)
 	v[23] |= 1
 	h.send("crem", h.cfg.Target, v)
-	f.notDelivered(start.Add(3), 2*h.cfg.SRTT, "malformed REPAIRs discarded: nothing restored from them (Section 4)")
+	f.notDelivered(start.Add(3), 2*h.cfg.SRTT, "malformed REPAIRs discarded: nothing restored from them (Message Formats)")
 	h.send("crem", h.cfg.Target, good)
 	f.mustDeliver("the block restored by the well-formed R0", psns(start, 8, nil))
 	h.note("%d broken copies of R0 discarded, the well-formed one restored", n+1)

@@ -23,11 +23,11 @@ func crfScenarios() []Scenario {
 			"HELLOs of six flows", "six distinct, non-zero Flow IDs, not in a progression, far apart", crfFlowIDRandom),
 		s("limits-minimum", "Session", "the effective limits are the minimum of both sides: a configuration beyond the CSF's own limits is refused",
 			"HELLO with Max k 8, Max m 2; PARAM_UPDATE k 16 then k 8 m 2", "PARAM_ACK with non-zero Status for k 16, Status 0 for k 8", crfLimitsMinimum),
-		s("repair-decode", "Section 5, C7 (e), C12", "a block is decoded from ordinary repair symbols and the restored packets delivered unchanged",
+		s("repair-decode", "Scheme 1, C7 (e), C12", "a block is decoded from ordinary repair symbols and the restored packets delivered unchanged",
 			"8 sources with 2 lost, R0 and R1", "all 8 packets delivered, byte for byte", crfRepairDecode),
-		s("request-format", "Section 7", "an incomplete block gets a block-form REPAIR_REQUEST: L, r, M_s <= X, to the HELLO's address; a coded retransmission over L restores it",
+		s("request-format", "Coded Retransmission", "an incomplete block gets a block-form REPAIR_REQUEST: L, r, M_s <= X, to the HELLO's address; a coded retransmission over L restores it",
 			"8 sources with 3 lost, R0 (LAST); then M_s RETX symbols over L", "REPAIR_REQUEST with L = the lost, r = 1, 2 <= M_s <= 3; all 8 delivered", crfRequestFormat),
-		s("appendix-exchange", "Appendix, Section 7", "the Appendix's exchange from the CRF's side: it asks for M = 1 over L = {0, 1, 2} and restores three packets from one symbol",
+		s("appendix-exchange", "Appendix, Coded Retransmission", "the Appendix's exchange from the CRF's side: it asks for M = 1 over L = {0, 1, 2} and restores three packets from one symbol",
 			"RDMA-PKT-3 and R0, R1 of the four-packet block; then R2[L]",
 			"REPAIR_REQUEST byte for byte (r 2, M_s 1, Lost 0xE0000000); RDMA-PKT-0..2 delivered", crfAppendixExchange),
 	}
@@ -39,7 +39,7 @@ func crfHelloAck(h *Harness) {
 	hs := h.open("hello", netipAddrPort(h.cfg.Listen.Addr(), 0))
 	m, r, hb, ok := f.sayHello(hs.name)
 	if !ok {
-		h.fail("HELLO_ACK to the address and port HELLO came from (Section 6)", "nothing at "+hs.addr.String(),
+		h.fail("HELLO_ACK to the address and port HELLO came from (Session)", "nothing at "+hs.addr.String(),
 			"no HELLO_ACK (a protect rule must cover the flow)")
 	}
 	f.id = m.FlowID
@@ -51,7 +51,7 @@ func crfHelloAck(h *Harness) {
 		h.fail(fmt.Sprintf("AF %v, RDMA MTU %d echoed, flow kind 1", f.hello.AF(), f.hello.RDMAMTU),
 			fmt.Sprintf("AF %v, RDMA MTU %d, flow kind %v", m.AF, m.RDMAMTU, m.FlowKind), "HELLO_ACK does not echo the HELLO")
 	case !m.Schemes.Has(wire.SchemeCauchy):
-		h.fail("scheme 1 supported (REQUIRED, Section 5)", fmt.Sprintf("schemes %#x", uint16(m.Schemes)), "scheme 1 not supported")
+		h.fail("scheme 1 supported (REQUIRED, Scheme 1)", fmt.Sprintf("schemes %#x", uint16(m.Schemes)), "scheme 1 not supported")
 	case m.MaxOpenBlocks == 0 || m.MaxK == 0:
 		h.fail("Max Open Blocks and Max k at least 1", fmt.Sprintf("Max Open Blocks %d, Max k %d", m.MaxOpenBlocks, m.MaxK), "limits allow nothing")
 	}
@@ -97,12 +97,12 @@ func crfFlowIDRandom(h *Harness) {
 				d = b - a
 			}
 			if bits.OnesCount32(a^b) < 4 || d < 1<<12 {
-				h.fail("Flow IDs chosen at random among unused values (Section 6)", fmt.Sprintf("%08x and %08x", a, b), "Flow IDs equal or close")
+				h.fail("Flow IDs chosen at random among unused values (Session)", fmt.Sprintf("%08x and %08x", a, b), "Flow IDs equal or close")
 			}
 		}
 	}
 	if prog {
-		h.fail("Flow IDs chosen at random (Section 6)", fmt.Sprintf("%08x: an arithmetic progression", ids), "Flow IDs in sequence")
+		h.fail("Flow IDs chosen at random (Session)", fmt.Sprintf("%08x: an arithmetic progression", ids), "Flow IDs in sequence")
 	}
 }
 
@@ -114,11 +114,11 @@ func crfLimitsMinimum(h *Harness) {
 	h.sleep(h.cfg.SRTT)
 	st, ok := f.propose(flow.Config{ID: 1, Scheme: wire.SchemeCauchy, K: 16, M: 2, T: 256}, f.next)
 	if !ok {
-		h.fail("PARAM_ACK for every PARAM_UPDATE (Section 6)", "none", "PARAM_UPDATE unanswered")
+		h.fail("PARAM_ACK for every PARAM_UPDATE (Configuration)", "none", "PARAM_UPDATE unanswered")
 	}
 	refused := st
 	if st == wire.StatusAccepted {
-		h.fail("k 16 refused: above the minimum of both sides' Max k (8) (Section 6: the effective limits are the minimum)",
+		h.fail("k 16 refused: above the minimum of both sides' Max k (8) (Session: the effective limits are the minimum)",
 			"Status 0 (accepted)", "a configuration beyond the CSF's own limits accepted")
 	}
 	st, ok = f.propose(flow.Config{ID: 2, Scheme: wire.SchemeCauchy, K: 8, M: 2, T: 256}, f.next)
@@ -135,7 +135,7 @@ func crfRepairDecode(h *Harness) {
 	lost := bitmapOf(2, 5)
 	start := f.block(8, lost, 200)
 	f.ordinary(start, 8, 0, 1)
-	f.mustDeliver("the 8 packets of the block, 2 of them restored from R0 and R1 (Section 5)", psns(start, 8, nil))
+	f.mustDeliver("the 8 packets of the block, 2 of them restored from R0 and R1 (Scheme 1)", psns(start, 8, nil))
 	h.note("block at PSN %d: 6 sources + R0, R1 -> 8 delivered byte for byte", uint32(start))
 	f.close()
 }
@@ -148,13 +148,13 @@ func crfRequestFormat(h *Harness) {
 	f.ordinary(start, 8, 0)
 	m, r, ok := f.waitRequest(start, h.cfg.Timeout)
 	if !ok {
-		h.fail("REPAIR_REQUEST for the incomplete block (Section 7)", "none within "+h.cfg.Timeout.String(), "no request")
+		h.fail("REPAIR_REQUEST for the incomplete block (Coded Retransmission)", "none within "+h.cfg.Timeout.String(), "no request")
 	}
 	if r.from != h.cfg.Target {
 		h.note("REPAIR_REQUEST came from %v, not the target's CREM address %v", r.from, h.cfg.Target)
 	}
 	if m.RangeForm {
-		h.fail("the block form: the CRF has a REPAIR of the block (Section 7)", hexOf(r.b), "PSN-range form for a known block")
+		h.fail("the block form: the CRF has a REPAIR of the block (Coded Retransmission)", hexOf(r.b), "PSN-range form for a known block")
 	}
 	x := L.Count()
 	switch {
@@ -162,7 +162,7 @@ func crfRequestFormat(h *Harness) {
 		h.fail(fmt.Sprintf("Config ID 1, scheme 1, k 8, Lost %v, r 1", bitsOf(L)),
 			fmt.Sprintf("Config ID %d, scheme %v, k %d, Lost %v, r %d", m.ConfigID, m.Scheme, m.K, bitsOf(m.Lost), m.RepairsHeld), "REPAIR_REQUEST misdescribes the block")
 	case int(m.SuggestedM) > x:
-		h.fail(fmt.Sprintf("M_s <= X = %d (Section 7: MUST NOT exceed X)", x), fmt.Sprint(m.SuggestedM), "M_s above X")
+		h.fail(fmt.Sprintf("M_s <= X = %d (Coded Retransmission: MUST NOT exceed X)", x), fmt.Sprint(m.SuggestedM), "M_s above X")
 	case m.RequestID == 0:
 		h.fail("a non-zero Request ID (C4)", "0", "Request ID 0")
 	}
@@ -173,7 +173,7 @@ func crfRequestFormat(h *Harness) {
 	for i := range n {
 		f.sendRepair(f.repair(start, 8, 2+i, L, true, m.RequestID, false))
 	}
-	f.mustDeliver(fmt.Sprintf("the block restored by %d RETX symbols over L (Section 7)", n), psns(start, 8, nil))
+	f.mustDeliver(fmt.Sprintf("the block restored by %d RETX symbols over L (Coded Retransmission)", n), psns(start, 8, nil))
 	h.note("REPAIR_REQUEST %s; %d coded symbols restored %d packets", hexOf(r.b), n, x)
 	f.close()
 }

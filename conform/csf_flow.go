@@ -175,7 +175,7 @@ func (f *csfFlow) waitHello() rx {
 	}
 	r, ok := h.recv("crem", h.deadline(), f.isHello)
 	if !ok {
-		h.fail("HELLO for the flow (QP "+fmt.Sprint(f.qp)+") after its first source packet (Section 6)", "nothing within "+h.cfg.Timeout.String(),
+		h.fail("HELLO for the flow (QP "+fmt.Sprint(f.qp)+") after its first source packet (Session)", "nothing within "+h.cfg.Timeout.String(),
 			"the target sent no HELLO: is its peer the runner's --listen address, and does a protect rule cover the flow?")
 	}
 	m, err := wire.ParseHello(r.b)
@@ -202,7 +202,7 @@ func (f *csfFlow) open(o csfOpen) {
 			return m.SenderNonce == f.hello.SenderNonce
 		})
 		if !ok {
-			h.fail(fmt.Sprintf("HELLO retransmitted (attempt %d, same nonce) while unanswered (Section 6)", len(f.helloAt)+1),
+			h.fail(fmt.Sprintf("HELLO retransmitted (attempt %d, same nonce) while unanswered (Session)", len(f.helloAt)+1),
 				"nothing within "+h.cfg.Timeout.String(), "HELLO not retransmitted")
 		}
 		f.helloAt = append(f.helloAt, r.at)
@@ -230,6 +230,10 @@ func (f *csfFlow) open(o csfOpen) {
 		o.paramDelay = h.cfg.SRTT
 	}
 	h.sleep(o.paramDelay)
+	if _, again := h.recv("crem", time.Now(), f.fromCSF(wire.TypeParamUpdate)); again {
+		h.note("the target sent PARAM_UPDATE again before the runner's PARAM_ACK, delayed by --srtt %v: its retransmission timeout is shorter, so its SRTT is not the runner's (give it an initial RTT of %v)",
+			o.paramDelay, h.cfg.SRTT)
+	}
 	f.ack(pu, o.paramStatus)
 }
 
@@ -238,7 +242,7 @@ func (f *csfFlow) waitParam() wire.ParamUpdate {
 	h := f.h
 	r, ok := h.recv("crem", h.deadline(), f.fromCSF(wire.TypeParamUpdate))
 	if !ok {
-		h.fail("PARAM_UPDATE after HELLO_ACK, to propose the first configuration (Section 6)", "nothing within "+h.cfg.Timeout.String(),
+		h.fail("PARAM_UPDATE after HELLO_ACK, to propose the first configuration (Configuration)", "nothing within "+h.cfg.Timeout.String(),
 			"no PARAM_UPDATE")
 	}
 	if r.from != f.csf {
@@ -275,7 +279,7 @@ func (f *csfFlow) repairs(d time.Duration) []gotRepair {
 	for _, r := range f.h.collect("crem", d, f.fromCSF(wire.TypeRepair)) {
 		m, err := wire.ParseRepair(r.b)
 		if err != nil {
-			f.h.fail("well-formed REPAIR messages (Section 4)", hexOf(r.b), "a REPAIR does not parse: %v", err)
+			f.h.fail("well-formed REPAIR messages (Message Formats)", hexOf(r.b), "a REPAIR does not parse: %v", err)
 		}
 		out = append(out, gotRepair{rx: r, m: m})
 	}
@@ -297,7 +301,7 @@ func (f *csfFlow) check(g gotRepair) {
 	}
 	c, ok := f.cfgs[m.ConfigID]
 	if !ok {
-		h.fail("REPAIR only with a Config ID the CRF acknowledged with PARAM_ACK (Section 6)",
+		h.fail("REPAIR only with a Config ID the CRF acknowledged with PARAM_ACK (Configuration)",
 			fmt.Sprintf("Config ID %d; acknowledged: %v", m.ConfigID, keys(f.cfgs)), "REPAIR of an unacknowledged configuration")
 	}
 	if m.Scheme != c.Scheme && m.Scheme != wire.SchemeSourceCopy {
@@ -311,14 +315,14 @@ func (f *csfFlow) check(g gotRepair) {
 		h.fail("sources that fit T", err.Error(), "the runner's sources do not fit the configuration")
 	}
 	if m.Present != present {
-		h.fail(fmt.Sprintf("Present Bitmap %v for the block at PSN %d, k %d: the positions that carry a source packet (Section 4)", bitsOf(present), uint32(m.BlockStartPSN), m.K),
+		h.fail(fmt.Sprintf("Present Bitmap %v for the block at PSN %d, k %d: the positions that carry a source packet (Source Blocks)", bitsOf(present), uint32(m.BlockStartPSN), m.K),
 			fmt.Sprint(bitsOf(m.Present)), "Present Bitmap does not match the source packets sent")
 	}
 	if m.Info {
 		return
 	}
 	if m.Scheme == wire.SchemeCauchy && int(m.RepairIndex)+int(m.K) > 255 {
-		h.fail("i + k <= 255 (Section 5)", fmt.Sprintf("i %d, k %d", m.RepairIndex, m.K), "Repair Index out of range")
+		h.fail("i + k <= 255 (Scheme 1)", fmt.Sprintf("i %d, k %d", m.RepairIndex, m.K), "Repair Index out of range")
 	}
 	if len(m.Symbol) != c.T {
 		h.fail(fmt.Sprintf("Symbol Length %d (configuration %d)", c.T, c.ID), fmt.Sprint(len(m.Symbol)), "wrong Symbol Length")
@@ -340,7 +344,7 @@ func (f *csfFlow) check(g gotRepair) {
 		case m.Scheme == wire.SchemeSourceCopy:
 			what = "the source symbol itself (Source Copy)"
 		}
-		h.fail(fmt.Sprintf("symbol of Repair Index %d of the block at PSN %d = %s (Section 5): %s", m.RepairIndex, uint32(m.BlockStartPSN), what, hexOf(want)),
+		h.fail(fmt.Sprintf("symbol of Repair Index %d of the block at PSN %d = %s (Scheme 1): %s", m.RepairIndex, uint32(m.BlockStartPSN), what, hexOf(want)),
 			hexOf(m.Symbol), "repair symbol differs from the recomputation: %s", firstDiff(want, m.Symbol))
 	}
 }
@@ -380,7 +384,7 @@ func (f *csfFlow) protectedBlock(n, minPresent int) []gotRepair {
 			}
 		}
 	}
-	h.fail(fmt.Sprintf("ordinary REPAIR for a block of at least %d sources after bursts of %d source packets (Section 4.3)", minPresent, n),
+	h.fail(fmt.Sprintf("ordinary REPAIR for a block of at least %d sources after bursts of %d source packets (Sending Repair)", minPresent, n),
 		"none", "the target sent no repair for the flow: is m > 0 in its configuration (m = %d)?", f.cur.M)
 	return nil
 }

@@ -17,25 +17,25 @@ func csfMoreScenarios() []Scenario {
 	}
 	long := func(sc Scenario) Scenario { sc.Long = true; return sc }
 	return []Scenario{
-		s("param-before-ack", "Section 6 (Configuration), C6 (b)", "a configuration is used only after PARAM_ACK and for blocks from its Effective PSN",
+		s("param-before-ack", "Configuration, C6 (b)", "a configuration is used only after PARAM_ACK and for blocks from its Effective PSN",
 			"first PARAM_UPDATE answered 3 SRTT late, sources meanwhile; then loss reports that move m, the second PARAM_UPDATE answered late",
 			"no REPAIR before PARAM_ACK; none of a new Config ID before its PARAM_ACK or for a block before its Effective PSN", csfParamBeforeAck),
-		s("param-eight-attempts", "Section 6 (Configuration), C2", "PARAM_UPDATE is retransmitted with a doubling timeout, eight attempts, then CLOSE (reason 2)",
+		s("param-eight-attempts", "Configuration, C2", "PARAM_UPDATE is retransmitted with a doubling timeout, eight attempts, then CLOSE (reason 2)",
 			"HELLO_ACK at once; PARAM_UPDATE never answered", "at most 8 PARAM_UPDATEs of one Config ID, spaced by a doubling timeout, then CLOSE reason 2", csfParamEightAttempts),
-		s("param-refused", "Section 6 (PARAM_ACK)", "a CSF that receives a non-zero Status keeps its configuration: the refused one is never used",
+		s("param-refused", "Message Formats (PARAM_ACK)", "a CSF that receives a non-zero Status keeps its configuration: the refused one is never used",
 			"PARAM_ACK Status 2 (limits exceeded) to the first PARAM_UPDATE; sources", "no REPAIR of the refused Config ID; a later proposal, if any, accepted and used", csfParamRefused),
-		s("path-report-reporters", "Section 9, C14", "PATH_REPORT is accepted only from the configured reporters",
+		s("path-report-reporters", "Path Reports, C14", "PATH_REPORT is accepted only from the configured reporters",
 			"PATH_REPORT (method 3) naming dropped PSNs of a block from --stranger, then from --reporter",
 			"no proactive REPAIR after the stranger's; (the control) proactive REPAIR after the reporter's, else SKIP", csfPathReportReporters),
-		s("breaker-trip", "Section 10 (circuit breaker), C11 (f)", "loss above 10 % over one second sets m to zero and stops coded retransmission; the flow stays open",
+		s("breaker-trip", "Congestion Considerations, C11 (f)", "loss above 10 % over one second sets m to zero and stops coded retransmission; the flow stays open",
 			"LOSS_REPORTs with 20 % loss every SRTT for 1.5 s with sources; then a block and a REPAIR_REQUEST",
 			"no ordinary REPAIR for the new block, no RETX, no CLOSE", csfBreakerTrip),
-		long(s("breaker-resume", "Section 10 (circuit breaker), C11 (f)", "redundancy resumes only after the condition has been absent for ten seconds",
+		long(s("breaker-resume", "Congestion Considerations, C11 (f)", "redundancy resumes only after the condition has been absent for ten seconds",
 			"the trip, then clean LOSS_REPORTs every SRTT and a block every 500 ms for 13 s",
 			"no ordinary REPAIR in the first 9 s of clean reports; REPAIR again by 13 s", csfBreakerResume)),
-		long(s("breaker-close", "Section 10 (circuit breaker), C2", "a condition that persists for more than one minute ends the flow with CLOSE reason 4",
+		long(s("breaker-close", "Congestion Considerations, C2", "a condition that persists for more than one minute ends the flow with CLOSE reason 4",
 			"LOSS_REPORTs with 20 % loss every SRTT for up to 66 s", "CLOSE reason 4 between 58 and 66 s after the first", csfBreakerClose)),
-		s("malformed-discarded", "Section 4 (header), Section 7", "messages with an unknown Version or Type, or that do not parse, are discarded without effect",
+		s("malformed-discarded", "Message Formats, Coded Retransmission", "messages with an unknown Version or Type, or that do not parse, are discarded without effect",
 			"REPAIR_REQUESTs and a CLOSE for the flow, each broken one way (version, type, Length either way, bitmap beyond k, truncated), empty and garbage datagrams",
 			"no answer and no effect; the same request well formed answered; the flow still protected", csfMalformed),
 		s("spoofed-close", "Security Considerations, C14", "a CLOSE from an address other than the bound CRF's does not tear the flow down",
@@ -57,7 +57,7 @@ func csfParamBeforeAck(h *Harness) {
 		f.burst(8, 200)
 	}
 	for _, g := range f.repairs(h.cfg.SRTT) {
-		h.fail("no REPAIR before the PARAM_ACK of its configuration (Section 6)", hexOf(g.b), "REPAIR sent before PARAM_ACK")
+		h.fail("no REPAIR before the PARAM_ACK of its configuration (Configuration)", hexOf(g.b), "REPAIR sent before PARAM_ACK")
 	}
 	// Answer the latest copy of the update (its Effective PSN may have moved).
 	var last wire.ParamUpdate
@@ -118,7 +118,7 @@ func checkEffective(f *csfFlow, rs []gotRepair) []gotRepair {
 	for _, g := range rs {
 		f.check(g)
 		if g.m.ConfigID == f.cur.ID && g.m.BlockStartPSN.Before(f.eff) {
-			f.h.fail(fmt.Sprintf("configuration %d only for blocks from its Effective PSN %d (Section 6)", f.cur.ID, uint32(f.eff)),
+			f.h.fail(fmt.Sprintf("configuration %d only for blocks from its Effective PSN %d (Configuration)", f.cur.ID, uint32(f.eff)),
 				fmt.Sprintf("a REPAIR of the block at PSN %d: %s", uint32(g.m.BlockStartPSN), hexOf(g.b)), "configuration used before its Effective PSN")
 		}
 	}
@@ -133,8 +133,12 @@ func csfParamEightAttempts(h *Harness) {
 	var closeMsg *wire.Close
 	// The first PARAM_UPDATE was taken by open; collect the rest and the CLOSE.
 	at = append(at, time.Now())
-	until := time.Now().Add(3*h.cfg.Timeout + 2*time.Second)
-	for closeMsg == nil {
+	// Each wait allows twice the last gap (the doubling timeout) plus the run's timeout, so that
+	// a target whose SRTT stayed at its initial value (RTO 2 x 20 ms: 10 s for all eight) is
+	// waited for as well as one with a sub-millisecond SRTT.
+	lastGap := time.Duration(0)
+	for closeMsg == nil && len(at) <= 9 {
+		until := time.Now().Add(2*lastGap + h.cfg.Timeout)
 		r, ok := h.recv("crem", until, func(r rx) bool {
 			return f.fromCSF(wire.TypeParamUpdate)(r) || f.fromCSF(wire.TypeClose)(r)
 		})
@@ -150,6 +154,9 @@ func csfParamEightAttempts(h *Harness) {
 			break
 		}
 		m, _ := wire.ParseParamUpdate(r.b)
+		if len(at) > 1 {
+			lastGap = r.at.Sub(at[len(at)-1])
+		}
 		at = append(at, r.at)
 		ids = append(ids, m.ConfigID)
 	}
@@ -159,10 +166,10 @@ func csfParamEightAttempts(h *Harness) {
 	}
 	h.note("%d PARAM_UPDATE attempts (retransmissions' gaps %s), CLOSE %v", len(at), list(gaps), closeMsg != nil)
 	if len(at) > 8 {
-		h.fail("at most eight PARAM_UPDATE attempts, then CLOSE (Section 6)", fmt.Sprintf("%d attempts, gaps %s", len(at), list(gaps)), "PARAM_UPDATE retried beyond eight attempts")
+		h.fail("at most eight PARAM_UPDATE attempts, then CLOSE (Configuration)", fmt.Sprintf("%d attempts, gaps %s", len(at), list(gaps)), "PARAM_UPDATE retried beyond eight attempts")
 	}
 	if closeMsg == nil {
-		h.fail("CLOSE (reason 2) after eight unanswered PARAM_UPDATEs (Section 6, C2)", fmt.Sprintf("%d attempts and no CLOSE", len(at)), "no CLOSE")
+		h.fail("CLOSE (reason 2) after eight unanswered PARAM_UPDATEs (Configuration, C2)", fmt.Sprintf("%d attempts and no CLOSE", len(at)), "no CLOSE")
 	}
 	if closeMsg.Reason != wire.ReasonParamUnanswered {
 		h.fail("CLOSE reason 2 (PARAM_UPDATE unanswered, C2)", fmt.Sprintf("reason %d", closeMsg.Reason), "wrong CLOSE reason")
@@ -177,7 +184,7 @@ func csfParamEightAttempts(h *Harness) {
 	for i := 2; i < len(at); i++ {
 		want := time.Millisecond<<(i-1) - time.Millisecond
 		if got := at[i].Sub(at[1]); got < want-max(want/10, time.Millisecond) {
-			h.fail(fmt.Sprintf("a timeout doubling from at least 1 ms: attempt %d at least %v after the second (Section 6)", i+1, want), "gaps "+list(gaps),
+			h.fail(fmt.Sprintf("a timeout doubling from at least 1 ms: attempt %d at least %v after the second (Configuration)", i+1, want), "gaps "+list(gaps),
 				"PARAM_UPDATE retransmitted without backoff")
 		}
 	}
@@ -246,13 +253,13 @@ func csfPathReportReporters(h *Harness) {
 	}
 	report(stranger.name, b)
 	if x := extra(b, seen); len(x) > 0 {
-		h.fail(fmt.Sprintf("PATH_REPORT from %v (not a configured reporter) refused: no proactive REPAIR (Section 9, C14)", h.cfg.Stranger),
+		h.fail(fmt.Sprintf("PATH_REPORT from %v (not a configured reporter) refused: no proactive REPAIR (Path Reports, C14)", h.cfg.Stranger),
 			fmt.Sprintf("%d more ordinary REPAIRs for the block: %s", len(x), hexOf(x[0].b)), "PATH_REPORT accepted from an unlisted address")
 	}
 	report(reporter.name, b)
 	x := extra(b, seen)
 	if len(x) == 0 {
-		h.skip("the target sent no proactive repair after the configured reporter's PATH_REPORT either (a MAY, Section 9): acceptance cannot be observed")
+		h.skip("the target sent no proactive repair after the configured reporter's PATH_REPORT either (a MAY, Path Reports): acceptance cannot be observed")
 	}
 	h.note("stranger's report: nothing; reporter's: %d proactive symbols, recomputed equal", len(x))
 	f.close()
@@ -308,16 +315,16 @@ func (f *csfFlow) noRepairFor(what string) {
 
 func csfBreakerTrip(h *Harness) {
 	f, b := openTripped(h)
-	f.noRepairFor("m = 0 once the loss rate exceeded 10 % over one second (Section 10)")
+	f.noRepairFor("m = 0 once the loss rate exceeded 10 % over one second (Congestion Considerations)")
 	f.lossReport(h.cfg.SRTT, 100, 80)
 	f.request("crem", b, 71, lostOf(b, 2), 0, 2, false)
 	for _, g := range f.answers(71, 4*h.cfg.SRTT) {
 		if g.m.Retx {
-			h.fail("no coded retransmission while the breaker is open (Section 10)", hexOf(g.b[:40]), "coded retransmission despite the breaker")
+			h.fail("no coded retransmission while the breaker is open (Congestion Considerations)", hexOf(g.b[:40]), "coded retransmission despite the breaker")
 		}
 	}
 	if r, ok := h.recv("crem", time.Now(), f.fromCSF(wire.TypeClose)); ok {
-		h.fail("the flow stays open (Section 10)", hexOf(r.b), "CLOSE after the trip")
+		h.fail("the flow stays open (Congestion Considerations)", hexOf(r.b), "CLOSE after the trip")
 	}
 	h.note("after 1.5 s of 20 %% loss: no repair for a new block, no coded retransmission, the flow open")
 	f.close()
@@ -339,10 +346,10 @@ func csfBreakerResume(h *Harness) {
 	}
 	h.note("clean reports from t = 0; ordinary repair again at %v", resumed.Round(time.Millisecond))
 	if resumed == 0 {
-		h.fail("redundancy resumed once the condition was absent for ten seconds (Section 10)", "no repair 13 s after the loss ended", "the breaker never resumed")
+		h.fail("redundancy resumed once the condition was absent for ten seconds (Congestion Considerations)", "no repair 13 s after the loss ended", "the breaker never resumed")
 	}
 	if resumed < scaled(h, 9*time.Second) {
-		h.fail("redundancy resumes only after ten seconds without the condition (Section 10)", fmt.Sprintf("repair again after %v", resumed.Round(time.Millisecond)),
+		h.fail("redundancy resumes only after ten seconds without the condition (Congestion Considerations)", fmt.Sprintf("repair again after %v", resumed.Round(time.Millisecond)),
 			"resumed too early")
 	}
 	f.close()
@@ -364,13 +371,13 @@ func csfBreakerClose(h *Harness) {
 		f.repairs(0) // drop what repair still comes
 	}
 	if got == nil {
-		h.fail("CLOSE reason 4 after the condition persisted for more than one minute (Section 10)", "no CLOSE within 66 s", "no CLOSE")
+		h.fail("CLOSE reason 4 after the condition persisted for more than one minute (Congestion Considerations)", "no CLOSE within 66 s", "no CLOSE")
 	}
 	at := got.at.Sub(start)
 	m, _ := wire.ParseClose(got.b)
 	h.note("CLOSE reason %d after %v", m.Reason, at.Round(time.Millisecond))
 	if m.Reason != wire.ReasonCircuitBreaker || at < scaled(h, 58*time.Second) {
-		h.fail("CLOSE reason 4 once the condition persisted more than a minute (Section 10, C2)", fmt.Sprintf("reason %d after %v", m.Reason, at.Round(time.Millisecond)),
+		h.fail("CLOSE reason 4 once the condition persisted more than a minute (Congestion Considerations, C2)", fmt.Sprintf("reason %d after %v", m.Reason, at.Round(time.Millisecond)),
 			"wrong CLOSE")
 	}
 }
@@ -429,7 +436,7 @@ func csfMalformed(h *Harness) {
 	h.send("crem", f.csf, garbage)
 	for _, g := range f.repairs(4 * h.cfg.SRTT) {
 		if g.m.Retx || g.m.RepairSessionID != 0 {
-			h.fail("malformed REPAIR_REQUESTs discarded (Section 4: unknown Version or Type discarded; a Length that disagrees, a bitmap beyond k)",
+			h.fail("malformed REPAIR_REQUESTs discarded (Message Formats: unknown Version or Type discarded; a Length that disagrees, a bitmap beyond k)",
 				"an answer: "+hexOf(g.b[:min(40, len(g.b))]), "a malformed request was answered")
 		}
 	}

@@ -24,22 +24,22 @@ func csfScenarios() []Scenario {
 			"first source packets of four new flows", "four HELLOs whose nonces are distinct, non-zero, far apart (>= 10 bits differ)", csfNonceRandom),
 		s("limits-minimum", "Session", "the effective limits are the minimum of both sides",
 			"HELLO_ACK with Max k 6, Max m 1, Max T 1200, Cauchy only", "PARAM_UPDATE and REPAIRs within k <= 6, m <= 1, T <= 1200, scheme 1", csfLimitsMinimum),
-		s("repair-symbols", "Section 4.3, 5", "ordinary repair symbols are R_i over all present positions, indices 0..m-1, Repair Session ID 0, the acknowledged Config ID",
+		s("repair-symbols", "Sending Repair, Scheme 1", "ordinary repair symbols are R_i over all present positions, indices 0..m-1, Repair Session ID 0, the acknowledged Config ID",
 			"bursts of 16 source packets", "REPAIRs whose every field and symbol match the runner's recomputation", csfRepairSymbols),
-		s("present-bitmap-info", "Section 4 (source blocks), C13", "absent positions (a READ's response PSNs) are clear in the Present Bitmap; a PSN-range request naming them gets INFO",
+		s("present-bitmap-info", "Source Blocks, C13", "absent positions (a READ's response PSNs) are clear in the Present Bitmap; a PSN-range request naming them gets INFO",
 			"3 WRITEs, a READ of 3 packets, 3 WRITEs; then REPAIR_REQUEST (RANGES) naming an absent PSN",
 			"Present Bitmap without the READ's response PSNs; a REPAIR with INFO, Symbol Length 0, the block's Block Start PSN, k and Present Bitmap", csfPresentInfo),
-		s("request-m-within-x", "Section 7", "a REPAIR_REQUEST is answered with M <= X coded symbols over exactly L, fresh indices, Repair Session ID = Request ID",
+		s("request-m-within-x", "Coded Retransmission", "a REPAIR_REQUEST is answered with M <= X coded symbols over exactly L, fresh indices, Repair Session ID = Request ID",
 			"REPAIR_REQUEST for 3 of a block's sources, r = 0", "1 to 3 RETX REPAIRs, Lost Source Bitmap = L, symbols R_i[L] recomputed", csfRequestWithinX),
-		s("request-once-per-srtt", "Section 7, C8", "at most one answer per block per SRTT",
+		s("request-once-per-srtt", "Coded Retransmission, C8", "at most one answer per block per SRTT",
 			"two REPAIR_REQUESTs (new Request IDs) for one block back to back", "no answer to the second within SRTT/2 of the first answer", csfRequestOncePerSRTT),
-		s("request-bound-address", "Section 7, Security Considerations, C14", "REPAIR goes only to the address bound at HELLO, never to a request's source",
+		s("request-bound-address", "Coded Retransmission, Security Considerations, C14", "REPAIR goes only to the address bound at HELLO, never to a request's source",
 			"REPAIR_REQUEST from another port of the runner's address; then one from the bound address",
 			"no REPAIR at the other port; the bound address's request answered", csfRequestBoundAddress),
-		s("appendix-exchange", "Appendix, Section 7", "the Appendix's exchange: X = 3, r = 2, M = 1 coded symbol over L = {0, 1, 2}",
+		s("appendix-exchange", "Appendix, Coded Retransmission", "the Appendix's exchange: X = 3, r = 2, M = 1 coded symbol over L = {0, 1, 2}",
 			"four sources RDMA-PKT-0..3 in one block; REPAIR_REQUEST L = {0,1,2}, r 2, M_s 1",
 			"exactly one REPAIR, byte for byte the runner's: flags 0x80, Lost Source Bitmap 0xE0000000, R_i[L]", csfAppendixExchange),
-		s("fallback-after-two-rounds", "Section 7.3, C9", "no third coded round; FALLBACK is answered with Source Copy of every source in L",
+		s("fallback-after-two-rounds", "Fallback, C9", "no third coded round; FALLBACK is answered with Source Copy of every source in L",
 			"three REPAIR_REQUESTs for one block SRTT apart (then one with FALLBACK if the third is not answered)",
 			"RETX answers to the first two, no coded answer to the third; Source Copy symbols (scheme 0, index j, = S_j) for every j in L", csfFallback),
 	}
@@ -67,17 +67,17 @@ func csfHelloBackoff(h *Harness) {
 	}
 	h.note("%d HELLO attempts with nonce %016x, gaps %s", len(at), nonce, list(gaps))
 	if len(at) > 8 {
-		h.fail("at most eight HELLO attempts (Section 6)", fmt.Sprintf("%d attempts within 700 ms, gaps %s", len(at), list(gaps)), "HELLO retransmitted beyond eight attempts")
+		h.fail("at most eight HELLO attempts (Session)", fmt.Sprintf("%d attempts within 700 ms, gaps %s", len(at), list(gaps)), "HELLO retransmitted beyond eight attempts")
 	}
 	if len(at) < 2 {
-		h.fail("HELLO retransmitted while unanswered (Section 6)", "one HELLO", "no retransmission")
+		h.fail("HELLO retransmitted while unanswered (Session)", "one HELLO", "no retransmission")
 	}
 	// Attempt i comes at least (2^i - 1) ms after the first; the runner's own receive
 	// timestamps may be late by a scheduling delay, hence the allowance of 10 % or 1 ms.
 	for i := 1; i < len(at); i++ {
 		want := time.Millisecond<<i - time.Millisecond
 		if got := at[i].Sub(at[0]); got < want-max(want/10, time.Millisecond) {
-			h.fail(fmt.Sprintf("exponential backoff from 1 ms: attempt %d at least %v after the first (Section 6)", i+1, want), "gaps "+list(gaps),
+			h.fail(fmt.Sprintf("exponential backoff from 1 ms: attempt %d at least %v after the first (Session)", i+1, want), "gaps "+list(gaps),
 				"HELLO retransmitted sooner than the backoff")
 		}
 	}
@@ -115,7 +115,7 @@ func csfLimitsMinimum(h *Harness) {
 	c := f.cur
 	h.note("configuration %d: scheme %v, k %d, m %d, T %d", c.ID, c.Scheme, c.K, c.M, c.T)
 	if c.K > 6 || c.M > 1 || c.T > 1200 || c.Scheme != wire.SchemeCauchy {
-		h.fail("PARAM_UPDATE within the minimum of both sides' limits: k <= 6, m <= 1, T <= 1200, scheme 1 (Section 6)",
+		h.fail("PARAM_UPDATE within the minimum of both sides' limits: k <= 6, m <= 1, T <= 1200, scheme 1 (Configuration)",
 			fmt.Sprintf("scheme %v, k %d, m %d, T %d", c.Scheme, c.K, c.M, c.T), "configuration beyond the CRF's limits")
 	}
 	f.burst(12, 200)
@@ -132,7 +132,7 @@ func csfRepairSymbols(h *Harness) {
 	idx := map[int]bool{}
 	for _, g := range bl {
 		if g.m.RepairSessionID != 0 {
-			h.fail("Repair Session ID 0 on ordinary repair symbols (Section 4)", fmt.Sprint(g.m.RepairSessionID), "ordinary REPAIR with a session")
+			h.fail("Repair Session ID 0 on ordinary repair symbols (Message Formats)", fmt.Sprint(g.m.RepairSessionID), "ordinary REPAIR with a session")
 		}
 		if idx[int(g.m.RepairIndex)] {
 			h.fail("distinct Repair Indices in a block's round", fmt.Sprint(g.m.RepairIndex), "Repair Index repeated")
@@ -141,7 +141,7 @@ func csfRepairSymbols(h *Harness) {
 	}
 	for i := range min(f.cur.M, len(bl)) {
 		if !idx[i] {
-			h.fail(fmt.Sprintf("Repair Indices 0 to m-1 = %d (Section 4.3)", f.cur.M-1), fmt.Sprint(keysInt(idx)), "a Repair Index below m is missing")
+			h.fail(fmt.Sprintf("Repair Indices 0 to m-1 = %d (Sending Repair)", f.cur.M-1), fmt.Sprint(keysInt(idx)), "a Repair Index below m is missing")
 		}
 	}
 	h.note("block at PSN %d: k %d, %d present, %d symbols (indices %v) recomputed equal", uint32(bl[0].m.BlockStartPSN), bl[0].m.K,
@@ -195,7 +195,7 @@ func csfPresentInfo(h *Harness) {
 		return err == nil && m.Info
 	})
 	if !ok {
-		h.fail(fmt.Sprintf("a REPAIR with the INFO flag for the block at PSN %d (Section 4: a PSN-range request naming absent positions)", uint32(blk.BlockStartPSN)),
+		h.fail(fmt.Sprintf("a REPAIR with the INFO flag for the block at PSN %d (Source Blocks: a PSN-range request naming absent positions)", uint32(blk.BlockStartPSN)),
 			"none within 4 SRTT", "no INFO answer")
 	}
 	m, _ := wire.ParseRepair(r.b)
@@ -232,10 +232,10 @@ func csfRequestWithinX(h *Harness) {
 	ans := f.answers(31, 4*h.cfg.SRTT)
 	h.note("L %v, r 0, M_s 3: %d RETX symbols", bitsOf(L), len(ans))
 	if len(ans) == 0 {
-		h.fail("a coded retransmission answering the REPAIR_REQUEST (Section 7)", "none within 4 SRTT", "request not answered")
+		h.fail("a coded retransmission answering the REPAIR_REQUEST (Coded Retransmission)", "none within 4 SRTT", "request not answered")
 	}
 	if len(ans) > 3 {
-		h.fail("M <= X = 3 symbols (Section 7)", fmt.Sprintf("%d symbols", len(ans)), "more symbols than lost packets")
+		h.fail("M <= X = 3 symbols (Coded Retransmission)", fmt.Sprintf("%d symbols", len(ans)), "more symbols than lost packets")
 	}
 	for _, g := range ans {
 		if !g.m.Retx || g.m.Lost != L {
@@ -274,13 +274,13 @@ func csfRequestOncePerSRTT(h *Harness) {
 		f.check(g)
 	}
 	if first.IsZero() {
-		h.fail("an answer to the first REPAIR_REQUEST (Section 7)", "none within 4 SRTT", "request not answered")
+		h.fail("an answer to the first REPAIR_REQUEST (Coded Retransmission)", "none within 4 SRTT", "request not answered")
 	}
 	if !second.IsZero() {
 		gap := second.Sub(first)
 		h.note("second request answered %v after the first (SRTT imposed %v)", gap.Round(100*time.Microsecond), h.cfg.SRTT)
 		if gap < h.cfg.SRTT/2 {
-			h.fail(fmt.Sprintf("at most one answer per block per SRTT (%v): none to the second request before %v (Section 7)", h.cfg.SRTT, h.cfg.SRTT/2),
+			h.fail(fmt.Sprintf("at most one answer per block per SRTT (%v): none to the second request before %v (Coded Retransmission)", h.cfg.SRTT, h.cfg.SRTT/2),
 				fmt.Sprintf("the second answered %v after the first", gap.Round(100*time.Microsecond)), "two answers within one SRTT")
 		}
 	} else {
@@ -382,7 +382,7 @@ func csfFallback(h *Harness) {
 		f.request("crem", b, id, L, 0, 2, false)
 		ans := f.answers(id, wait)
 		if len(ans) == 0 {
-			h.fail(fmt.Sprintf("coded retransmission in round %d (Section 7)", round+1), "none", "request not answered")
+			h.fail(fmt.Sprintf("coded retransmission in round %d (Coded Retransmission)", round+1), "none", "request not answered")
 		}
 		for _, g := range ans {
 			f.check(g)
@@ -397,7 +397,7 @@ func csfFallback(h *Harness) {
 	for _, g := range third {
 		f.check(g)
 		if g.m.Retx {
-			h.fail("no third coded retransmission round for a block (Section 7.3: after two rounds, per-packet retransmission)",
+			h.fail("no third coded retransmission round for a block (Fallback: after two rounds, per-packet retransmission)",
 				"a RETX REPAIR answering the third request: "+hexOf(g.b), "third coded round")
 		}
 	}

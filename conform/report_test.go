@@ -12,11 +12,11 @@ import (
 func sampleReport() *Report {
 	return &Report{Half: HalfCSF, Target: "127.0.0.1:50000", Elapsed: 1500 * time.Millisecond, Results: []Result{
 		{Name: "csf/hello-backoff", Half: HalfCSF, Section: "Session", Status: Pass, Notes: []string{"8 HELLO attempts"}, Duration: 700 * time.Millisecond},
-		{Name: "csf/request-m-within-x", Half: HalfCSF, Section: "Section 7", Status: Fail, Reason: "more symbols than lost packets",
+		{Name: "csf/request-m-within-x", Half: HalfCSF, Section: "Coded Retransmission", Status: Fail, Reason: "more symbols than lost packets",
 			Expected: "M <= X = 3 symbols", Got: "4 symbols", Duration: 200 * time.Millisecond,
 			Packets: []Packet{{At: 3 * time.Millisecond, Dir: "recv", Via: "crem", Peer: "127.0.0.1:50000", What: "REPAIR/0000beef", Hex: "1180002c0000beef"}}},
-		{Name: "csf/path-report", Half: HalfCSF, Section: "Section 9", Status: Skip, Optional: true, Reason: "no proactive repair", Duration: time.Millisecond},
-		{Name: "csf/opt", Half: HalfCSF, Section: "Section 9", Status: Fail, Optional: true, Reason: "optional thing", Duration: time.Millisecond},
+		{Name: "csf/path-report", Half: HalfCSF, Section: "Path Reports", Status: Skip, Optional: true, Reason: "no proactive repair", Duration: time.Millisecond},
+		{Name: "csf/opt", Half: HalfCSF, Section: "Path Reports", Status: Fail, Optional: true, Reason: "optional thing", Duration: time.Millisecond},
 	}}
 }
 
@@ -43,7 +43,7 @@ func TestReportTable(t *testing.T) {
 	}
 	out := b.String()
 	for _, want := range []string{"PASS            csf/hello-backoff", "FAIL            csf/request-m-within-x", "SKIP            csf/path-report", "FAIL(optional)",
-		"--- FAIL csf/request-m-within-x (Section 7)", "expected: M <= X = 3 symbols", "got:      4 symbols", "1180002c0000beef", "REPAIR/0000beef",
+		"--- FAIL csf/request-m-within-x (Coded Retransmission)", "expected: M <= X = 3 symbols", "got:      4 symbols", "1180002c0000beef", "REPAIR/0000beef",
 		"1 passed, 2 failed, 1 skipped"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("table lacks %q:\n%s", want, out)

@@ -32,7 +32,7 @@ func sourceSymbols(sent map[psn.PSN][]byte, start psn.PSN, k, T int) ([][]byte, 
 }
 
 // repairSymbol computes, independently of any target, the symbol of Repair Index i over the
-// positions in over, for the scheme: Cauchy R_i[over] (Section 5), the XOR of the sources, or
+// positions in over, for the scheme: Cauchy R_i[over] (Scheme 1), the XOR of the sources, or
 // Source Copy (the source symbol i itself).
 func repairSymbol(scheme wire.Scheme, i int, over psn.Bitmap, src [][]byte, T int) ([]byte, error) {
 	out := make([]byte, T)
