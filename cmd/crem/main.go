@@ -29,6 +29,7 @@ func commands() []command {
 		{"perf", "measure the RoCEv2 RC queue pair (gbn, sr, tcaeth), perftest style", runPerf},
 		{"sim", "simulate the engines at 400 Gbit/s and 25 ms: completion time per scheme, drop rate and size", runSim},
 		{"gateway", "run a CREM gateway: protect the RoCEv2 flows crossing it toward a peer gateway", runGateway},
+		{"conform", "test another CREM implementation's CSF or CRF, black box, scenario by scenario", runConform},
 		{"lab", "the whole story on loopback: RDMA over an impaired path, with and without CREM gateways", runLab},
 		{"version", "print the version of crem", runVersion},
 	}
