@@ -2,6 +2,7 @@ package conform
 
 import (
 	"fmt"
+	"sort"
 	"time"
 
 	"github.com/crem-project/crem/flow"
@@ -64,18 +65,25 @@ func crfLossReportInterval(h *Harness) {
 		got = append(got, h.collect("crem", h.cfg.SRTT/4, f.fromCRF(wire.TypeLossReport))...)
 	}
 	need := span*2/3 - 1
-	var worst time.Duration
+	var ivs []time.Duration
 	for _, r := range got {
 		m, _ := wire.ParseLossReport(r.b)
-		worst = max(worst, time.Duration(m.IntervalUS)*time.Microsecond)
+		ivs = append(ivs, time.Duration(m.IntervalUS)*time.Microsecond)
 	}
-	h.note("%d LOSS_REPORTs in %d SRTT (%v), longest Interval %v", len(got), span, h.cfg.SRTT, worst)
+	sort.Slice(ivs, func(i, j int) bool { return ivs[i] < ivs[j] })
+	var median time.Duration
+	if len(ivs) > 0 {
+		median = ivs[len(ivs)/2]
+	}
+	h.note("%d LOSS_REPORTs in %d SRTT (%v), median Interval %v, intervals %v", len(got), span, h.cfg.SRTT, median, ivs)
 	if len(got) < need {
 		h.fail(fmt.Sprintf("LOSS_REPORT at least once per SRTT (%v): at least %d in %v (Loss Reports)", h.cfg.SRTT, need, span*h.cfg.SRTT),
 			fmt.Sprintf("%d", len(got)), "too few loss reports")
 	}
-	if worst > h.cfg.SRTT*3/2+2*time.Millisecond {
-		h.fail(fmt.Sprintf("no report interval above SRTT (%v, with 50%% slack)", h.cfg.SRTT), fmt.Sprintf("an Interval of %v", worst), "a loss report interval too long")
+	// The median, not the longest: one report delayed by the target's scheduler is not a rule.
+	if median > h.cfg.SRTT*5/4+time.Millisecond {
+		h.fail(fmt.Sprintf("report intervals of one SRTT (%v): the median at most 1.25 SRTT (Loss Reports)", h.cfg.SRTT), fmt.Sprintf("median Interval %v", median),
+			"loss report intervals too long")
 	}
 	f.close()
 }

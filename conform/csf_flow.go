@@ -32,6 +32,9 @@ type csfFlow struct {
 	// unanswered: eight attempts end the flow).
 	autoAck bool
 	acks    []pendingAck
+	// firstSent is when the flow's first source packet went out (before the first HELLO);
+	// ackSent when HELLO_ACK went out (before the first PARAM_UPDATE).
+	firstSent, ackSent time.Time
 }
 
 type pendingAck struct {
@@ -115,6 +118,9 @@ func (h *Harness) build(qp uint32, op roce.Opcode, p psn.PSN, payload []byte, dm
 func (f *csfFlow) source(n int) psn.PSN {
 	p := f.next
 	b := f.h.build(f.qp, roce.OpWriteMiddle, p, payloadOf(f.qp, p, n), 0, 0)
+	if len(f.sent) == 0 {
+		f.firstSent = time.Now()
+	}
 	f.sent[p] = b
 	f.next = p.Add(1)
 	f.h.send("rdma", f.h.cfg.Inject, b)
@@ -220,6 +226,7 @@ func (f *csfFlow) open(o csfOpen) {
 	for f.id == 0 {
 		f.id = h.rng.Uint32()
 	}
+	f.ackSent = time.Now()
 	h.sendMsg("crem", f.csf, &wire.HelloAck{FlowID: f.id, Capabilities: caps, AF: f.hello.AF(),
 		SenderNonce: f.hello.SenderNonce, MaxOpenBlocks: o.maxOpen})
 	pu := f.waitParam()
