@@ -35,6 +35,7 @@ type csfFlow struct {
 	// firstSent is when the flow's first source packet went out (before the first HELLO);
 	// ackSent when HELLO_ACK went out (before the first PARAM_UPDATE).
 	firstSent, ackSent time.Time
+	lastParam          wire.ParamUpdate // the PARAM_UPDATE open answered (or left unanswered)
 }
 
 type pendingAck struct {
@@ -230,6 +231,7 @@ func (f *csfFlow) open(o csfOpen) {
 	h.sendMsg("crem", f.csf, &wire.HelloAck{FlowID: f.id, Capabilities: caps, AF: f.hello.AF(),
 		SenderNonce: f.hello.SenderNonce, MaxOpenBlocks: o.maxOpen})
 	pu := f.waitParam()
+	f.lastParam = pu
 	if o.noParamAck {
 		return
 	}

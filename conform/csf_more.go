@@ -194,6 +194,7 @@ func csfParamEightAttempts(h *Harness) {
 func csfParamRefused(h *Harness) {
 	f := h.newCSFFlow()
 	f.open(csfOpen{paramStatus: wire.StatusLimitsExceeded})
+	refused := f.lastParam.ConfigID
 	deadline := time.Now().Add(max(h.cfg.Timeout, 500*time.Millisecond))
 	offered := false
 	for time.Now().Before(deadline) && !offered {
@@ -201,9 +202,13 @@ func csfParamRefused(h *Harness) {
 		for _, g := range f.repairs(h.cfg.SRTT) {
 			f.check(g) // the refused Config ID is not acknowledged: using it fails here
 		}
-		if r, ok := h.recv("crem", time.Now(), f.fromCSF(wire.TypeParamUpdate)); ok {
+		// Copies of the refused update (sent before the refusal arrived) are not offers.
+		if r, ok := h.recv("crem", time.Now(), func(r rx) bool {
+			m, err := wire.ParseParamUpdate(r.b)
+			return f.fromCSF(wire.TypeParamUpdate)(r) && err == nil && m.ConfigID != refused
+		}); ok {
 			m, _ := wire.ParseParamUpdate(r.b)
-			h.note("offered again after the refusal: Config ID %d", m.ConfigID)
+			h.note("offered again after the refusal of Config ID %d: Config ID %d", refused, m.ConfigID)
 			f.ack(m, wire.StatusAccepted)
 			offered = true
 		}
