@@ -315,7 +315,7 @@ func (f *csfFlow) burstRepaired() (gotRepair, bool) {
 // noRepairFor sends a block and fails if ordinary repair comes for it.
 func (f *csfFlow) noRepairFor(what string) {
 	if g, ok := f.burstRepaired(); ok {
-		f.h.fail(what, "ordinary REPAIR "+hexOf(g.b[:min(len(g.b), 40)]), "repair while the circuit breaker should be open")
+		f.h.fail(what, "ordinary REPAIR "+hexOf(g.b), "repair while the circuit breaker should be open")
 	}
 }
 
@@ -326,7 +326,7 @@ func csfBreakerTrip(h *Harness) {
 	f.request("crem", b, 71, lostOf(b, 2), 0, 2, false)
 	for _, g := range f.answers(71, 4*h.cfg.SRTT) {
 		if g.m.Retx {
-			h.fail("no coded retransmission while the breaker is open (Congestion Considerations)", hexOf(g.b[:40]), "coded retransmission despite the breaker")
+			h.fail("no coded retransmission while the breaker is open (Congestion Considerations)", hexOf(g.b), "coded retransmission despite the breaker")
 		}
 	}
 	if r, ok := h.recv("crem", time.Now(), f.fromCSF(wire.TypeClose)); ok {
@@ -443,7 +443,7 @@ func csfMalformed(h *Harness) {
 	for _, g := range f.repairs(4 * h.cfg.SRTT) {
 		if g.m.Retx || g.m.RepairSessionID != 0 {
 			h.fail("malformed REPAIR_REQUESTs discarded (Message Formats: unknown Version or Type discarded; a Length that disagrees, a bitmap beyond k)",
-				"an answer: "+hexOf(g.b[:min(40, len(g.b))]), "a malformed request was answered")
+				"an answer: "+hexOf(g.b), "a malformed request was answered")
 		}
 	}
 	if r, ok := h.recv("crem", time.Now(), f.fromCSF(wire.TypeClose)); ok {

@@ -261,8 +261,16 @@ func (h *Harness) sleep(d time.Duration) { time.Sleep(d) }
 // deadline is now plus the run's timeout for one expected message.
 func (h *Harness) deadline() time.Time { return time.Now().Add(h.cfg.Timeout) }
 
-// hexOf is a datagram's hex for a failure's "got".
-func hexOf(b []byte) string { return hex.EncodeToString(b) }
+// hexOf is a datagram's or a symbol's hex for a failure's expected and got: the first 96
+// octets, then how many there are (a symbol of 4 KiB would drown the report; the first
+// differing octet is named separately).
+func hexOf(b []byte) string {
+	const keep = 96
+	if len(b) <= keep {
+		return hex.EncodeToString(b)
+	}
+	return fmt.Sprintf("%s...(%d octets)", hex.EncodeToString(b[:keep]), len(b))
+}
 
 // list joins values for a report line.
 func list[T any](xs []T) string {
