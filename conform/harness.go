@@ -93,9 +93,6 @@ type Harness struct {
 // stop unwinds a scenario that has its verdict.
 type stop struct{}
 
-// Config returns the run's configuration.
-func (h *Harness) Config() *Config { return h.cfg }
-
 // fail ends the scenario with FAIL.
 func (h *Harness) fail(expected, got, format string, a ...any) {
 	h.res.Status, h.res.Reason, h.res.Expected, h.res.Got = Fail, fmt.Sprintf(format, a...), expected, got
@@ -112,9 +109,6 @@ func (h *Harness) skip(format string, a ...any) {
 func (h *Harness) note(format string, a ...any) {
 	h.res.Notes = append(h.res.Notes, fmt.Sprintf(format, a...))
 }
-
-// since is the time since the scenario began.
-func (h *Harness) since(t time.Time) time.Duration { return t.Sub(h.start) }
 
 func (h *Harness) capture(dir, via string, peer netip.AddrPort, at time.Time, b []byte) {
 	const maxHex = 96
