@@ -19,7 +19,7 @@ func crfMoreScenarios() []Scenario {
 	return []Scenario{
 		s("loss-report-interval", "Loss Reports", "LOSS_REPORT at least once per SRTT while the flow is active, to the HELLO's address",
 			"source packets every SRTT/4 for 20 SRTT (the CRF's SRTT is the runner's: HELLO_ACK to PARAM_UPDATE)",
-			"at least 20/1.5 LOSS_REPORTs, none with an Interval above 1.5 SRTT", crfLossReportInterval),
+			"at least 12 LOSS_REPORTs (20 SRTT / 1.5, less one), median Interval at most 1.25 SRTT", crfLossReportInterval),
 		s("loss-report-counts", "Loss Reports", "LOSS_REPORT counts the interval's expected and received sources (before restoration), the restored packets and the REPAIRs received",
 			"two blocks of 8 (2 lost in the first) with R0, R1 each, then clean sources", "summed over the reports: Expected - Received = 2, Restored = 2, Repairs Received = 4", crfLossReportCounts),
 		s("param-refused-not-used", "Message Formats (PARAM_ACK), C7 (c)", "a refused configuration, or one never proposed, is not used to decode; acknowledged ones are",

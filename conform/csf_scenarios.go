@@ -19,7 +19,7 @@ func csfScenarios() []Scenario {
 	all := []Scenario{
 		s("hello-backoff", "Session", "HELLO is retransmitted with exponential backoff from 1 ms, at most eight attempts",
 			"one source packet of a new flow; HELLO left unanswered",
-			"at most 8 HELLOs with one nonce, the n-th gap at least 2^(n-1) ms (10% slack)", csfHelloBackoff),
+			"at most 8 HELLOs with one nonce, attempt n at least 2^(n-1) - 1 ms after the first (10 % or 1 ms slack)", csfHelloBackoff),
 		s("hello-nonce-random", "Security Considerations", "the Sender Nonce is random (blind injection unlikely)",
 			"first source packets of four new flows", "four HELLOs whose nonces are distinct, non-zero, far apart (>= 10 bits differ)", csfNonceRandom),
 		s("limits-minimum", "Session", "the effective limits are the minimum of both sides",
