@@ -73,6 +73,8 @@ type csfOpen struct {
 	paramDelay    time.Duration // the PARAM_ACK's delay (default the run's SRTT)
 	noParamAck    bool          // leave the first PARAM_UPDATE unanswered
 	paramStatus   wire.Status
+	ackVia        string // the runner's socket HELLO_ACK goes from (default "crem")
+	noParam       bool   // return after HELLO_ACK: the scenario takes the PARAM_UPDATE itself
 }
 
 func (h *Harness) newCSFFlow() *csfFlow {
@@ -228,8 +230,15 @@ func (f *csfFlow) open(o csfOpen) {
 		f.id = h.rng.Uint32()
 	}
 	f.ackSent = time.Now()
-	h.sendMsg("crem", f.csf, &wire.HelloAck{FlowID: f.id, Capabilities: caps, AF: f.hello.AF(),
+	via := o.ackVia
+	if via == "" {
+		via = "crem"
+	}
+	h.sendMsg(via, f.csf, &wire.HelloAck{FlowID: f.id, Capabilities: caps, AF: f.hello.AF(),
 		SenderNonce: f.hello.SenderNonce, MaxOpenBlocks: o.maxOpen})
+	if o.noParam {
+		return
+	}
 	pu := f.waitParam()
 	f.lastParam = pu
 	if o.noParamAck {

@@ -22,6 +22,8 @@ func csfScenarios() []Scenario {
 			"at most 8 HELLOs with one nonce, attempt n at least 2^(n-1) - 1 ms after the first (10 % or 1 ms slack)", csfHelloBackoff),
 		s("hello-nonce-random", "Security Considerations", "the Sender Nonce is random (blind injection unlikely)",
 			"first source packets of four new flows", "four HELLOs whose nonces are distinct, non-zero, far apart (>= 10 bits differ)", csfNonceRandom),
+		s("bound-to-hello-ack-source", "Session, C14", "the CSF sends all later messages of the flow to the address and port HELLO_ACK came from",
+			"HELLO_ACK from another port of the runner's address than the one HELLO went to", "PARAM_UPDATE at that port, none at the one HELLO went to", csfBoundToAckSource),
 		s("limits-minimum", "Session", "the effective limits are the minimum of both sides",
 			"HELLO_ACK with Max k 6, Max m 1, Max T 1200, Cauchy only", "PARAM_UPDATE and REPAIRs within k <= 6, m <= 1, T <= 1200, scheme 1", csfLimitsMinimum),
 		s("repair-symbols", "Sending Repair, Scheme 1", "ordinary repair symbols are R_i over all present positions, indices 0..m-1, Repair Session ID 0, the acknowledged Config ID",
@@ -426,4 +428,21 @@ func csfFallback(h *Harness) {
 		}
 	}
 	f.close()
+}
+
+func csfBoundToAckSource(h *Harness) {
+	f := h.newCSFFlow()
+	other := h.open("ack-from", netipAddrPort(h.cfg.Listen.Addr(), 0))
+	f.open(csfOpen{ackVia: other.name, noParam: true})
+	r, ok := h.recv(other.name, h.deadline(), f.fromCSF(wire.TypeParamUpdate))
+	if !ok {
+		if w, wrong := h.recv("crem", time.Now(), f.fromCSF(wire.TypeParamUpdate)); wrong {
+			h.fail(fmt.Sprintf("PARAM_UPDATE to %v, where HELLO_ACK came from (Session)", other.addr),
+				fmt.Sprintf("PARAM_UPDATE to %v, where HELLO went: %s", h.cfg.Listen, hexOf(w.b)), "later messages not sent to the HELLO_ACK's source")
+		}
+		h.fail(fmt.Sprintf("PARAM_UPDATE to %v, where HELLO_ACK came from (Session)", other.addr), "nothing within "+h.cfg.Timeout.String(), "no PARAM_UPDATE")
+	}
+	m, _ := wire.ParseParamUpdate(r.b)
+	h.note("PARAM_UPDATE (Config ID %d) came to %v, HELLO_ACK's source", m.ConfigID, other.addr)
+	h.sendMsg(other.name, f.csf, &wire.Close{FlowID: f.id, Reason: wire.ReasonNormal})
 }
