@@ -20,6 +20,9 @@ func csfMoreScenarios() []Scenario {
 		s("param-before-ack", "Configuration, C6 (b)", "a configuration is used only after PARAM_ACK and for blocks from its Effective PSN",
 			"first PARAM_UPDATE answered 3 SRTT late, sources meanwhile; then loss reports that move m, the second PARAM_UPDATE answered late",
 			"no REPAIR before PARAM_ACK; none of a new Config ID before its PARAM_ACK or for a block before its Effective PSN", csfParamBeforeAck),
+		s("congestion-no-raise", "Redundancy, C6 (c)", "loss classified as congestion (CE marks on 40 % of the sources) never raises m",
+			"LOSS_REPORTs with 6 % loss and CE on 40 % of the received sources; then (the control) the same loss without CE",
+			"no PARAM_UPDATE raising m during the CE reports; (the control) m raised without CE, else SKIP", csfCongestionNoRaise),
 		s("param-eight-attempts", "Configuration, C2", "PARAM_UPDATE is retransmitted with a doubling timeout, eight attempts, then CLOSE (reason 2)",
 			"HELLO_ACK at once; PARAM_UPDATE never answered", "at most 8 PARAM_UPDATEs of one Config ID, spaced by a doubling timeout, then CLOSE reason 2", csfParamEightAttempts),
 		s("param-refused", "Message Formats (PARAM_ACK)", "a CSF that receives a non-zero Status keeps its configuration: the refused one is never used",
@@ -483,4 +486,43 @@ func csfSpoofedClose(h *Harness) {
 		}
 	}
 	h.fail("ordinary REPAIRs for later blocks after a CLOSE from another address (Security Considerations)", "no REPAIR", "the flow was torn down")
+}
+
+func csfCongestionNoRaise(h *Harness) {
+	f := h.newCSFFlow()
+	f.open(csfOpen{})
+	m0 := f.cur.M
+	start := m0
+	// raised reports intervals with 6 % loss (and CE on ce of the received) and returns the
+	// first PARAM_UPDATE that raises m, if any.
+	raised := func(ce uint32) (wire.ParamUpdate, bool) {
+		for range 12 {
+			h.sendMsg("crem", f.csf, &wire.LossReport{FlowID: f.id, IntervalUS: uint32(h.cfg.SRTT / time.Microsecond), Expected: 100, Received: 94,
+				CEMarked: ce, RepairsReceived: 1})
+			f.burst(8, 200)
+			for _, g := range f.repairs(h.cfg.SRTT / 2) {
+				f.check(g)
+			}
+			if r, ok := h.recv("crem", time.Now(), f.fromCSF(wire.TypeParamUpdate)); ok {
+				m, _ := wire.ParseParamUpdate(r.b)
+				if int(m.M) > m0 {
+					return m, true
+				}
+				f.ack(m, wire.StatusAccepted) // a change that does not raise m is no verdict
+				m0 = f.cur.M
+			}
+		}
+		return wire.ParamUpdate{}, false
+	}
+	if m, ok := raised(38); ok {
+		h.fail(fmt.Sprintf("m not raised above %d for loss with CE on 40 %% of the sources (C6 c: congestion never raises m)", m0),
+			fmt.Sprintf("PARAM_UPDATE with m %d", m.M), "m raised for congestion loss")
+	}
+	m, ok := raised(0)
+	if !ok {
+		h.skip("the target did not raise m for 6 %% loss without CE either (its policy keeps m): nothing to judge")
+	}
+	f.ack(m, wire.StatusAccepted)
+	h.note("m %d at the start, %d after the CE reports (never raised); raised to %d by the same loss without CE", start, m0, m.M)
+	f.close()
 }
