@@ -40,9 +40,24 @@ var targetPolicy = gateway.PolicyConfig{K: 16, M: 2, InitialRTT: "20ms", HelloHo
 // configuration for it.
 func startTarget(t testing.TB, half conform.Half, faults fault.Set) target {
 	t.Helper()
+	return startTargetOpt(t, half, faults, netip.AddrPort{})
+}
+
+// startTargetVia starts a right gateway whose CSF sends HELLO to peer (a proxy in front of the
+// runner) instead of the runner's CREM address.
+func startTargetVia(t testing.TB, half conform.Half, peer netip.AddrPort) target {
+	t.Helper()
+	return startTargetOpt(t, half, 0, peer)
+}
+
+func startTargetOpt(t testing.TB, half conform.Half, faults fault.Set, peer netip.AddrPort) target {
+	t.Helper()
 	cremC, dataC := bound(t, "127.0.0.1"), bound(t, "127.0.0.1")
 	gCREM, gRelay, gWAN := bound(t, "127.0.0.1"), bound(t, "127.0.0.1"), bound(t, "127.0.0.1")
-	c := gateway.Config{Peer: ap(cremC).String(), Shards: 1, Policy: targetPolicy, Faults: faults,
+	if !peer.IsValid() {
+		peer = ap(cremC)
+	}
+	c := gateway.Config{Peer: peer.String(), Shards: 1, Policy: targetPolicy, Faults: faults,
 		Relay: gateway.RelayConfig{LocalEndpoint: "127.0.0.1", RemoteEndpoint: "127.0.0.2"}}
 	cc := conform.Config{Half: half, Target: ap(gCREM), CREMConn: cremC, DataConn: dataC, SRTT: 20 * time.Millisecond}
 	switch half {

@@ -43,12 +43,28 @@ func (f *crfFlow) fromCRF(t wire.Type) func(rx) bool {
 
 // isAck accepts the HELLO_ACK for the flow's nonce.
 func (f *crfFlow) isAck(r rx) bool {
-	if len(r.b) < wire.HeaderLen || wire.Type(r.b[0]&0x0f) != wire.TypeHelloAck {
-		return false
-	}
-	m, err := wire.ParseHelloAck(r.b)
+	m, err := parseAck(r.b)
 	return err == nil && m.SenderNonce == f.nonce
 }
+
+// parseAck parses a HELLO_ACK, and also one longer than its 32 octets (its Length saying so), so
+// that a HELLO_ACK larger than the HELLO is seen and judged rather than dropped as malformed.
+func parseAck(b []byte) (wire.HelloAck, error) {
+	if len(b) < wire.HeaderLen || b[0]>>4 != wire.Version || wire.Type(b[0]&0x0f) != wire.TypeHelloAck {
+		return wire.HelloAck{}, fmt.Errorf("not a HELLO_ACK")
+	}
+	m, err := wire.ParseHelloAck(b)
+	if err == nil || len(b) <= helloAckLen || int(b[2])<<8|int(b[3]) != len(b) {
+		return m, err
+	}
+	head := append([]byte(nil), b[:helloAckLen]...)
+	head[2], head[3] = 0, helloAckLen
+	return wire.ParseHelloAck(head)
+}
+
+// helloAckLen is HELLO_ACK's size: header, the twelve octets of limits, nonce, Max Open Blocks
+// and reserved.
+const helloAckLen = wire.HeaderLen + 12 + 8 + 4
 
 // sayHello sends HELLO from the named socket and returns the HELLO_ACK (false: none came).
 func (f *crfFlow) sayHello(via string) (wire.HelloAck, rx, []byte, bool) {
@@ -72,7 +88,7 @@ func (f *crfFlow) sayHello(via string) (wire.HelloAck, rx, []byte, bool) {
 	if !ok {
 		return wire.HelloAck{}, r, hb, false
 	}
-	m, _ := wire.ParseHelloAck(r.b)
+	m, _ := parseAck(r.b)
 	return m, r, hb, true
 }
 
@@ -248,12 +264,15 @@ func (f *crfFlow) waitRequest(start psn.PSN, d time.Duration) (wire.RepairReques
 			return false
 		}
 		m, err := wire.ParseRepairRequest(r.b)
-		return err == nil && (m.RangeForm || m.BlockStartPSN == start)
+		return err != nil || m.RangeForm || m.BlockStartPSN == start
 	})
 	if !ok {
 		return wire.RepairRequest{}, r, false
 	}
-	m, _ := wire.ParseRepairRequest(r.b)
+	m, err := wire.ParseRepairRequest(r.b)
+	if err != nil {
+		f.h.fail("a well-formed REPAIR_REQUEST (Message Formats, Coded Retransmission)", hexOf(r.b), "REPAIR_REQUEST does not parse: %v", err)
+	}
 	return m, r, true
 }
 

@@ -2,6 +2,7 @@ package conform
 
 import (
 	"fmt"
+	"sort"
 	"time"
 
 	"github.com/crem-project/crem/flow"
@@ -18,7 +19,7 @@ func crfMoreScenarios() []Scenario {
 	return []Scenario{
 		s("loss-report-interval", "Loss Reports", "LOSS_REPORT at least once per SRTT while the flow is active, to the HELLO's address",
 			"source packets every SRTT/4 for 20 SRTT (the CRF's SRTT is the runner's: HELLO_ACK to PARAM_UPDATE)",
-			"at least 20/1.5 LOSS_REPORTs, none with an Interval above 1.5 SRTT", crfLossReportInterval),
+			"at least 12 LOSS_REPORTs (20 SRTT / 1.5, less one), median Interval at most 1.25 SRTT", crfLossReportInterval),
 		s("loss-report-counts", "Loss Reports", "LOSS_REPORT counts the interval's expected and received sources (before restoration), the restored packets and the REPAIRs received",
 			"two blocks of 8 (2 lost in the first) with R0, R1 each, then clean sources", "summed over the reports: Expected - Received = 2, Restored = 2, Repairs Received = 4", crfLossReportCounts),
 		s("param-refused-not-used", "Message Formats (PARAM_ACK), C7 (c)", "a refused configuration, or one never proposed, is not used to decode; acknowledged ones are",
@@ -64,18 +65,25 @@ func crfLossReportInterval(h *Harness) {
 		got = append(got, h.collect("crem", h.cfg.SRTT/4, f.fromCRF(wire.TypeLossReport))...)
 	}
 	need := span*2/3 - 1
-	var worst time.Duration
+	var ivs []time.Duration
 	for _, r := range got {
 		m, _ := wire.ParseLossReport(r.b)
-		worst = max(worst, time.Duration(m.IntervalUS)*time.Microsecond)
+		ivs = append(ivs, time.Duration(m.IntervalUS)*time.Microsecond)
 	}
-	h.note("%d LOSS_REPORTs in %d SRTT (%v), longest Interval %v", len(got), span, h.cfg.SRTT, worst)
+	sort.Slice(ivs, func(i, j int) bool { return ivs[i] < ivs[j] })
+	var median time.Duration
+	if len(ivs) > 0 {
+		median = ivs[len(ivs)/2]
+	}
+	h.note("%d LOSS_REPORTs in %d SRTT (%v), median Interval %v, intervals %v", len(got), span, h.cfg.SRTT, median, ivs)
 	if len(got) < need {
 		h.fail(fmt.Sprintf("LOSS_REPORT at least once per SRTT (%v): at least %d in %v (Loss Reports)", h.cfg.SRTT, need, span*h.cfg.SRTT),
 			fmt.Sprintf("%d", len(got)), "too few loss reports")
 	}
-	if worst > h.cfg.SRTT*3/2+2*time.Millisecond {
-		h.fail(fmt.Sprintf("no report interval above SRTT (%v, with 50%% slack)", h.cfg.SRTT), fmt.Sprintf("an Interval of %v", worst), "a loss report interval too long")
+	// The median, not the longest: one report delayed by the target's scheduler is not a rule.
+	if median > h.cfg.SRTT*5/4+time.Millisecond {
+		h.fail(fmt.Sprintf("report intervals of one SRTT (%v): the median at most 1.25 SRTT (Loss Reports)", h.cfg.SRTT), fmt.Sprintf("median Interval %v", median),
+			"loss report intervals too long")
 	}
 	f.close()
 }

@@ -32,6 +32,10 @@ type csfFlow struct {
 	// unanswered: eight attempts end the flow).
 	autoAck bool
 	acks    []pendingAck
+	// firstSent is when the flow's first source packet went out (before the first HELLO);
+	// ackSent when HELLO_ACK went out (before the first PARAM_UPDATE).
+	firstSent, ackSent time.Time
+	lastParam          wire.ParamUpdate // the PARAM_UPDATE open answered (or left unanswered)
 }
 
 type pendingAck struct {
@@ -69,6 +73,8 @@ type csfOpen struct {
 	paramDelay    time.Duration // the PARAM_ACK's delay (default the run's SRTT)
 	noParamAck    bool          // leave the first PARAM_UPDATE unanswered
 	paramStatus   wire.Status
+	ackVia        string // the runner's socket HELLO_ACK goes from (default "crem")
+	noParam       bool   // return after HELLO_ACK: the scenario takes the PARAM_UPDATE itself
 }
 
 func (h *Harness) newCSFFlow() *csfFlow {
@@ -115,6 +121,9 @@ func (h *Harness) build(qp uint32, op roce.Opcode, p psn.PSN, payload []byte, dm
 func (f *csfFlow) source(n int) psn.PSN {
 	p := f.next
 	b := f.h.build(f.qp, roce.OpWriteMiddle, p, payloadOf(f.qp, p, n), 0, 0)
+	if len(f.sent) == 0 {
+		f.firstSent = time.Now()
+	}
 	f.sent[p] = b
 	f.next = p.Add(1)
 	f.h.send("rdma", f.h.cfg.Inject, b)
@@ -220,9 +229,18 @@ func (f *csfFlow) open(o csfOpen) {
 	for f.id == 0 {
 		f.id = h.rng.Uint32()
 	}
-	h.sendMsg("crem", f.csf, &wire.HelloAck{FlowID: f.id, Capabilities: caps, AF: f.hello.AF(),
+	f.ackSent = time.Now()
+	via := o.ackVia
+	if via == "" {
+		via = "crem"
+	}
+	h.sendMsg(via, f.csf, &wire.HelloAck{FlowID: f.id, Capabilities: caps, AF: f.hello.AF(),
 		SenderNonce: f.hello.SenderNonce, MaxOpenBlocks: o.maxOpen})
+	if o.noParam {
+		return
+	}
 	pu := f.waitParam()
+	f.lastParam = pu
 	if o.noParamAck {
 		return
 	}

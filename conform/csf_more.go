@@ -20,6 +20,9 @@ func csfMoreScenarios() []Scenario {
 		s("param-before-ack", "Configuration, C6 (b)", "a configuration is used only after PARAM_ACK and for blocks from its Effective PSN",
 			"first PARAM_UPDATE answered 3 SRTT late, sources meanwhile; then loss reports that move m, the second PARAM_UPDATE answered late",
 			"no REPAIR before PARAM_ACK; none of a new Config ID before its PARAM_ACK or for a block before its Effective PSN", csfParamBeforeAck),
+		s("congestion-no-raise", "Redundancy, C6 (c)", "loss classified as congestion (CE marks on 40 % of the sources) never raises m",
+			"LOSS_REPORTs with 6 % loss and CE on 40 % of the received sources; then (the control) the same loss without CE",
+			"no PARAM_UPDATE raising m during the CE reports; (the control) m raised without CE, else SKIP", csfCongestionNoRaise),
 		s("param-eight-attempts", "Configuration, C2", "PARAM_UPDATE is retransmitted with a doubling timeout, eight attempts, then CLOSE (reason 2)",
 			"HELLO_ACK at once; PARAM_UPDATE never answered", "at most 8 PARAM_UPDATEs of one Config ID, spaced by a doubling timeout, then CLOSE reason 2", csfParamEightAttempts),
 		s("param-refused", "Message Formats (PARAM_ACK)", "a CSF that receives a non-zero Status keeps its configuration: the refused one is never used",
@@ -179,12 +182,13 @@ func csfParamEightAttempts(h *Harness) {
 			h.note("the retransmissions carry Config IDs %v", ids)
 		}
 	}
-	// A doubling timeout of at least 1 ms: attempt i at least (2^(i-1) - 1) ms after the
-	// second, less the runner's own receive jitter.
-	for i := 2; i < len(at); i++ {
-		want := time.Millisecond<<(i-1) - time.Millisecond
-		if got := at[i].Sub(at[1]); got < want-max(want/10, time.Millisecond) {
-			h.fail(fmt.Sprintf("a timeout doubling from at least 1 ms: attempt %d at least %v after the second (Configuration)", i+1, want), "gaps "+list(gaps),
+	// A doubling timeout of at least 1 ms: attempt j+1 at least (2^j - 1) ms after the first,
+	// which went out after HELLO_ACK: measured from HELLO_ACK's send, a late receive timestamp
+	// of the runner's own can only lengthen what is measured. Allowance 10 % or 1 ms.
+	for j := 1; j < len(at); j++ {
+		want := time.Millisecond<<j - time.Millisecond
+		if got := at[j].Sub(f.ackSent); got < want-max(want/10, time.Millisecond) {
+			h.fail(fmt.Sprintf("a timeout doubling from at least 1 ms: attempt %d at least %v after the first (Configuration)", j+1, want), "gaps "+list(gaps),
 				"PARAM_UPDATE retransmitted without backoff")
 		}
 	}
@@ -193,6 +197,7 @@ func csfParamEightAttempts(h *Harness) {
 func csfParamRefused(h *Harness) {
 	f := h.newCSFFlow()
 	f.open(csfOpen{paramStatus: wire.StatusLimitsExceeded})
+	refused := f.lastParam.ConfigID
 	deadline := time.Now().Add(max(h.cfg.Timeout, 500*time.Millisecond))
 	offered := false
 	for time.Now().Before(deadline) && !offered {
@@ -200,9 +205,13 @@ func csfParamRefused(h *Harness) {
 		for _, g := range f.repairs(h.cfg.SRTT) {
 			f.check(g) // the refused Config ID is not acknowledged: using it fails here
 		}
-		if r, ok := h.recv("crem", time.Now(), f.fromCSF(wire.TypeParamUpdate)); ok {
+		// Copies of the refused update (sent before the refusal arrived) are not offers.
+		if r, ok := h.recv("crem", time.Now(), func(r rx) bool {
+			m, err := wire.ParseParamUpdate(r.b)
+			return f.fromCSF(wire.TypeParamUpdate)(r) && err == nil && m.ConfigID != refused
+		}); ok {
 			m, _ := wire.ParseParamUpdate(r.b)
-			h.note("offered again after the refusal: Config ID %d", m.ConfigID)
+			h.note("offered again after the refusal of Config ID %d: Config ID %d", refused, m.ConfigID)
 			f.ack(m, wire.StatusAccepted)
 			offered = true
 		}
@@ -309,7 +318,7 @@ func (f *csfFlow) burstRepaired() (gotRepair, bool) {
 // noRepairFor sends a block and fails if ordinary repair comes for it.
 func (f *csfFlow) noRepairFor(what string) {
 	if g, ok := f.burstRepaired(); ok {
-		f.h.fail(what, "ordinary REPAIR "+hexOf(g.b[:min(len(g.b), 40)]), "repair while the circuit breaker should be open")
+		f.h.fail(what, "ordinary REPAIR "+hexOf(g.b), "repair while the circuit breaker should be open")
 	}
 }
 
@@ -320,7 +329,7 @@ func csfBreakerTrip(h *Harness) {
 	f.request("crem", b, 71, lostOf(b, 2), 0, 2, false)
 	for _, g := range f.answers(71, 4*h.cfg.SRTT) {
 		if g.m.Retx {
-			h.fail("no coded retransmission while the breaker is open (Congestion Considerations)", hexOf(g.b[:40]), "coded retransmission despite the breaker")
+			h.fail("no coded retransmission while the breaker is open (Congestion Considerations)", hexOf(g.b), "coded retransmission despite the breaker")
 		}
 	}
 	if r, ok := h.recv("crem", time.Now(), f.fromCSF(wire.TypeClose)); ok {
@@ -437,7 +446,7 @@ func csfMalformed(h *Harness) {
 	for _, g := range f.repairs(4 * h.cfg.SRTT) {
 		if g.m.Retx || g.m.RepairSessionID != 0 {
 			h.fail("malformed REPAIR_REQUESTs discarded (Message Formats: unknown Version or Type discarded; a Length that disagrees, a bitmap beyond k)",
-				"an answer: "+hexOf(g.b[:min(40, len(g.b))]), "a malformed request was answered")
+				"an answer: "+hexOf(g.b), "a malformed request was answered")
 		}
 	}
 	if r, ok := h.recv("crem", time.Now(), f.fromCSF(wire.TypeClose)); ok {
@@ -477,4 +486,43 @@ func csfSpoofedClose(h *Harness) {
 		}
 	}
 	h.fail("ordinary REPAIRs for later blocks after a CLOSE from another address (Security Considerations)", "no REPAIR", "the flow was torn down")
+}
+
+func csfCongestionNoRaise(h *Harness) {
+	f := h.newCSFFlow()
+	f.open(csfOpen{})
+	m0 := f.cur.M
+	start := m0
+	// raised reports intervals with 6 % loss (and CE on ce of the received) and returns the
+	// first PARAM_UPDATE that raises m, if any.
+	raised := func(ce uint32) (wire.ParamUpdate, bool) {
+		for range 12 {
+			h.sendMsg("crem", f.csf, &wire.LossReport{FlowID: f.id, IntervalUS: uint32(h.cfg.SRTT / time.Microsecond), Expected: 100, Received: 94,
+				CEMarked: ce, RepairsReceived: 1})
+			f.burst(8, 200)
+			for _, g := range f.repairs(h.cfg.SRTT / 2) {
+				f.check(g)
+			}
+			if r, ok := h.recv("crem", time.Now(), f.fromCSF(wire.TypeParamUpdate)); ok {
+				m, _ := wire.ParseParamUpdate(r.b)
+				if int(m.M) > m0 {
+					return m, true
+				}
+				f.ack(m, wire.StatusAccepted) // a change that does not raise m is no verdict
+				m0 = f.cur.M
+			}
+		}
+		return wire.ParamUpdate{}, false
+	}
+	if m, ok := raised(38); ok {
+		h.fail(fmt.Sprintf("m not raised above %d for loss with CE on 40 %% of the sources (C6 c: congestion never raises m)", m0),
+			fmt.Sprintf("PARAM_UPDATE with m %d", m.M), "m raised for congestion loss")
+	}
+	m, ok := raised(0)
+	if !ok {
+		h.skip("the target did not raise m for 6 %% loss without CE either (its policy keeps m): nothing to judge")
+	}
+	f.ack(m, wire.StatusAccepted)
+	h.note("m %d at the start, %d after the CE reports (never raised); raised to %d by the same loss without CE", start, m0, m.M)
+	f.close()
 }

@@ -19,9 +19,12 @@ func csfScenarios() []Scenario {
 	all := []Scenario{
 		s("hello-backoff", "Session", "HELLO is retransmitted with exponential backoff from 1 ms, at most eight attempts",
 			"one source packet of a new flow; HELLO left unanswered",
-			"at most 8 HELLOs with one nonce, the n-th gap at least 2^(n-1) ms (10% slack)", csfHelloBackoff),
+			"at most 8 HELLOs with one nonce, attempt n at least 2^(n-1) - 1 ms after the first (10 % or 1 ms slack), at most twice that plus 50 ms", csfHelloBackoff),
 		s("hello-nonce-random", "Security Considerations", "the Sender Nonce is random (blind injection unlikely)",
-			"first source packets of four new flows", "four HELLOs whose nonces are distinct, non-zero, far apart (>= 10 bits differ)", csfNonceRandom),
+			"first source packets of four new flows; a fifth flow's session closed by the runner and started again by a source packet",
+			"every nonce (four flows, both sessions of the fifth) distinct, non-zero, far apart (>= 10 bits differ)", csfNonceRandom),
+		s("bound-to-hello-ack-source", "Session, C14", "the CSF sends all later messages of the flow to the address and port HELLO_ACK came from",
+			"HELLO_ACK from another port of the runner's address than the one HELLO went to", "PARAM_UPDATE at that port, none at the one HELLO went to", csfBoundToAckSource),
 		s("limits-minimum", "Session", "the effective limits are the minimum of both sides",
 			"HELLO_ACK with Max k 6, Max m 1, Max T 1200, Cauchy only", "PARAM_UPDATE and REPAIRs within k <= 6, m <= 1, T <= 1200, scheme 1", csfLimitsMinimum),
 		s("repair-symbols", "Sending Repair, Scheme 1", "ordinary repair symbols are R_i over all present positions, indices 0..m-1, Repair Session ID 0, the acknowledged Config ID",
@@ -72,13 +75,20 @@ func csfHelloBackoff(h *Harness) {
 	if len(at) < 2 {
 		h.fail("HELLO retransmitted while unanswered (Session)", "one HELLO", "no retransmission")
 	}
-	// Attempt i comes at least (2^i - 1) ms after the first; the runner's own receive
-	// timestamps may be late by a scheduling delay, hence the allowance of 10 % or 1 ms.
+	// Attempt i+1 is sent at least (2^i - 1) ms after the first, which is sent after the first
+	// source packet: measured from that packet's send, a late receive timestamp of the runner's
+	// own (a scheduling delay) can only lengthen what is measured. Allowance 10 % or 1 ms.
 	for i := 1; i < len(at); i++ {
 		want := time.Millisecond<<i - time.Millisecond
-		if got := at[i].Sub(at[0]); got < want-max(want/10, time.Millisecond) {
+		if got := at[i].Sub(f.firstSent); got < want-max(want/10, time.Millisecond) {
 			h.fail(fmt.Sprintf("exponential backoff from 1 ms: attempt %d at least %v after the first (Session)", i+1, want), "gaps "+list(gaps),
 				"HELLO retransmitted sooner than the backoff")
+		}
+		// And not much later: a backoff that starts at 1 ms, not a slow fixed interval. The
+		// allowance (twice the schedule and 50 ms) covers a loaded target's late timers.
+		if late := 2*want + 50*time.Millisecond; at[i].Sub(f.firstSent) > late {
+			h.fail(fmt.Sprintf("exponential backoff from 1 ms: attempt %d due %v after the first, at the latest %v (Session)", i+1, want, late), "gaps "+list(gaps),
+				"HELLO retransmitted far later than a backoff from 1 ms")
 		}
 	}
 }
@@ -89,6 +99,25 @@ func csfNonceRandom(h *Harness) {
 		f := h.newCSFFlow()
 		f.waitHello()
 		nonces = append(nonces, f.hello.SenderNonce)
+	}
+	// A new session of one flow (after the CRF's CLOSE) draws a new nonce too: a nonce made
+	// from the flow's descriptor would differ between flows and still be no random value.
+	f := h.newCSFFlow()
+	f.open(csfOpen{})
+	first := f.hello.SenderNonce
+	nonces = append(nonces, first)
+	f.close()
+	h.sleep(h.cfg.SRTT)
+	restart := time.Now()
+	f.source(200)
+	// A HELLO of the new session: any nonce, sent after the new source packet (copies of the
+	// first session's HELLO, received earlier, may still be pending).
+	if r, ok := h.recv("crem", h.deadline(), func(r rx) bool { return f.isHello(r) && r.at.After(restart) }); ok {
+		m, _ := wire.ParseHello(r.b)
+		nonces = append(nonces, m.SenderNonce)
+		h.note("the flow's new session after CLOSE: nonce %016x (the first %016x)", m.SenderNonce, first)
+	} else {
+		h.note("no new session after the CRF's CLOSE and a source packet: the nonce of a second session not seen")
 	}
 	h.note("nonces %x", nonces)
 	for i, a := range nonces {
@@ -425,4 +454,21 @@ func csfFallback(h *Harness) {
 		}
 	}
 	f.close()
+}
+
+func csfBoundToAckSource(h *Harness) {
+	f := h.newCSFFlow()
+	other := h.open("ack-from", netipAddrPort(h.cfg.Listen.Addr(), 0))
+	f.open(csfOpen{ackVia: other.name, noParam: true})
+	r, ok := h.recv(other.name, h.deadline(), f.fromCSF(wire.TypeParamUpdate))
+	if !ok {
+		if w, wrong := h.recv("crem", time.Now(), f.fromCSF(wire.TypeParamUpdate)); wrong {
+			h.fail(fmt.Sprintf("PARAM_UPDATE to %v, where HELLO_ACK came from (Session)", other.addr),
+				fmt.Sprintf("PARAM_UPDATE to %v, where HELLO went: %s", h.cfg.Listen, hexOf(w.b)), "later messages not sent to the HELLO_ACK's source")
+		}
+		h.fail(fmt.Sprintf("PARAM_UPDATE to %v, where HELLO_ACK came from (Session)", other.addr), "nothing within "+h.cfg.Timeout.String(), "no PARAM_UPDATE")
+	}
+	m, _ := wire.ParseParamUpdate(r.b)
+	h.note("PARAM_UPDATE (Config ID %d) came to %v, HELLO_ACK's source", m.ConfigID, other.addr)
+	h.sendMsg(other.name, f.csf, &wire.Close{FlowID: f.id, Reason: wire.ReasonNormal})
 }

@@ -93,9 +93,6 @@ type Harness struct {
 // stop unwinds a scenario that has its verdict.
 type stop struct{}
 
-// Config returns the run's configuration.
-func (h *Harness) Config() *Config { return h.cfg }
-
 // fail ends the scenario with FAIL.
 func (h *Harness) fail(expected, got, format string, a ...any) {
 	h.res.Status, h.res.Reason, h.res.Expected, h.res.Got = Fail, fmt.Sprintf(format, a...), expected, got
@@ -112,9 +109,6 @@ func (h *Harness) skip(format string, a ...any) {
 func (h *Harness) note(format string, a ...any) {
 	h.res.Notes = append(h.res.Notes, fmt.Sprintf(format, a...))
 }
-
-// since is the time since the scenario began.
-func (h *Harness) since(t time.Time) time.Duration { return t.Sub(h.start) }
 
 func (h *Harness) capture(dir, via string, peer netip.AddrPort, at time.Time, b []byte) {
 	const maxHex = 96
@@ -261,8 +255,16 @@ func (h *Harness) sleep(d time.Duration) { time.Sleep(d) }
 // deadline is now plus the run's timeout for one expected message.
 func (h *Harness) deadline() time.Time { return time.Now().Add(h.cfg.Timeout) }
 
-// hexOf is a datagram's hex for a failure's "got".
-func hexOf(b []byte) string { return hex.EncodeToString(b) }
+// hexOf is a datagram's or a symbol's hex for a failure's expected and got: the first 96
+// octets, then how many there are (a symbol of 4 KiB would drown the report; the first
+// differing octet is named separately).
+func hexOf(b []byte) string {
+	const keep = 96
+	if len(b) <= keep {
+		return hex.EncodeToString(b)
+	}
+	return fmt.Sprintf("%s...(%d octets)", hex.EncodeToString(b[:keep]), len(b))
+}
 
 // list joins values for a report line.
 func list[T any](xs []T) string {

@@ -4,6 +4,9 @@ import (
 	"bytes"
 	"encoding/json"
 	"encoding/xml"
+	"os"
+	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -125,6 +128,30 @@ func TestConfigErrors(t *testing.T) {
 	for _, c := range []Config{{Half: "x"}, {Half: HalfCSF}, {Half: HalfCRF}} {
 		if _, err := Run(c, Scenarios()); err == nil {
 			t.Errorf("%+v accepted", c)
+		}
+	}
+}
+
+// docs/conform.md's tables name every scenario of the registry, and no other.
+func TestDocsNameEveryScenario(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join("..", "docs", "conform.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc := string(b)
+	for _, s := range Scenarios() {
+		if !strings.Contains(doc, "| `"+s.Name+"`") {
+			t.Errorf("docs/conform.md has no row for %s", s.Name)
+		}
+	}
+	rows := regexp.MustCompile("\\| `((?:csf|crf)/[a-z0-9-]+)`").FindAllStringSubmatch(doc, -1)
+	known := map[string]bool{}
+	for _, s := range Scenarios() {
+		known[s.Name] = true
+	}
+	for _, r := range rows {
+		if !known[r[1]] {
+			t.Errorf("docs/conform.md has a row for %s, which is no scenario", r[1])
 		}
 	}
 }
