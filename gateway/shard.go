@@ -21,6 +21,8 @@ type shard struct {
 	n         *Node
 	out       [3]outq
 	w         *writer
+	// The shard's own free buffers (shardcache.go).
+	smallFree, largeFree pktCache
 	next      time.Duration
 	hasNext   bool
 	batch     []*pkt
@@ -54,6 +56,7 @@ func newShard(g *Gateway, idx int) (*shard, error) {
 		return nil, err
 	}
 	sh.n = n
+	sh.smallFree.pool, sh.largeFree.pool = g.small, g.large
 	sh.publish(0)
 	return sh, nil
 }
@@ -172,16 +175,16 @@ func (sh *shard) handle(now time.Duration, p *pkt) {
 		if sh.n.WAN(now, b, p.ce) {
 			sh.queue(kindLocal, g.cfg.target, p)
 		} else {
-			g.putPkt(p)
+			sh.putPkt(p)
 		}
 	case kindCREM:
 		sh.n.CREM(now, p.from, b, p.ce)
-		g.putPkt(p)
+		sh.putPkt(p)
 	case kindTun:
 		if sh.n.Tun(now, b, p.ce) {
 			sh.sendTun(b)
 		}
-		g.putPkt(p)
+		sh.putPkt(p)
 	}
 }
 
@@ -217,7 +220,7 @@ func (sh *shard) send(kind int, to netip.AddrPort, b []byte) {
 		sh.g.c.writeErrors.Add(1)
 		return
 	}
-	p := sh.g.getPkt(len(b))
+	p := sh.getPkt(len(b))
 	p.n = copy(p.buf, b)
 	sh.queue(kind, to, p)
 }
@@ -264,7 +267,7 @@ func (sh *shard) flushOne(kind int) {
 		}
 	}
 	for i, p := range q.pkts {
-		g.putPkt(p)
+		sh.putPkt(p)
 		q.pkts[i] = nil
 	}
 	q.pkts, q.to = q.pkts[:0], q.to[:0]
