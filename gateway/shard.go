@@ -17,16 +17,16 @@ type shard struct {
 	idx int
 	in  chan *pkt
 
-	mu        sync.Mutex
-	n         *Node
-	out       [3]outq
-	w         *writer
+	mu  sync.Mutex
+	n   *Node
+	out [3]outq
+	w   *writer
 	// The shard's own free buffers (shardcache.go).
 	smallFree, largeFree pktCache
-	next      time.Duration
-	hasNext   bool
-	batch     []*pkt
-	cremBatch []*pkt
+	next                 time.Duration
+	hasNext              bool
+	batch                []*pkt
+	cremBatch            []*pkt
 
 	// What the shard publishes for Stats and the metrics (snapshot.go).
 	snap                   atomic.Pointer[snapshot]
