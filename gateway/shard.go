@@ -179,12 +179,12 @@ func (sh *shard) handle(now time.Duration, p *pkt) {
 		}
 	case kindCREM:
 		sh.n.CREM(now, p.from, b, p.ce)
-		sh.putPkt(p)
+		g.putPkt(p)
 	case kindTun:
 		if sh.n.Tun(now, b, p.ce) {
 			sh.sendTun(b)
 		}
-		sh.putPkt(p)
+		g.putPkt(p)
 	}
 }
 
