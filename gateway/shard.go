@@ -265,6 +265,9 @@ func (sh *shard) flushOne(kind int) {
 		if out.errors > 0 {
 			g.c.writeErrors.Add(uint64(out.errors))
 		}
+		if out.gsoOff {
+			g.log.Warn("UDP GSO send failed with EIO (the device cannot checksum it): sending one datagram per message from now on", "socket", s.String())
+		}
 	}
 	for i, p := range q.pkts {
 		sh.putPkt(p)
