@@ -1,10 +1,14 @@
 package gateway
 
 import (
+	"context"
 	"hash/maphash"
+	"net"
 	"net/netip"
 	"testing"
+	"time"
 
+	"github.com/crem-project/crem/cremtest"
 	"github.com/crem-project/crem/flow"
 	"github.com/crem-project/crem/wire"
 )
@@ -91,6 +95,66 @@ func TestShardForQPPairs(t *testing.T) {
 		p := &pkt{buf: b, n: len(b), kind: kindCREM}
 		if sh := g.shardFor(p); sh == nil || sh.idx != want {
 			t.Errorf("HELLO for QP %#x: shard %v, want %d", qp, sh, want)
+		}
+	}
+}
+
+// TestRelayQPPairsSpreadOverShards: a running relay gateway with two shards and two configured
+// QP pairs hands each pair's datagrams, from this side and from the peer, to its own shard:
+// each shard's node sees its pair's packets and none of the other's.
+func TestRelayQPPairsSpreadOverShards(t *testing.T) {
+	sink, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sink.Close()
+	ep, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ep.Close()
+	crem, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := New(Config{Peer: "127.0.0.1:9", Shards: 2,
+		Protect: []ProtectRule{{QP: 0x42, ReverseQP: 0x142}, {QP: 0x43, ReverseQP: 0x143}},
+		Relay: RelayConfig{Listen: "127.0.0.1:0", Target: sink.LocalAddr().String(), WANListen: "127.0.0.1:0",
+			PeerData: sink.LocalAddr().String()}}, Options{Seed: 1, Sockets: Sockets{CREM: crem}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); g.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	// WRITE packets toward the peer to a QP of each pair (sources: counted unprotected, no
+	// session yet) and packets back to the reverse QP of the first, 10 of each.
+	write := func(qp uint32) []byte {
+		syn := cremtest.Synth{Desc: flow.Descriptor{Kind: wire.FlowKindRoCEv2, Src: netip.MustParseAddr("127.0.0.1"),
+			Dst: netip.MustParseAddr("127.0.0.1"), DestQP: qp, SrcPort: 4791}, PSN: 1}
+		return syn.Next(1024)
+	}
+	for range 10 {
+		for _, qp := range []uint32{0x42, 0x143} {
+			ep.WriteToUDPAddrPort(write(qp), g.RelayAddr())
+		}
+		ep.WriteToUDPAddrPort(write(0x142), g.WANAddr())
+	}
+	deadline := time.Now().Add(3 * time.Second)
+	for time.Now().Before(deadline) {
+		if g.Stats().Gateway["handed_local"] == 20 && g.Stats().Gateway["handed_wan"] == 10 {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	time.Sleep(3 * publishEvery) // the shards publish what their nodes counted
+	// Pair 0x42/0x142 is on shard 0 (0x42 % 2), pair 0x43/0x143 on shard 1.
+	want := [2]struct{ out, back uint64 }{{10, 10}, {10, 0}}
+	for i, sh := range g.shards {
+		n := sh.snapshot().node
+		if n.PacketsUnprotected != want[i].out || n.ReverseToNone+n.ReverseToSender != want[i].back {
+			t.Errorf("shard %d: %d packets toward the peer, %d back; want %d and %d", i, n.PacketsUnprotected, n.ReverseToNone+n.ReverseToSender, want[i].out, want[i].back)
 		}
 	}
 }
