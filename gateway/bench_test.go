@@ -35,16 +35,18 @@ func BenchmarkRelay(b *testing.B) {
 			if offload {
 				name = mode + "/offload"
 			}
-			b.Run(name, func(b *testing.B) { benchRelay(b, mode == "crem", offload, 1) })
+			b.Run(name, func(b *testing.B) { benchRelay(b, mode == "crem", offload, 1, 1) })
 		}
 	}
 }
 
-// BenchmarkRelayShards is BenchmarkRelay's crem case with offload, each gateway run with one
-// and with two shards.
+// BenchmarkRelayShards is BenchmarkRelay's crem case with offload and two flows (QPs 0x42 and
+// 0x43, each a configured pair with its reverse QP, so that each has a shard of its own when
+// there are two: the pair's lower QP modulo the shards), each gateway run with one and with
+// two shards; the endpoint sends the flows' batches in turn.
 func BenchmarkRelayShards(b *testing.B) {
 	for _, n := range []int{1, 2} {
-		b.Run(fmt.Sprintf("shards=%d", n), func(b *testing.B) { benchRelay(b, true, true, n) })
+		b.Run(fmt.Sprintf("shards=%d", n), func(b *testing.B) { benchRelay(b, true, true, n, 2) })
 	}
 }
 
@@ -125,7 +127,7 @@ func (k *benchSink) take() []time.Duration {
 	return l
 }
 
-func benchRelay(b *testing.B, protect, offload bool, shards int) {
+func benchRelay(b *testing.B, protect, offload bool, shards, flows int) {
 	target, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
 	if err != nil {
 		b.Fatal(err)
@@ -140,6 +142,12 @@ func benchRelay(b *testing.B, protect, offload bool, shards int) {
 	ep.SetWriteBuffer(8 << 20)
 	port := ep.LocalAddr().(*net.UDPAddr).Port
 	rule := []gateway.ProtectRule{{SrcPort: port}}
+	if flows > 1 {
+		rule = nil
+		for f := range flows {
+			rule = append(rule, gateway.ProtectRule{SrcPort: port, QP: 0x42 + f, ReverseQP: 0x142 + f})
+		}
+	}
 	if !protect {
 		rule = []gateway.ProtectRule{{QP: 0xfffffe}}
 	}
@@ -148,23 +156,28 @@ func benchRelay(b *testing.B, protect, offload bool, shards int) {
 	a, gb, stop := startRelayPairWith(b, target.LocalAddr().String(), rule, pol, offload, shards)
 	defer stop()
 
-	desc := flow.Descriptor{Kind: wire.FlowKindRoCEv2, Src: netip.MustParseAddr("127.0.0.1"), Dst: netip.MustParseAddr("127.0.0.1"), DestQP: 0x42, SrcPort: uint16(port)}
-	syn := cremtest.Synth{Desc: desc, PSN: 1}
-	// Copies of one 4 KiB WRITE packet whose PSN is rewritten for each send, so that every
-	// packet is a new source for the CSF (the CRF checks the ICRC of restored packets only,
-	// and nothing is lost here); the PSN names the send time's slot.
-	pk := syn.Next(4096)
-	pkts := make([][]byte, benchBatch)
-	for i := range pkts {
-		pkts[i] = slices.Clone(pk)
+	// Per flow, copies of one 4 KiB WRITE packet whose PSN is rewritten for each send, so that
+	// every packet is a new source for the CSF (the CRF checks the ICRC of restored packets
+	// only, and nothing is lost here); the PSN names the send time's slot, the flows' PSNs
+	// apart.
+	pkts := make([][][]byte, flows)
+	next := make([]uint32, flows)
+	for f := range flows {
+		desc := flow.Descriptor{Kind: wire.FlowKindRoCEv2, Src: netip.MustParseAddr("127.0.0.1"), Dst: netip.MustParseAddr("127.0.0.1"), DestQP: uint32(0x42 + f), SrcPort: uint16(port)}
+		syn := cremtest.Synth{Desc: desc, PSN: 1}
+		pk := syn.Next(4096)
+		for range benchBatch {
+			pkts[f] = append(pkts[f], slices.Clone(pk))
+		}
+		next[f] = uint32(1000 + f<<19)
 	}
 	sink := &benchSink{base: time.Now(), sent: make([]atomic.Int64, sentSlots), notify: make(chan struct{}, 1),
 		lat: make([]time.Duration, 0, b.N+4096)}
-	next := uint32(1000)
-	stamp := func(p []byte) {
-		next = (next + 1) & 0xffffff
-		p[9], p[10], p[11] = byte(next>>16), byte(next>>8), byte(next)
-		sink.sent[next%sentSlots].Store(int64(time.Since(sink.base)))
+	stamp := func(f int, p []byte) {
+		next[f] = (next[f] + 1) & 0xffffff
+		n := next[f]
+		p[9], p[10], p[11] = byte(n>>16), byte(n>>8), byte(n)
+		sink.sent[n%sentSlots].Store(int64(time.Since(sink.base)))
 	}
 	recvDone := make(chan struct{})
 	go func() { defer close(recvDone); benchReceive(target, sink) }()
@@ -188,9 +201,11 @@ func benchRelay(b *testing.B, protect, offload bool, shards int) {
 	// Warm up: let the flow be protected before measuring.
 	if protect {
 		deadline := time.Now().Add(3 * time.Second)
-		for a.Stats().Sender.ParamAccepted == 0 && time.Now().Before(deadline) {
-			stamp(pkts[0])
-			send(pkts[:1], to)
+		for a.Stats().Sender.ParamAccepted < uint64(flows) && time.Now().Before(deadline) {
+			for f := range flows {
+				stamp(f, pkts[f][0])
+				send(pkts[f][:1], to)
+			}
 			time.Sleep(time.Millisecond)
 		}
 		time.Sleep(20 * time.Millisecond)
@@ -201,17 +216,17 @@ func benchRelay(b *testing.B, protect, offload bool, shards int) {
 	run := func(n int) int64 {
 		got0 := sink.got.Load()
 		var sent, lost int64
-		for sent < int64(n) {
+		for f := 0; sent < int64(n); f = (f + 1) % flows {
 			for sent-(sink.got.Load()-got0)-lost > window-benchBatch {
 				if !wait(50 * time.Millisecond) {
 					lost = sent - (sink.got.Load() - got0)
 				}
 			}
 			m := min(benchBatch, n-int(sent))
-			for _, p := range pkts[:m] {
-				stamp(p)
+			for _, p := range pkts[f][:m] {
+				stamp(f, p)
 			}
-			send(pkts[:m], to)
+			send(pkts[f][:m], to)
 			sent += int64(m)
 		}
 		for sent-(sink.got.Load()-got0)-lost > 0 && wait(100*time.Millisecond) {
@@ -231,8 +246,8 @@ func benchRelay(b *testing.B, protect, offload bool, shards int) {
 	// the receiving endpoint, on an otherwise idle path.
 	oneByOne := func(to netip.AddrPort) []time.Duration {
 		for range 2000 {
-			stamp(pkts[0])
-			send(pkts[:1], to)
+			stamp(0, pkts[0][0])
+			send(pkts[0][:1], to)
 			wait(100 * time.Millisecond)
 		}
 		d := sink.take()

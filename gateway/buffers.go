@@ -114,6 +114,16 @@ func (bp *bufPool) put(p *pkt) {
 	bp.mu.Unlock()
 }
 
+// putMany returns buffers to the pool under one lock.
+func (bp *bufPool) putMany(ps []*pkt) {
+	for _, p := range ps {
+		p.n, p.ce, p.from = 0, false, netip.AddrPort{}
+	}
+	bp.mu.Lock()
+	bp.free = append(bp.free, ps...)
+	bp.mu.Unlock()
+}
+
 // trim releases the buffers that stayed free since the last trim, and returns how many.
 func (bp *bufPool) trim() int {
 	bp.mu.Lock()
@@ -220,6 +230,9 @@ const freeOSAfter = 4 << 20
 
 // trim releases idle buffers of every pool and returns the octets released.
 func (g *Gateway) trim() int {
+	for _, sh := range g.shards {
+		sh.spillCaches()
+	}
 	return g.small.trim()*smallSize + g.large.trim()*bufSize + g.gro.trim()*groBufSize
 }
 

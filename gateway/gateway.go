@@ -72,6 +72,7 @@ type Gateway struct {
 	local     *sock // relay: this side's endpoints
 	wan       *sock // relay: the peer gateway's data
 	shards    []*shard
+	qps       qpShards // relay: the shards of configured QP pairs (shardkey.go)
 	route     router
 	pcap      *pcapRec
 	c         counters
@@ -215,6 +216,7 @@ func New(c Config, o Options) (*Gateway, error) {
 		}
 		g.shards = append(g.shards, sh)
 	}
+	g.qps = newQPShards(r, len(g.shards))
 	ok = true
 	if c, w := g.crem.addr.Addr(), g.WANAddr().Addr(); len(r.reporters) > 0 && g.wan != nil &&
 		!c.IsUnspecified() && !w.IsUnspecified() && c != w {
@@ -419,9 +421,12 @@ func (g *Gateway) shardFor(p *pkt) *shard {
 			g.c.notRoCE.Add(1)
 			return g.shards[0] // relayed as it is
 		}
-		return g.shards[g.pairHash(g.cfg.localEP, g.cfg.remoteEP)]
+		return g.shards[g.dataShard(b)]
 	case kindWAN:
-		return g.shards[g.pairHash(g.cfg.localEP, g.cfg.remoteEP)]
+		if len(b) < 12 {
+			return g.shards[g.pairHash(g.cfg.localEP, g.cfg.remoteEP)]
+		}
+		return g.shards[g.dataShard(b)]
 	}
 	// CREM
 	if len(b) < wire.HeaderLen || b[0]>>4 != wire.Version {
@@ -437,12 +442,15 @@ func (g *Gateway) shardFor(p *pkt) *shard {
 			g.c.cremMalformed.Add(1)
 			return nil
 		}
+		if i, ok := g.flowShard(h.FlowLabel); ok {
+			return g.shards[i]
+		}
 		return g.shards[g.pairHash(h.Source.Unmap(), h.Destination.Unmap())]
 	case wire.TypePathReport:
 		if g.cfg.mode == "relay" {
 			// Every outbound flow runs between the two endpoints, whatever addresses the
 			// report names them by (Node.reportKey): their shard parses, maps and counts it.
-			return g.shards[g.pairHash(g.cfg.localEP, g.cfg.remoteEP)]
+			return g.shards[g.pathReportShard(b)]
 		}
 		pr, err := wire.ParsePathReport(b)
 		if err != nil {

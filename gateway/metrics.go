@@ -143,8 +143,10 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 	bufs := prometheus.NewDesc("crem_gateway_buffers_held", "packet buffers held, free or in use", []string{"size"}, nil)
 	ch <- prometheus.MustNewConstMetric(bufs, prometheus.GaugeValue, float64(l.BuffersSmall), "small")
 	ch <- prometheus.MustNewConstMetric(bufs, prometheus.GaugeValue, float64(l.BuffersLarge), "large")
+	gro := int(c.g.gro.heldNow.Load()) // coalesced receive buffers (relay.offload)
+	ch <- prometheus.MustNewConstMetric(bufs, prometheus.GaugeValue, float64(gro), "gro")
 	ch <- prometheus.MustNewConstMetric(prometheus.NewDesc("crem_gateway_buffer_bytes", "octets of packet buffers held", nil, nil),
-		prometheus.GaugeValue, float64(l.BuffersSmall*smallSize+l.BuffersLarge*bufSize))
+		prometheus.GaugeValue, float64(l.BuffersSmall*smallSize+l.BuffersLarge*bufSize+gro*groBufSize))
 	c.perFlow(ch)
 	for k, v := range st.Gateway {
 		ch <- prometheus.MustNewConstMetric(prometheus.NewDesc("crem_gateway_"+k+"_total", "gateway counter "+k, nil, nil),

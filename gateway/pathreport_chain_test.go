@@ -297,8 +297,11 @@ func TestPathReporterChainSection4(t *testing.T) {
 		if sent == 0 || s.PathReports == 0 || s.PathReportsRejected != 0 || r.a.Gateway["path_reports_unknown_flow"] != 0 {
 			t.Errorf("%s: %d reports sent, %d taken, %d rejected, %d for no flow", name, sent, s.PathReports, s.PathReportsRejected, r.a.Gateway["path_reports_unknown_flow"])
 		}
-		if r.extra < uint64(r.scriptLen)/2 || r.extra > uint64(r.scriptLen) {
-			t.Errorf("%s: %d extra symbols for %d drops reported: want about one each", name, r.extra, r.scriptLen)
+		// A drop reported while its block is still open, or in a block whose own symbols
+		// already answer it, needs no extra symbol of its own (covered): with the datagrams
+		// sent in GSO runs the reports often find the block so.
+		if answered := r.extra + s.PathReportDropsCovered; answered < uint64(r.scriptLen)/2 || r.extra > uint64(r.scriptLen) {
+			t.Errorf("%s: %d extra symbols and %d drops covered for %d drops reported: want about one each", name, r.extra, s.PathReportDropsCovered, r.scriptLen)
 		}
 		if testenv.Race {
 			// Slowed several times over, the extra repair races the CRF's request: the

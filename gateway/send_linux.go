@@ -36,6 +36,7 @@ func newWriter() *writer {
 // written is what one write did.
 type written struct {
 	datagrams, octets, errors int
+	gsoOff                    bool // an EIO turned GSO off for the socket
 }
 
 // write sends pkts[i] to to[i] on s, in order.
@@ -73,6 +74,7 @@ func (w *writer) write(s *sock, pkts []*pkt, to []netip.AddrPort) written {
 				if mmsg.DisablesGSO(e) {
 					if s.gso.Swap(false) {
 						s.off.gsoDisabled.Store(1)
+						out.gsoOff = true
 					}
 					gso = false
 				} else if e == unix.EINVAL || e == unix.EMSGSIZE {

@@ -89,6 +89,9 @@ func TestWriterEIODisablesGSO(t *testing.T) {
 		t.Fatalf("refused %d, gso %v, disabled %d, fallbacks %d: want one refusal, GSO off for good",
 			refused, s.gso.Load(), s.off.gsoDisabled.Load(), s.off.gsoFallbacks.Load())
 	}
+	if !out.gsoOff {
+		t.Fatal("the first write did not say GSO went off")
+	}
 	if out := w.write(s, ps, tos); out.datagrams != 10 || refused != 1 || s.off.gsoSends.Load() != 0 {
 		t.Fatalf("second write %+v, refused %d, gso sends %d: want no run tried", out, refused, s.off.gsoSends.Load())
 	}

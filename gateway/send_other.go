@@ -12,6 +12,7 @@ func newWriter() *writer { return &writer{} }
 // written is what one write did.
 type written struct {
 	datagrams, octets, errors int
+	gsoOff                    bool // never: no GSO here
 }
 
 // write sends pkts[i] to to[i] on s, in order.

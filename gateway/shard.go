@@ -17,14 +17,16 @@ type shard struct {
 	idx int
 	in  chan *pkt
 
-	mu        sync.Mutex
-	n         *Node
-	out       [3]outq
-	w         *writer
-	next      time.Duration
-	hasNext   bool
-	batch     []*pkt
-	cremBatch []*pkt
+	mu  sync.Mutex
+	n   *Node
+	out [3]outq
+	w   *writer
+	// The shard's own free buffers (shardcache.go).
+	smallFree, largeFree pktCache
+	next                 time.Duration
+	hasNext              bool
+	batch                []*pkt
+	cremBatch            []*pkt
 
 	// What the shard publishes for Stats and the metrics (snapshot.go).
 	snap                   atomic.Pointer[snapshot]
@@ -54,6 +56,7 @@ func newShard(g *Gateway, idx int) (*shard, error) {
 		return nil, err
 	}
 	sh.n = n
+	sh.smallFree.pool, sh.largeFree.pool = g.small, g.large
 	sh.publish(0)
 	return sh, nil
 }
@@ -172,7 +175,7 @@ func (sh *shard) handle(now time.Duration, p *pkt) {
 		if sh.n.WAN(now, b, p.ce) {
 			sh.queue(kindLocal, g.cfg.target, p)
 		} else {
-			g.putPkt(p)
+			sh.putPkt(p)
 		}
 	case kindCREM:
 		sh.n.CREM(now, p.from, b, p.ce)
@@ -214,7 +217,7 @@ func (sh *shard) send(kind int, to netip.AddrPort, b []byte) {
 		sh.g.c.writeErrors.Add(1)
 		return
 	}
-	p := sh.g.getPkt(len(b))
+	p := sh.getPkt(len(b))
 	p.n = copy(p.buf, b)
 	sh.queue(kind, to, p)
 }
@@ -260,9 +263,12 @@ func (sh *shard) flushOne(kind int) {
 		if out.errors > 0 {
 			g.c.writeErrors.Add(uint64(out.errors))
 		}
+		if out.gsoOff {
+			g.log.Warn("UDP GSO send failed with EIO (the device cannot checksum it): sending one datagram per message from now on", "socket", s.String())
+		}
 	}
 	for i, p := range q.pkts {
-		g.putPkt(p)
+		sh.putPkt(p)
 		q.pkts[i] = nil
 	}
 	q.pkts, q.to = q.pkts[:0], q.to[:0]
