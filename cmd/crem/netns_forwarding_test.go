@@ -129,7 +129,7 @@ func (c *netnsChain) sh(ns string, args ...string) {
 // drops lists the interfaces' drop counters in the gateway namespaces (non-zero only).
 func (c *netnsChain) drops() string {
 	var b strings.Builder
-	for _, ns := range []string{c.a, c.b, c.r} {
+	for _, ns := range []string{c.s, c.a, c.b, c.r} {
 		out, _ := exec.Command("ip", "-n", ns, "-s", "-j", "link").Output()
 		var links []struct {
 			Ifname string
@@ -595,9 +595,10 @@ func TestTunGSONetns(t *testing.T) {
 		t.Skip("needs Linux 6.2 (USO on TUN devices)")
 	}
 	c := newNetnsChain(t)
-	for _, offload := range []string{"on", "off"} {
+	for _, tc := range []struct{ offload, write string }{{"on", "raw"}, {"off", "raw"}, {"on", "device"}, {"off", "device"}} {
+		offload := tc.offload + "/" + tc.write
 		c.tunRouting(true)
-		gws := c.startGateways("", "--tun-offload", offload)
+		gws := c.startGateways("", "--tun-offload", tc.offload, "--tun-write", tc.write)
 		c.blast("warm", time.Second, nil, "CREM_NETNS_GSO=15", "CREM_NETNS_PPS=40000")
 		before, beforeB := c.metrics(gws[0]), c.metrics(gws[1])
 		m := c.blast("gso-"+offload, time.Second, gws[:], "CREM_NETNS_GSO=15", "CREM_NETNS_VERIFY=1", "CREM_NETNS_PPS=40000")
@@ -624,10 +625,19 @@ func TestTunGSONetns(t *testing.T) {
 		if m.res.Sent == 0 || m.res.Packets > m.res.Sent || float64(m.res.Packets) < 0.98*float64(m.res.Sent) {
 			t.Errorf("offload %s: %d of %d packets delivered", offload, m.res.Packets, m.res.Sent)
 		}
-		if offload == "on" && (gso == 0 || segs < 2*gso) {
+		coalesced := after["crem_gateway_tun_coalesced_total"] - before["crem_gateway_tun_coalesced_total"]
+		coalescedB := afterB["crem_gateway_tun_coalesced_total"] - beforeB["crem_gateway_tun_coalesced_total"]
+		t.Logf("offload %s: packets written coalesced: A %.0f, B %.0f", offload, coalesced, coalescedB)
+		if tc.offload == "on" && tc.write == "device" && (coalesced == 0 || coalescedB == 0) {
+			t.Errorf("offload %s: nothing was written coalesced", offload)
+		}
+		if (tc.offload == "off" || tc.write == "raw") && coalesced+coalescedB != 0 {
+			t.Errorf("offload %s: %.0f packets written coalesced", offload, coalesced+coalescedB)
+		}
+		if tc.offload == "on" && (gso == 0 || segs < 2*gso) {
 			t.Errorf("offload on: gateway A read %.0f super-packets of %.0f packets, want the sender's", gso, segs)
 		}
-		if offload == "off" && gso != 0 {
+		if tc.offload == "off" && gso != 0 {
 			t.Errorf("offload off: gateway A read %.0f super-packets", gso)
 		}
 		if !strings.Contains(gws[0].logs.String(), "protecting flow") {
