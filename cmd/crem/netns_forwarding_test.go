@@ -504,9 +504,16 @@ func TestNetnsForwarding(t *testing.T) {
 		name, bin string
 		flags     []string
 	}
-	configs := []config{{"crem", os.Getenv("CREM_NETNS_CREM"), strings.Fields(os.Getenv("CREM_NETNS_GATEWAY_FLAGS"))}}
+	bin, flags := os.Getenv("CREM_NETNS_CREM"), strings.Fields(os.Getenv("CREM_NETNS_GATEWAY_FLAGS"))
+	configs := []config{
+		{"crem-raw", bin, append([]string{"--tun-write", "raw"}, flags...)},
+		{"crem-dev", bin, append([]string{"--tun-write", "device"}, flags...)},
+	}
 	if b := os.Getenv("CREM_NETNS_BASELINE"); b != "" {
 		configs = append(configs, config{"baseline", b, nil})
+	}
+	if only := os.Getenv("CREM_NETNS_ONLY"); only != "" { // say "crem-dev,baseline"
+		configs = slices.DeleteFunc(configs, func(c config) bool { return !slices.Contains(strings.Split(only, ","), c.name) })
 	}
 	results := map[string][]measurement{}
 	for run := range runs {
@@ -581,12 +588,14 @@ func envInt(name string, def int) int {
 // TestTunGSONetns: a sender using UDP segmentation offload (UDP_SEGMENT, 15 RoCEv2 WRITE
 // MIDDLE packets of 4 KiB per send) hands the kernel super-packets, which reach gateway A's
 // TUN device whole; the gateway cuts them (the device's virtio header and USO), protects the
-// flow and sends every packet on; gateway B receives each, and the receiver gets all of them
+// flow and sends every packet on; gateway B receives each, and the receiver gets every one,
 // with a valid UDP checksum (the kernel drops any other) and ICRC. Gateway A's counters show
-// the super-packets it read; its heap allocations per packet once warm are near none. With
-// --tun-offload off the kernel cuts them before the device, and the same holds without
-// super-packets. Needs root, iproute2, /dev/net/tun and USO in the kernel (6.2); skips
-// elsewhere.
+// the super-packets it read. With --tun-offload off the kernel cuts them before the device,
+// and the same holds without super-packets. With --tun-write device both gateways write what
+// they send on back into their device, coalesced into super-packets (counted) with offloads,
+// one by one without; a last run drops some packets on the WAN (a token bucket), and B's
+// restored packets, written into its device, arrive whole too. Needs root, iproute2, tc,
+// /dev/net/tun and USO in the kernel (6.2); skips elsewhere.
 func TestTunGSONetns(t *testing.T) {
 	netnsRoot(t)
 	var uname unix.Utsname
@@ -595,8 +604,18 @@ func TestTunGSONetns(t *testing.T) {
 		t.Skip("needs Linux 6.2 (USO on TUN devices)")
 	}
 	c := newNetnsChain(t)
-	for _, tc := range []struct{ offload, write string }{{"on", "raw"}, {"off", "raw"}, {"on", "device"}, {"off", "device"}} {
+	for _, tc := range []struct {
+		offload, write string
+		// The WAN's egress is a token bucket a little below the offered rate, with a burst
+		// smaller than a super-packet (which it then cuts into its packets first): it drops
+		// single packets now and then, and B restores them.
+		loss bool
+	}{{"on", "raw", false}, {"off", "raw", false}, {"on", "device", false}, {"off", "device", false}, {"on", "device", true}} {
 		offload := tc.offload + "/" + tc.write
+		if tc.loss {
+			offload += "/loss"
+			c.sh(c.a, "tc", "qdisc", "add", "dev", "aw", "root", "tbf", "rate", "1550mbit", "burst", "20k", "limit", "100k")
+		}
 		c.tunRouting(true)
 		gws := c.startGateways("", "--tun-offload", tc.offload, "--tun-write", tc.write)
 		c.blast("warm", time.Second, nil, "CREM_NETNS_GSO=15", "CREM_NETNS_PPS=40000")
@@ -604,7 +623,9 @@ func TestTunGSONetns(t *testing.T) {
 		m := c.blast("gso-"+offload, time.Second, gws[:], "CREM_NETNS_GSO=15", "CREM_NETNS_VERIFY=1", "CREM_NETNS_PPS=40000")
 		after, afterB := c.metrics(gws[0]), c.metrics(gws[1])
 		for _, k := range []string{"crem_gateway_rx_packets_tun_total", "crem_gateway_tx_packets_tun_total", "crem_gateway_dropped_tun_total",
-			"crem_gateway_tx_packets_crem_total", "crem_gateway_rx_packets_crem_total", "crem_csf_repair_sent_total", "crem_csf_retransmissions_total"} {
+			"crem_gateway_tx_packets_crem_total", "crem_gateway_rx_packets_crem_total", "crem_csf_repair_sent_total", "crem_csf_retransmissions_total",
+			"crem_gateway_shard_queue_full_total", "crem_gateway_write_errors_total", "crem_gateway_tun_gso_refused_total",
+			"crem_gateway_buffers_exhausted_total", "crem_gateway_truncated_total"} {
 			t.Logf("offload %s: %s A %.0f B %.0f", offload, k, after[k]-before[k], afterB[k]-beforeB[k])
 		}
 		if r := after["crem_csf_repair_sent_total"] - before["crem_csf_repair_sent_total"]; r == 0 {
@@ -622,8 +643,12 @@ func TestTunGSONetns(t *testing.T) {
 		if m.res.Bad != 0 {
 			t.Errorf("offload %s: %d packets arrived with a bad ICRC", offload, m.res.Bad)
 		}
-		if m.res.Sent == 0 || m.res.Packets > m.res.Sent || float64(m.res.Packets) < 0.98*float64(m.res.Sent) {
-			t.Errorf("offload %s: %d of %d packets delivered", offload, m.res.Packets, m.res.Sent)
+		// On a busy machine a gateway may lag and drop what it cannot hold (counted: a full
+		// shard queue, no buffer left); nothing else may go missing.
+		counted := after["crem_gateway_dropped_tun_total"] - before["crem_gateway_dropped_tun_total"] +
+			afterB["crem_gateway_dropped_tun_total"] - beforeB["crem_gateway_dropped_tun_total"]
+		if m.res.Sent == 0 || m.res.Packets > m.res.Sent || !tc.loss && float64(m.res.Packets)+counted < 0.98*float64(m.res.Sent) {
+			t.Errorf("offload %s: %d of %d packets delivered, %.0f dropped by the gateways (counted)", offload, m.res.Packets, m.res.Sent, counted)
 		}
 		coalesced := after["crem_gateway_tun_coalesced_total"] - before["crem_gateway_tun_coalesced_total"]
 		coalescedB := afterB["crem_gateway_tun_coalesced_total"] - beforeB["crem_gateway_tun_coalesced_total"]
@@ -636,6 +661,16 @@ func TestTunGSONetns(t *testing.T) {
 		}
 		if tc.offload == "on" && (gso == 0 || segs < 2*gso) {
 			t.Errorf("offload on: gateway A read %.0f super-packets of %.0f packets, want the sender's", gso, segs)
+		}
+		if tc.loss {
+			r := afterB["crem_crf_flows_restored_total"] - beforeB["crem_crf_flows_restored_total"]
+			// How much the token bucket drops varies from run to run, and beyond some
+			// percent the CSF's breaker stops the repair: what B restored is logged; that
+			// every packet arrived whole (ICRC, UDP checksum) is checked above.
+			t.Logf("offload %s: the WAN dropped %d packets, B restored %.0f", offload, m.res.Sent-m.res.Packets, r)
+		}
+		if tc.loss {
+			c.sh(c.a, "tc", "qdisc", "del", "dev", "aw", "root")
 		}
 		if tc.offload == "off" && gso != 0 {
 			t.Errorf("offload off: gateway A read %.0f super-packets", gso)
