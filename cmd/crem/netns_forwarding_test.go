@@ -276,9 +276,9 @@ func (c *netnsChain) command(ns, bin string, args ...string) *exec.Cmd {
 	return cmd
 }
 
-// helper runs this test binary's TestNetnsHelper in ns, in mode with env settings.
+// helper runs this test binary as netnsHelper in ns, in mode with env settings.
 func (c *netnsChain) helper(ns, mode string, env ...string) *exec.Cmd {
-	cmd := exec.Command("ip", "netns", "exec", ns, os.Args[0], "-test.run=^TestNetnsHelper$", "-test.count=1")
+	cmd := exec.Command("ip", "netns", "exec", ns, os.Args[0])
 	cmd.Env = append(append(os.Environ(), "CREM_NETNS_HELPER="+mode), env...)
 	return cmd
 }
@@ -628,7 +628,8 @@ func TestTunGSONetns(t *testing.T) {
 			"crem_gateway_buffers_exhausted_total", "crem_gateway_truncated_total"} {
 			t.Logf("offload %s: %s A %.0f B %.0f", offload, k, after[k]-before[k], afterB[k]-beforeB[k])
 		}
-		if r := after["crem_csf_repair_sent_total"] - before["crem_csf_repair_sent_total"]; r == 0 {
+		// (With losses the CSF's breaker may stop the repair for a while.)
+		if r := after["crem_csf_repair_sent_total"] - before["crem_csf_repair_sent_total"]; r == 0 && !tc.loss {
 			t.Errorf("offload %s: gateway A sent no repair for %d sources", offload, m.res.Sent)
 		}
 		t.Logf("drops: %s", c.drops())
@@ -687,13 +688,11 @@ func kernelAtLeast(release string, major, minor int) bool {
 	return a > major || a == major && b >= minor
 }
 
-// TestNetnsHelper is the sender, the receiver and a metrics reader of the namespace tests,
-// run by them in a namespace (CREM_NETNS_HELPER); it skips otherwise.
-func TestNetnsHelper(t *testing.T) {
+// netnsHelper is the sender, the receiver and a metrics reader of the namespace tests, run by
+// them in a namespace: TestMain runs it in the test binary when CREM_NETNS_HELPER says which.
+func netnsHelper() int {
 	var err error
 	switch os.Getenv("CREM_NETNS_HELPER") {
-	case "":
-		t.Skip("a process of the namespace tests")
 	case "send":
 		err = netnsSend()
 	case "recv":
@@ -706,12 +705,14 @@ func TestNetnsHelper(t *testing.T) {
 			_, err = io.Copy(os.Stdout, resp.Body)
 			resp.Body.Close()
 		}
+	default:
+		err = fmt.Errorf("CREM_NETNS_HELPER %q: want send, recv or get", os.Getenv("CREM_NETNS_HELPER"))
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
+		return 1
 	}
-	os.Exit(0)
+	return 0
 }
 
 // forceBuffer sets a socket buffer beyond the system's maximum (root).
