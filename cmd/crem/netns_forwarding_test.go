@@ -113,6 +113,17 @@ func newNetnsChain(t *testing.T) *netnsChain {
 	for _, ns := range []string{c.a, c.b} {
 		c.sh(ns, "sysctl", "-qw", "net.ipv4.ip_forward=1")
 	}
+	if os.Getenv("CREM_NETNS_GRO") == "1" {
+		// GRO on every interface that receives (veth runs NAPI for it), and UDP GRO of
+		// forwarded traffic: what the sender sends one by one reaches the next hop as
+		// super-packets, for the kernel routers and the gateways alike.
+		for _, x := range []struct{ ns, devs string }{{c.a, "a0 aw"}, {c.b, "bw b1"}, {c.r, "r0"}} {
+			if out, err := c.helper(x.ns, "features", "CREM_NETNS_DEVS="+x.devs,
+				"CREM_NETNS_FEATURES=rx-gro rx-udp-gro-forwarding").CombinedOutput(); err != nil {
+				t.Fatalf("GRO on %s: %v: %s", x.devs, err, out)
+			}
+		}
+	}
 	return c
 }
 
@@ -393,7 +404,9 @@ type measurement struct {
 	ksoftirqd        float64
 	machine          float64 // seconds: the machine's busy time
 	gwCPU            float64
-	allocsPerPkt     float64 // the gateways' heap allocations per delivered packet (-1: unknown)
+	allocsPerPkt     float64    // the gateways' heap allocations per delivered packet (-1: unknown)
+	superRead        [2]float64 // super-packets each gateway read
+	coalesced        [2]float64 // packets each gateway wrote as part of a super-packet
 }
 
 func (m measurement) cpuPerPkt() float64 {
@@ -460,6 +473,10 @@ func (c *netnsChain) blast(name string, d time.Duration, gws []*nsGateway, sende
 			m2 := c.metrics(g)
 			scrape := m2["go_memstats_mallocs_total"] - m1["go_memstats_mallocs_total"]
 			allocs += m1["go_memstats_mallocs_total"] - m0[i]["go_memstats_mallocs_total"] - scrape
+			if i < 2 {
+				m.superRead[i] = m1["crem_gateway_tun_gso_packets_total"] - m0[i]["crem_gateway_tun_gso_packets_total"]
+				m.coalesced[i] = m1["crem_gateway_tun_coalesced_total"] - m0[i]["crem_gateway_tun_coalesced_total"]
+			}
 		}
 		m.allocsPerPkt = allocs / float64(max(m.res.Packets, 1))
 	}
@@ -489,7 +506,9 @@ func parseResult(out string, r *blastResult) error {
 // time over the run (the forwarding itself runs there), beside the machine's whole busy time.
 // CREM_NETNS_CREM names the crem binary (default: this test binary as crem),
 // CREM_NETNS_BASELINE a second one measured in the same turns (say main's), and
-// CREM_NETNS_GATEWAY_FLAGS flags for the first (e.g. --tun-offload off). A benchmark, so run
+// CREM_NETNS_GATEWAY_FLAGS flags for this tree's gateways (e.g. --tun-offload off),
+// CREM_NETNS_ONLY the configurations to run beside the kernel (crem-raw, crem-dev, baseline),
+// CREM_NETNS_GRO=1 GRO on the receiving interfaces (with UDP GRO of forwarded traffic). A benchmark, so run
 // only with CREM_NETNS_BENCH=1 (root, iproute2, /dev/net/tun). The goal it reports against:
 // CREM delivers at least half the kernel's packet rate.
 func TestNetnsForwarding(t *testing.T) {
@@ -564,8 +583,9 @@ func (m measurement) line() string {
 	s := fmt.Sprintf("%-8s sent %d delivered %d (+%d duplicates) (%.0f pps, %.2f Gbit/s) in %.1fs; CPU: chain processes %.2fs (gateways %.2fs) + softirq %.2fs (ksoftirqd %.2fs) = %.1f µs/packet; machine busy %.2fs",
 		m.name, m.res.Sent, m.res.Packets, m.res.Dups, m.res.pps(), m.res.pps()*float64(m.res.Bytes)/float64(max(m.res.Packets, 1))*8/1e9,
 		m.seconds, m.procCPU, m.gwCPU, m.softirq, m.ksoftirqd, m.cpuPerPkt(), m.machine)
-	if m.allocsPerPkt >= 0 {
-		s += fmt.Sprintf("; gateways' allocations %.4f per packet", m.allocsPerPkt)
+	if m.allocsPerPkt != -1 {
+		s += fmt.Sprintf("; gateways' allocations %.4f per packet; super-packets read A %.0f B %.0f; packets written coalesced A %.0f B %.0f",
+			m.allocsPerPkt, m.superRead[0], m.superRead[1], m.coalesced[0], m.coalesced[1])
 	}
 	return s
 }
@@ -697,6 +717,12 @@ func netnsHelper() int {
 		err = netnsSend()
 	case "recv":
 		err = netnsRecv()
+	case "features":
+		for _, dev := range strings.Fields(os.Getenv("CREM_NETNS_DEVS")) {
+			if err = setFeatures(dev, strings.Fields(os.Getenv("CREM_NETNS_FEATURES"))...); err != nil {
+				break
+			}
+		}
 	case "get":
 		var resp *http.Response
 		// No proxy: the address is inside the namespace.
