@@ -157,3 +157,45 @@ func TestTunNoAllocs(t *testing.T) {
 		t.Fatalf("%.3f allocations per packet through the TUN path, want none in steady state", per)
 	}
 }
+
+// TestTunOffloadFallback: when the kernel refuses every offload set asked for (here an unknown
+// flag stands in for an old kernel), the device is opened again without the virtio header and
+// the gateway says why; tun.offload = false never asks.
+func TestTunOffloadFallback(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("opens a TUN device and a raw socket: run as root")
+	}
+	if _, err := os.Stat("/dev/net/tun"); err != nil {
+		t.Skipf("no TUN device: %v", err)
+	}
+	saved := tunOffloads
+	defer func() { tunOffloads = saved }()
+	for i := range tunOffloads {
+		tunOffloads[i] = 1 << 30 // no such TUN_F_ flag: EINVAL
+	}
+	off := false
+	port := func() string {
+		c, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		return c.LocalAddr().String()
+	}
+	for _, c := range []struct {
+		name    string
+		offload *bool
+		want    string
+	}{{"refused", nil, "off (TUNSETOFFLOAD: invalid argument)"}, {"not asked", &off, "off"}} {
+		g, err := New(Config{CREMAddress: port(), Peer: "127.0.0.1:9", Mode: "tun", Shards: 1,
+			Tun: TunConfig{Name: fmt.Sprintf("cremz%d", os.Getpid()%100000), LocalPrefixes: []string{"127.77.0.0/16"}, Offload: c.offload}},
+			Options{Seed: 1})
+		if err != nil {
+			t.Fatalf("%s: New: %v", c.name, err)
+		}
+		if g.tun.vnet || g.tun.offloadState() != c.want {
+			t.Errorf("%s: virtio header %v, offloads %q; want none, %q", c.name, g.tun.vnet, g.tun.offloadState(), c.want)
+		}
+		g.closeSockets()
+	}
+}
