@@ -90,6 +90,13 @@ type TunConfig struct {
 	// in one read, which the gateway cuts into its packets (default true). Where the kernel
 	// refuses the offloads the device runs without them; false never asks.
 	Offload *bool `toml:"offload"`
+	// Write is where packets sent on go: "raw" (default), the raw socket with Mark, out by
+	// the host's routing as its own packets; or "device", back into the TUN device, as if
+	// they had arrived on it, and the kernel forwards them (one write per packet, or, with
+	// offloads, per run of a flow's consecutive packets coalesced into one UDP segmentation
+	// super-packet). "device" needs routing that sends what arrives on the device onward
+	// (rules on iif, say), never back into it.
+	Write string `toml:"write"`
 }
 
 // ProtectRule selects flows. Empty fields match anything.
@@ -200,6 +207,7 @@ type resolved struct {
 	tunMark     int
 	tunLogical  bool
 	tunOffload  bool
+	tunDevWrite bool
 	metricsAddr string
 	faults      fault.Set // planted in both engines (Config.Faults)
 	offload     bool      // relay: UDP GSO and GRO where the kernel has them
@@ -345,6 +353,13 @@ func (c Config) resolve() (*resolved, error) {
 			return nil, configErr("tun.verify %q: want template or logical", c.Tun.Verify)
 		}
 		r.tunOffload = c.Tun.Offload == nil || *c.Tun.Offload
+		switch c.Tun.Write {
+		case "", "raw":
+		case "device":
+			r.tunDevWrite = true
+		default:
+			return nil, configErr("tun.write %q: want raw or device", c.Tun.Write)
+		}
 		r.tunMark = c.Tun.Mark
 		if r.tunMark == 0 {
 			r.tunMark = 0x43

@@ -61,6 +61,7 @@ type ResolvedTun struct {
 	Mark          int      `json:"mark"`
 	Verify        string   `json:"verify"`
 	Offload       bool     `json:"offload"`
+	Write         string   `json:"write"`
 }
 
 // ResolvedRule is one protect rule; empty Src and Dst, and zero SrcPort and QP, match any.
@@ -131,7 +132,10 @@ func (c Config) Resolve() (Resolved, error) {
 			PeerData: r.peerData.String(), LocalEndpoint: r.localEP.String(), RemoteEndpoint: r.remoteEP.String(),
 			Offload: r.offload}
 	case "tun":
-		t := &ResolvedTun{Name: r.tunName, Mark: r.tunMark, Verify: "template", LocalPrefixes: []string{}, Offload: r.tunOffload}
+		t := &ResolvedTun{Name: r.tunName, Mark: r.tunMark, Verify: "template", LocalPrefixes: []string{}, Offload: r.tunOffload, Write: "raw"}
+		if r.tunDevWrite {
+			t.Write = "device"
+		}
 		if r.tunLogical {
 			t.Verify = "logical"
 		}
@@ -339,6 +343,7 @@ func (r Resolved) WriteTOML(w io.Writer) error {
 		line("mark", fmt.Sprintf("%#x", t.Mark), "")
 		line("verify", q(t.Verify), "")
 		line("offload", fmt.Sprint(t.Offload), cmt(t.Offload, "off where the kernel refuses"))
+		line("write", q(t.Write), cmt(t.Write == "raw", "the raw socket with mark"))
 	}
 	for i, p := range r.Protect {
 		b.WriteString("\n[[protect]]")

@@ -15,19 +15,30 @@ import (
 	"github.com/crem-project/crem/cremtest"
 	"github.com/crem-project/crem/flow"
 	"github.com/crem-project/crem/internal/testenv"
+	"github.com/crem-project/crem/internal/vnethdr"
 	"github.com/crem-project/crem/psn"
 	"github.com/crem-project/crem/wire"
 )
 
 // TestTunNoAllocs: once warm, the TUN data path of two tun-mode gateways (real TUN devices and
 // raw sockets; CSF and CRF at work, k = 32, m = 4) allocates nothing per packet: packets handed
-// on as the device reader hands them (tunDispatch), through the shards' engines, the
-// raw-socket queues and sendmmsg, the CREM messages between the gateways on loopback, the
-// RDMA ACKs that release the CSF's blocks. Gateway A sends the sources on toward 127.88.0.1
-// (loopback: the host takes and drops them), and gateway B is given the same packets as if
-// they had come across. The device's reader and GSO splitting are covered, with a kernel
-// behind them, by cmd/crem.TestTunGSONetns. Needs root (TUN device, raw socket).
+// on as the device reader hands them (tunDispatch), through the shards' engines, the send
+// queues and sendmmsg (tun.write = raw) or the coalesced writes into the device (device), the
+// CREM messages between the gateways on loopback, the RDMA ACKs that release the CSF's blocks.
+// Gateway A sends the sources on toward 127.88.0.1 (raw: loopback, where the host takes and
+// drops them), and gateway B is given the same packets as if they had come across. The
+// device's reader and GSO splitting are covered, with a kernel behind them, by
+// cmd/crem.TestTunGSONetns. Needs root (TUN device, raw socket).
 func TestTunNoAllocs(t *testing.T) {
+	for _, write := range []string{"raw", "device"} {
+		t.Run(write, func(t *testing.T) { tunNoAllocs(t, write) })
+	}
+}
+
+// tunNoAllocs runs TestTunNoAllocs with tun.write = write. With device writes the packets go
+// into the host's stack on the TUN devices, addressed to loopback addresses, which the host
+// drops as martians on a device other than lo: nothing leaves.
+func tunNoAllocs(t *testing.T, write string) {
 	if runtime.GOOS != "linux" {
 		t.Skip("tun mode exists on Linux only")
 	}
@@ -67,7 +78,7 @@ func TestTunNoAllocs(t *testing.T) {
 	}()
 	mk := func(self, peer, name, local string) *Gateway {
 		g, err := New(Config{CREMAddress: self, Peer: peer, Mode: "tun", Shards: 1, Protect: rule, Policy: pol,
-			Tun: TunConfig{Name: fmt.Sprintf("%s%d", name, os.Getpid()%100000), LocalPrefixes: []string{local}, Verify: "logical"}},
+			Tun: TunConfig{Name: fmt.Sprintf("%s%d", name, os.Getpid()%100000), LocalPrefixes: []string{local}, Verify: "logical", Write: write}},
 			Options{Seed: 1})
 		if err != nil {
 			t.Fatalf("New in tun mode: %v", err)
@@ -81,12 +92,23 @@ func TestTunNoAllocs(t *testing.T) {
 	a := mk(aCREM, bCREM, "cremya", "127.77.0.0/16")
 	desc := flow.Descriptor{Kind: wire.FlowKindRoCEv2, Src: src, Dst: dst, DestQP: qp, SrcPort: sport}
 	back := flow.Descriptor{Kind: wire.FlowKindRoCEv2, Src: dst, Dst: src, DestQP: reverseQP, SrcPort: 4791}
+	id := uint16(0)
+	// ipOf makes the packet a kernel sender would: consecutive IPv4 Identifications, the
+	// header and UDP checksums set (so that device writes may coalesce them).
 	ipOf := func(d flow.Descriptor, payload []byte) []byte {
 		b, err := d.LogicalHeader().AppendIPUDP(nil, len(payload))
 		if err != nil {
 			t.Fatal(err)
 		}
-		return append(b, payload...)
+		b = append(b, payload...)
+		id++
+		b[4], b[5] = byte(id>>8), byte(id)
+		b[10], b[11] = 0, 0
+		c := vnethdr.Checksum(b[:20])
+		b[10], b[11] = byte(c>>8), byte(c)
+		u, _ := vnethdr.IPv4UDPChecksum(b)
+		b[26], b[27] = byte(u>>8), byte(u)
+		return b
 	}
 	syn := cremtest.Synth{Desc: desc, PSN: 1}
 	// One ring of packets, built once: a packet is handed on by copying it into a pool
@@ -144,16 +166,61 @@ func TestTunNoAllocs(t *testing.T) {
 	runtime.ReadMemStats(&m1)
 	per := float64(m1.Mallocs-m0.Mallocs) / n
 	sa, sb := a.Stats(), b.Stats()
-	t.Logf("%.4f allocations per packet; A: %d repair sent, %d sent on in %d sendmmsg; B: %d CRF sources, %d repair, %d sent on",
-		per, sa.Sender.RepairSent, sa.Gateway["tx_packets_tun"], sa.Gateway["tun_send_batches"],
+	t.Logf("%.4f allocations per packet; A: %d repair sent, %d sent on in %d sends (%d coalesced); B: %d CRF sources, %d repair, %d sent on",
+		per, sa.Sender.RepairSent, sa.Gateway["tx_packets_tun"], sa.Gateway["tun_send_batches"], sa.Gateway["tun_coalesced"],
 		sb.Receiver.Flows.Sources, sb.Receiver.Flows.Repairs, sb.Gateway["tx_packets_tun"])
 	if sa.Sender.RepairSent == 0 || sb.Receiver.Flows.Sources == 0 {
 		t.Fatal("the flow was not protected")
 	}
 	if sa.Gateway["tx_packets_tun"] == 0 || sa.Gateway["tun_send_batches"] >= sa.Gateway["tx_packets_tun"] {
-		t.Errorf("A sent %d packets on in %d sendmmsg calls, want batches", sa.Gateway["tx_packets_tun"], sa.Gateway["tun_send_batches"])
+		t.Errorf("A sent %d packets on in %d calls, want batches", sa.Gateway["tx_packets_tun"], sa.Gateway["tun_send_batches"])
+	}
+	if write == "device" && sa.Gateway["tun_coalesced"] == 0 {
+		t.Errorf("A wrote no packet coalesced into the device")
 	}
 	if per > 0.05 {
 		t.Fatalf("%.3f allocations per packet through the TUN path, want none in steady state", per)
+	}
+}
+
+// TestTunOffloadFallback: when the kernel refuses every offload set asked for (here an unknown
+// flag stands in for an old kernel), the device is opened again without the virtio header and
+// the gateway says why; tun.offload = false never asks.
+func TestTunOffloadFallback(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("opens a TUN device and a raw socket: run as root")
+	}
+	if _, err := os.Stat("/dev/net/tun"); err != nil {
+		t.Skipf("no TUN device: %v", err)
+	}
+	saved := tunOffloads
+	defer func() { tunOffloads = saved }()
+	for i := range tunOffloads {
+		tunOffloads[i] = 1 << 30 // no such TUN_F_ flag: EINVAL
+	}
+	off := false
+	port := func() string {
+		c, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		return c.LocalAddr().String()
+	}
+	for _, c := range []struct {
+		name    string
+		offload *bool
+		want    string
+	}{{"refused", nil, "off (TUNSETOFFLOAD: invalid argument)"}, {"not asked", &off, "off"}} {
+		g, err := New(Config{CREMAddress: port(), Peer: "127.0.0.1:9", Mode: "tun", Shards: 1,
+			Tun: TunConfig{Name: fmt.Sprintf("cremz%d", os.Getpid()%100000), LocalPrefixes: []string{"127.77.0.0/16"}, Offload: c.offload}},
+			Options{Seed: 1})
+		if err != nil {
+			t.Fatalf("%s: New: %v", c.name, err)
+		}
+		if g.tun.vnet || g.tun.offloadState() != c.want {
+			t.Errorf("%s: virtio header %v, offloads %q; want none, %q", c.name, g.tun.vnet, g.tun.offloadState(), c.want)
+		}
+		g.closeSockets()
 	}
 }

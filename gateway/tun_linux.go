@@ -29,7 +29,8 @@ type tunPath struct {
 	name string
 	raw  int
 
-	vnet     bool   // a virtio_net_hdr precedes every packet read
+	vnet     bool   // a virtio_net_hdr precedes every packet read and written
+	devWrite bool   // packets sent on are written into the device (tun.write = device)
 	offloads int    // the TUN_F_* flags in force
 	fallback string // why offloads were asked for and are off ("" when on or not asked)
 
@@ -50,7 +51,8 @@ type tunPath struct {
 	gsoPackets, gsoSegments atomic.Uint64 // super-packets read, the packets they made
 	csumCompleted           atomic.Uint64 // NEEDS_CSUM packets whose checksum the reader finished
 	vnetErrors              atomic.Uint64 // super-packets refused (malformed, or beyond buffers)
-	sendBatches             atomic.Uint64 // sendmmsg calls
+	sendBatches             atomic.Uint64 // sendmmsg calls, or writes into the device
+	coalesced               atomic.Uint64 // packets written as part of a super-packet
 }
 
 // tunBatch is the most packets one sendmmsg takes.
@@ -66,7 +68,21 @@ type tunQueue struct {
 	msgs  [tunBatch]unix.Mmsghdr
 	iovs  [tunBatch]unix.Iovec
 	addrs [tunBatch]unix.RawSockaddrInet4
+
+	// Writes into the device: the virtio header and the iovecs of one write, made once.
+	t       *tunPath
+	hdr     [vnethdr.Len]byte
+	wiov    [tunBatch + 1]unix.Iovec
+	wn      int
+	wret    int
+	werr    error
+	writeFn func(fd uintptr) bool
+	saved   [udp4Hdr]byte // a run's first headers, before they describe the super-packet
 }
+
+// udp4Hdr is the headers' length of the IPv4 UDP packets the device writes coalesce (no IP
+// options).
+const udp4Hdr = 28
 
 type ifreqFlags struct {
 	name  [unix.IFNAMSIZ]byte
@@ -81,7 +97,7 @@ var tunOffloads = [...]int{
 }
 
 func openTun(r *resolved) (*tunPath, error) {
-	t := &tunPath{name: r.tunName, raw: -1}
+	t := &tunPath{name: r.tunName, raw: -1, devWrite: r.tunDevWrite}
 	fd, err := openTunDev(r.tunName, r.tunOffload)
 	if err != nil {
 		return nil, err
@@ -185,6 +201,8 @@ func (t *tunPath) close() {
 // offloadState says what the device does, for the log.
 func (t *tunPath) offloadState() string {
 	switch {
+	case t.vnet && t.offloads&unix.TUN_F_USO4 != 0 && t.devWrite:
+		return "checksum, TSO, USO; writes coalesced"
 	case t.vnet && t.offloads&unix.TUN_F_USO4 != 0:
 		return "checksum, TSO, USO"
 	case t.vnet:
@@ -205,6 +223,7 @@ func (t *tunPath) addCounters(m map[string]uint64) {
 	m["tun_checksums_completed"] = t.csumCompleted.Load()
 	m["tun_gso_refused"] = t.vnetErrors.Load()
 	m["tun_send_batches"] = t.sendBatches.Load()
+	m["tun_coalesced"] = t.coalesced.Load()
 }
 
 // readv runs in the poller's callback: one read of the device into t.iov.
@@ -392,7 +411,10 @@ func (g *Gateway) tunDispatch(q *pkt) {
 func (t *tunPath) queue(idx int) *tunQueue {
 	q := t.out[idx]
 	if q == nil {
-		q = &tunQueue{pkts: make([]*pkt, 0, tunBatch)}
+		q = &tunQueue{pkts: make([]*pkt, 0, tunBatch), t: t}
+		q.writeFn = q.writev
+		q.wiov[0].Base = &q.hdr[0]
+		q.wiov[0].SetLen(vnethdr.Len)
 		for i := range q.msgs {
 			q.msgs[i].Hdr.Name = (*byte)(unsafe.Pointer(&q.addrs[i]))
 			q.msgs[i].Hdr.Namelen = unix.SizeofSockaddrInet4
@@ -408,6 +430,9 @@ func (t *tunPath) queue(idx int) *tunQueue {
 // sendBatch sends q's packets, each to the destination of its IPv4 header, and reports how
 // many went (and their octets) and how many failed.
 func (t *tunPath) sendBatch(q *tunQueue) (sent int, octets uint64, failed int) {
+	if t.devWrite {
+		return t.writeBatch(q)
+	}
 	for i, p := range q.pkts {
 		b := p.data()
 		q.iovs[i].Base = &b[0]
@@ -435,4 +460,142 @@ func (t *tunPath) sendBatch(q *tunQueue) (sent int, octets uint64, failed int) {
 		q.iovs[i].Base = nil
 	}
 	return sent, octets, failed
+}
+
+// writeBatch writes q's packets into the device: with offloads, each run of a flow's
+// consecutive packets that UDP segmentation would cut back into the very same packets as one
+// super-packet, any other packet alone.
+func (t *tunPath) writeBatch(q *tunQueue) (sent int, octets uint64, failed int) {
+	ps := q.pkts
+	for i := 0; i < len(ps); {
+		j := i + 1
+		if t.vnet && t.offloads&unix.TUN_F_USO4 != 0 {
+			j = i + coalescible(ps[i:])
+		}
+		if j-i > 1 {
+			if t.writeRun(q, ps[i:j]) {
+				sent += j - i
+				for _, p := range ps[i:j] {
+					octets += uint64(p.n)
+				}
+				t.coalesced.Add(uint64(j - i))
+				i = j
+				continue
+			}
+			// Refused as a super-packet: each alone (writeRun put the headers back).
+		}
+		for _, p := range ps[i:j] {
+			if t.writeRun(q, ps[i:i+1]) {
+				sent++
+				octets += uint64(p.n)
+			} else {
+				failed++
+			}
+			i++
+		}
+	}
+	return sent, octets, failed
+}
+
+// coalescible is how many packets from ps[0] on make one UDP segmentation super-packet that
+// the kernel cuts into exactly them: IPv4 without options or fragments, UDP with a checksum
+// (segmentation computes one: a packet without would change), the same addresses, ports,
+// TOS, TTL and flags, consecutive Identifications, one payload length (the last may be
+// shorter), 64 KiB at most.
+func coalescible(ps []*pkt) int {
+	a := ps[0].data()
+	if !plainUDP4(a) {
+		return 1
+	}
+	size := len(a) - udp4Hdr
+	total := len(a)
+	id := uint16(a[4])<<8 | uint16(a[5])
+	n := 1
+	for ; n < len(ps) && n < tunBatch; n++ {
+		b := ps[n].data()
+		if !plainUDP4(b) || len(b)-udp4Hdr > size || total+len(b)-udp4Hdr > 65535 ||
+			a[1] != b[1] || a[6] != b[6] || a[8] != b[8] || [12]byte(a[12:24]) != [12]byte(b[12:24]) ||
+			uint16(b[4])<<8|uint16(b[5]) != id+uint16(n) {
+			break
+		}
+		total += len(b) - udp4Hdr
+		if len(b)-udp4Hdr < size {
+			n++ // a shorter one ends the run
+			break
+		}
+	}
+	return n
+}
+
+// plainUDP4 reports whether b is an IPv4 UDP packet without options or fragments, with a
+// UDP checksum, its lengths consistent.
+func plainUDP4(b []byte) bool {
+	return len(b) > udp4Hdr && b[0] == 0x45 && b[9] == 17 && (uint16(b[6])<<8|uint16(b[7]))&0x3fff == 0 &&
+		int(uint16(b[2])<<8|uint16(b[3])) == len(b) && int(uint16(b[24])<<8|uint16(b[25])) == len(b)-20 &&
+		b[26]|b[27] != 0
+}
+
+// writeRun writes one packet, or a run of coalescible ones as one super-packet: the first's
+// headers then describe the whole (lengths, IPv4 checksum, the UDP pseudo-header sum as
+// NEEDS_CSUM wants it) and every further packet adds its payload, with no copy. A refused
+// super-packet gets its first packet's headers back.
+func (t *tunPath) writeRun(q *tunQueue, run []*pkt) bool {
+	first := run[0].data()
+	h := vnethdr.Header{}
+	iov := q.wiov[1:]
+	iov[0].Base = &first[0]
+	iov[0].SetLen(len(first))
+	if len(run) > 1 {
+		copy(q.saved[:], first)
+		total := len(first)
+		for i, p := range run[1:] {
+			b := p.data()[udp4Hdr:]
+			iov[i+1].Base = &b[0]
+			iov[i+1].SetLen(len(b))
+			total += len(b)
+		}
+		first[2], first[3] = byte(total>>8), byte(total)
+		first[10], first[11] = 0, 0
+		c := vnethdr.Checksum(first[:20])
+		first[10], first[11] = byte(c>>8), byte(c)
+		first[24], first[25] = byte((total-20)>>8), byte(total-20)
+		ps := vnethdr.PseudoSum(first[12:20], 17, total-20)
+		first[26], first[27] = byte(ps>>8), byte(ps)
+		h = vnethdr.Header{Flags: vnethdr.FlagNeedsCsum, GSOType: vnethdr.GSOUDPL4, HdrLen: udp4Hdr,
+			GSOSize: uint16(len(first) - udp4Hdr), CsumStart: 20, CsumOffset: 6}
+	}
+	q.wn = len(run)
+	if t.vnet {
+		h.Encode(q.hdr[:])
+		q.wn++
+	}
+	err := t.rc.Write(q.writeFn)
+	for i := range run {
+		q.wiov[1+i].Base = nil // the packets go back to the pool
+	}
+	t.sendBatches.Add(1)
+	if err == nil {
+		err = q.werr
+	}
+	if err != nil && len(run) > 1 {
+		copy(first, q.saved[:])
+	}
+	return err == nil
+}
+
+// writev runs in the poller's callback: one write of q's iovecs into the device.
+func (q *tunQueue) writev(fd uintptr) bool {
+	iov := &q.wiov[0]
+	if !q.t.vnet {
+		iov = &q.wiov[1]
+	}
+	r, _, e := unix.Syscall(unix.SYS_WRITEV, fd, uintptr(unsafe.Pointer(iov)), uintptr(q.wn))
+	if e == unix.EAGAIN {
+		return false
+	}
+	q.wret, q.werr = int(r), nil
+	if e != 0 {
+		q.werr = e
+	}
+	return true
 }

@@ -18,9 +18,9 @@ func (sh *shard) handleTun(now time.Duration, p *pkt) {
 }
 
 // sendTun queues a copy of one whole IPv4 packet (released or restored by the CRF) to be
-// sent on through the raw socket (tun mode). Its headers are the flow's template, taken from
-// another packet of the flow: a UDP checksum there is that packet's, so it is computed again
-// (none, zero, stays none), or the receiving host would drop the packet.
+// sent on (tun mode). Its headers are the flow's template, taken from another packet of the
+// flow: a UDP checksum there is that packet's, so it is computed again (none, zero, stays
+// none), or the receiving host would drop the packet.
 func (sh *shard) sendTun(b []byte) {
 	if len(b) > bufSize {
 		sh.g.c.writeErrors.Add(1)
@@ -28,8 +28,15 @@ func (sh *shard) sendTun(b []byte) {
 	}
 	p := sh.g.getPkt(len(b))
 	p.n = copy(p.buf, b)
-	if q := p.data(); len(q) >= 20 {
-		if l4 := int(q[0]&0x0f) * 4; len(q) >= l4+8 && q[l4+6]|q[l4+7] != 0 {
+	if q := p.data(); len(q) >= 20 && q[0]>>4 == 4 {
+		l4 := int(q[0]&0x0f) * 4
+		// The IPv4 header's checksum too: the raw socket fills it in, the device (write =
+		// device) drops a packet whose checksum is wrong.
+		if l4 >= 20 && len(q) >= l4 {
+			q[10], q[11] = 0, 0
+			binary.BigEndian.PutUint16(q[10:], vnethdr.Checksum(q[:l4]))
+		}
+		if len(q) >= l4+8 && q[l4+6]|q[l4+7] != 0 {
 			if c, ok := vnethdr.IPv4UDPChecksum(q); ok {
 				binary.BigEndian.PutUint16(q[l4+6:], c)
 			}

@@ -46,6 +46,7 @@ func runGateway(args []string, s stdio) int {
 	metrics := fs.String("metrics-address", "", "serve /metrics and /healthz here (overrides metrics_address)")
 	level := fs.String("log-level", "", "debug, info, warn or error (overrides log_level)")
 	tunOffload := fs.String("tun-offload", "", "on or off: the TUN device's virtio header with checksum and segmentation offloads (overrides tun.offload)")
+	tunWrite := fs.String("tun-write", "", "raw or device: where packets sent on go in tun mode (overrides tun.write)")
 	pcapFile := fs.String("pcap", "", "record every datagram received and sent to this pcap `FILE` (overrides pcap)")
 	noOffload := fs.Bool("no-offload", false, "relay: move datagrams without UDP GSO and GRO (sets relay.offload = false)")
 	var check checkFlag
@@ -89,7 +90,7 @@ func runGateway(args []string, s stdio) int {
 		v   string
 		dst *string
 	}{{*cremAddr, &cfg.CREMAddress}, {*peer, &cfg.Peer}, {*mode, &cfg.Mode}, {*protection, &cfg.DomainProtection},
-		{*metrics, &cfg.MetricsAddress}, {*level, &cfg.LogLevel}, {*pcapFile, &cfg.Pcap}} {
+		{*metrics, &cfg.MetricsAddress}, {*level, &cfg.LogLevel}, {*pcapFile, &cfg.Pcap}, {*tunWrite, &cfg.Tun.Write}} {
 		if o.v != "" {
 			*o.dst = o.v
 		}

@@ -308,3 +308,10 @@ func IPv4UDPChecksum(pkt []byte) (uint16, bool) {
 	}
 	return c, true
 }
+
+// PseudoSum is what a NEEDS_CSUM packet carries in its transport checksum field: the folded,
+// uncomplemented sum of its pseudo-header (addrs: source and destination address, as they
+// follow each other in the IP header; n: the transport segment's length).
+func PseudoSum(addrs []byte, proto uint8, n int) uint16 {
+	return fold(sum(addrs, uint64(proto)+uint64(n)))
+}
