@@ -499,18 +499,22 @@ func parseResult(out string, r *blastResult) error {
 
 // TestNetnsForwarding measures the chain's forwarding of 4 KiB RoCEv2 RDMA WRITE packets
 // (sender -> gateway A -> WAN -> gateway B -> receiver, one namespace each): first with both
-// gateway hosts as plain kernel routers, then as CREM gateways in TUN mode (k = 32, m = 4), in
-// turns, CREM_NETNS_RUNS times (3), each send CREM_NETNS_SECONDS long (3). It reports the
-// packets per second delivered and the CPU per delivered packet: the CPU time (user and
-// system) of the chain's processes (sender, receiver, gateways) plus the machine's softirq
-// time over the run (the forwarding itself runs there), beside the machine's whole busy time.
+// gateway hosts as plain kernel routers, then as CREM gateways in TUN mode (k = 32, m = 4),
+// sending on with the raw socket (crem-raw) and into the device (crem-dev), in turns,
+// CREM_NETNS_RUNS times (3), each send CREM_NETNS_SECONDS long (3; the sender's PSNs go on
+// from run to run, so the CSF always sees new sources). It reports the packets per second
+// delivered (distinct PSNs) and the CPU per delivered packet: the CPU time (user and system)
+// of the chain's processes (sender, receiver, gateways) plus the machine's softirq time over
+// the run (the forwarding itself runs there), beside the machine's whole busy time.
+//
 // CREM_NETNS_CREM names the crem binary (default: this test binary as crem),
-// CREM_NETNS_BASELINE a second one measured in the same turns (say main's), and
+// CREM_NETNS_BASELINE a second one measured in the same turns (say main's, as "baseline"),
 // CREM_NETNS_GATEWAY_FLAGS flags for this tree's gateways (e.g. --tun-offload off),
 // CREM_NETNS_ONLY the configurations to run beside the kernel (crem-raw, crem-dev, baseline),
-// CREM_NETNS_GRO=1 GRO on the receiving interfaces (with UDP GRO of forwarded traffic). A benchmark, so run
-// only with CREM_NETNS_BENCH=1 (root, iproute2, /dev/net/tun). The goal it reports against:
-// CREM delivers at least half the kernel's packet rate.
+// CREM_NETNS_GRO=1 turns GRO on at the receiving interfaces (with UDP GRO of forwarded
+// traffic). A benchmark, so run only with CREM_NETNS_BENCH=1 (root, iproute2, /dev/net/tun);
+// scripts/netns-forwarding.sh runs it. The goal it reports against: CREM delivers at least
+// half the kernel's packet rate.
 func TestNetnsForwarding(t *testing.T) {
 	if os.Getenv("CREM_NETNS_BENCH") != "1" {
 		t.Skip("a benchmark: run with CREM_NETNS_BENCH=1 (as root)")
