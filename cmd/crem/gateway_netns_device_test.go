@@ -20,7 +20,9 @@ import (
 // rules per site take what arrives on the device onward instead of into it again (for this
 // site's endpoints the main table, after local delivery; anything else the WAN's table).
 // `crem perf write` moves data across, byte-verified, gateway B restores what the WAN dropped,
-// every restored packet passing its ICRC check, and the gateways' writes were coalesced.
+// every restored packet passing its ICRC check, and the gateways' writes were coalesced. A TCP
+// transfer (32 MiB) between the endpoints then crosses the gateways whole, gateway A cutting
+// the sender's TSO super-packets.
 // Needs root, ip(8), tc and /dev/net/tun; skips elsewhere.
 func TestGatewayTunDeviceWriteNetns(t *testing.T) {
 	netnsRoot(t)
@@ -140,8 +142,38 @@ burst_gap = "1ms"
 			t.Fatalf("perf write (run %d): %s", run, out)
 		}
 	}
+	// TCP through the gateways too: the sender's TSO super-packets reach gateway A's device
+	// whole, and it cuts them (sequence numbers, flags, checksums) before sending them on.
+	gwMetrics := []*nsGateway{{ns: nsA, metrics: "198.18.10.1:9465", logs: &logA}, {ns: nsB, metrics: "198.18.20.1:9465", logs: &logB}}
+	tso0 := c.metrics(gwMetrics[0])["crem_gateway_tun_gso_packets_total"]
+	recv := c.helper(nsB, "tcp-recv", "CREM_NETNS_LISTEN=198.18.2.1:18600")
+	var recvOut syncBuf
+	recv.Stdout, recv.Stderr = &recvOut, &recvOut
+	if err := recv.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { recv.Process.Kill(); recv.Wait() })
+	if !waitLog(&recvOut, "LISTENING") {
+		t.Fatalf("TCP receiver: %s", recvOut.String())
+	}
+	const tcpBytes = 32 << 20
+	if out, err := c.helper(nsA, "tcp-send", "CREM_NETNS_DIAL=198.18.2.1:18600", fmt.Sprintf("CREM_NETNS_BYTES=%d", tcpBytes)).CombinedOutput(); err != nil {
+		t.Fatalf("TCP sender: %v: %s", err, out)
+	}
+	if err := recv.Wait(); err != nil {
+		t.Fatalf("TCP receiver: %v: %s", err, recvOut.String())
+	}
+	var tcp blastResult
+	if err := parseResult(recvOut.String(), &tcp); err != nil || tcp.Bytes != tcpBytes || tcp.Bad != 0 {
+		t.Fatalf("TCP through the gateways: %+v (%v), want %d octets, none wrong", tcp, err, tcpBytes)
+	}
+	tso := c.metrics(gwMetrics[0])["crem_gateway_tun_gso_packets_total"] - tso0
+	t.Logf("TCP: %d octets through the gateways, gateway A cut %.0f super-packets", tcp.Bytes, tso)
+	if tso == 0 {
+		t.Errorf("gateway A read no TSO super-packet")
+	}
 	var coalesced [2]float64
-	for i, g := range []*nsGateway{{ns: nsA, metrics: "198.18.10.1:9465", logs: &logA}, {ns: nsB, metrics: "198.18.20.1:9465", logs: &logB}} {
+	for i, g := range gwMetrics {
 		coalesced[i] = c.metrics(g)["crem_gateway_tun_coalesced_total"]
 	}
 	for _, cmd := range []*exec.Cmd{gwA, gwB} {

@@ -721,6 +721,10 @@ func netnsHelper() int {
 		err = netnsSend()
 	case "recv":
 		err = netnsRecv()
+	case "tcp-recv":
+		err = netnsTCPRecv()
+	case "tcp-send":
+		err = netnsTCPSend()
 	case "features":
 		for _, dev := range strings.Fields(os.Getenv("CREM_NETNS_DEVS")) {
 			if err = setFeatures(dev, strings.Fields(os.Getenv("CREM_NETNS_FEATURES"))...); err != nil {
@@ -743,6 +747,64 @@ func netnsHelper() int {
 		return 1
 	}
 	return 0
+}
+
+// netnsTCPRecv accepts one connection on CREM_NETNS_LISTEN, reads it to its end and prints
+// how many octets came and whether each was the pattern netnsTCPSend sends.
+func netnsTCPRecv() error {
+	ln, err := net.Listen("tcp4", os.Getenv("CREM_NETNS_LISTEN"))
+	if err != nil {
+		return err
+	}
+	defer ln.Close()
+	fmt.Println("LISTENING")
+	c, err := ln.Accept()
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	buf := make([]byte, 1<<16)
+	var n, bad int64
+	for {
+		m, err := c.Read(buf)
+		for i := range m {
+			if buf[i] != byte((n+int64(i))*7) {
+				bad++
+			}
+		}
+		n += int64(m)
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return err
+		}
+	}
+	fmt.Printf("RESULT {\"Bytes\": %d, \"Bad\": %d}\n", n, bad)
+	return nil
+}
+
+// netnsTCPSend sends CREM_NETNS_BYTES octets of a pattern to CREM_NETNS_DIAL in large writes
+// (which the kernel's TSO makes into super-packets).
+func netnsTCPSend() error {
+	total, _ := strconv.Atoi(os.Getenv("CREM_NETNS_BYTES"))
+	c, err := net.DialTimeout("tcp4", os.Getenv("CREM_NETNS_DIAL"), 10*time.Second)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	buf := make([]byte, 1<<16)
+	for off := 0; off < total; {
+		n := min(len(buf), total-off)
+		for i := range n {
+			buf[i] = byte((off + i) * 7)
+		}
+		if _, err := c.Write(buf[:n]); err != nil {
+			return err
+		}
+		off += n
+	}
+	return nil
 }
 
 // forceBuffer sets a socket buffer beyond the system's maximum (root).
