@@ -499,18 +499,22 @@ func parseResult(out string, r *blastResult) error {
 
 // TestNetnsForwarding measures the chain's forwarding of 4 KiB RoCEv2 RDMA WRITE packets
 // (sender -> gateway A -> WAN -> gateway B -> receiver, one namespace each): first with both
-// gateway hosts as plain kernel routers, then as CREM gateways in TUN mode (k = 32, m = 4), in
-// turns, CREM_NETNS_RUNS times (3), each send CREM_NETNS_SECONDS long (3). It reports the
-// packets per second delivered and the CPU per delivered packet: the CPU time (user and
-// system) of the chain's processes (sender, receiver, gateways) plus the machine's softirq
-// time over the run (the forwarding itself runs there), beside the machine's whole busy time.
+// gateway hosts as plain kernel routers, then as CREM gateways in TUN mode (k = 32, m = 4),
+// sending on with the raw socket (crem-raw) and into the device (crem-dev), in turns,
+// CREM_NETNS_RUNS times (3), each send CREM_NETNS_SECONDS long (3; the sender's PSNs go on
+// from run to run, so the CSF always sees new sources). It reports the packets per second
+// delivered (distinct PSNs) and the CPU per delivered packet: the CPU time (user and system)
+// of the chain's processes (sender, receiver, gateways) plus the machine's softirq time over
+// the run (the forwarding itself runs there), beside the machine's whole busy time.
+//
 // CREM_NETNS_CREM names the crem binary (default: this test binary as crem),
-// CREM_NETNS_BASELINE a second one measured in the same turns (say main's), and
+// CREM_NETNS_BASELINE a second one measured in the same turns (say main's, as "baseline"),
 // CREM_NETNS_GATEWAY_FLAGS flags for this tree's gateways (e.g. --tun-offload off),
 // CREM_NETNS_ONLY the configurations to run beside the kernel (crem-raw, crem-dev, baseline),
-// CREM_NETNS_GRO=1 GRO on the receiving interfaces (with UDP GRO of forwarded traffic). A benchmark, so run
-// only with CREM_NETNS_BENCH=1 (root, iproute2, /dev/net/tun). The goal it reports against:
-// CREM delivers at least half the kernel's packet rate.
+// CREM_NETNS_GRO=1 turns GRO on at the receiving interfaces (with UDP GRO of forwarded
+// traffic). A benchmark, so run only with CREM_NETNS_BENCH=1 (root, iproute2, /dev/net/tun);
+// scripts/netns-forwarding.sh runs it. The goal it reports against: CREM delivers at least
+// half the kernel's packet rate.
 func TestNetnsForwarding(t *testing.T) {
 	if os.Getenv("CREM_NETNS_BENCH") != "1" {
 		t.Skip("a benchmark: run with CREM_NETNS_BENCH=1 (as root)")
@@ -717,6 +721,10 @@ func netnsHelper() int {
 		err = netnsSend()
 	case "recv":
 		err = netnsRecv()
+	case "tcp-recv":
+		err = netnsTCPRecv()
+	case "tcp-send":
+		err = netnsTCPSend()
 	case "features":
 		for _, dev := range strings.Fields(os.Getenv("CREM_NETNS_DEVS")) {
 			if err = setFeatures(dev, strings.Fields(os.Getenv("CREM_NETNS_FEATURES"))...); err != nil {
@@ -739,6 +747,64 @@ func netnsHelper() int {
 		return 1
 	}
 	return 0
+}
+
+// netnsTCPRecv accepts one connection on CREM_NETNS_LISTEN, reads it to its end and prints
+// how many octets came and whether each was the pattern netnsTCPSend sends.
+func netnsTCPRecv() error {
+	ln, err := net.Listen("tcp4", os.Getenv("CREM_NETNS_LISTEN"))
+	if err != nil {
+		return err
+	}
+	defer ln.Close()
+	fmt.Println("LISTENING")
+	c, err := ln.Accept()
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	buf := make([]byte, 1<<16)
+	var n, bad int64
+	for {
+		m, err := c.Read(buf)
+		for i := range m {
+			if buf[i] != byte((n+int64(i))*7) {
+				bad++
+			}
+		}
+		n += int64(m)
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return err
+		}
+	}
+	fmt.Printf("RESULT {\"Bytes\": %d, \"Bad\": %d}\n", n, bad)
+	return nil
+}
+
+// netnsTCPSend sends CREM_NETNS_BYTES octets of a pattern to CREM_NETNS_DIAL in large writes
+// (which the kernel's TSO makes into super-packets).
+func netnsTCPSend() error {
+	total, _ := strconv.Atoi(os.Getenv("CREM_NETNS_BYTES"))
+	c, err := net.DialTimeout("tcp4", os.Getenv("CREM_NETNS_DIAL"), 10*time.Second)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	buf := make([]byte, 1<<16)
+	for off := 0; off < total; {
+		n := min(len(buf), total-off)
+		for i := range n {
+			buf[i] = byte((off + i) * 7)
+		}
+		if _, err := c.Write(buf[:n]); err != nil {
+			return err
+		}
+		off += n
+	}
+	return nil
 }
 
 // forceBuffer sets a socket buffer beyond the system's maximum (root).
