@@ -345,9 +345,10 @@ func (d *Decoder) solveFused(k Kernels, plan []int, inv []byte) {
 		d.span[j] = d.stride
 		d.outs = append(d.outs, d.src[j][2:])
 	}
+	d.scratch.prepare(k, m, nin, u)
 	n64 := L &^ 63
 	if n64 > 0 {
-		fusedMul(&d.scratch, k, m, d.ins, d.outs, n64)
+		d.scratch.mul(d.ins, d.outs, n64)
 	}
 
 	// The rest of the last column and the length prefixes, from a zero-padded copy.
@@ -371,7 +372,7 @@ func (d *Decoder) solveFused(k Kernels, plan []int, inv []byte) {
 	for c := range u {
 		d.touts = append(d.touts, tail[(nin+c)*w:(nin+c+1)*w])
 	}
-	fusedMul(&d.scratch, k, m, d.tins, d.touts, w)
+	d.scratch.mul(d.tins, d.touts, w)
 	for c, j := range d.cols {
 		s, b := d.src[j], d.touts[c]
 		copy(s[2+n64:T], b[:tl])

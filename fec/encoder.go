@@ -131,9 +131,10 @@ func (e *Encoder) encodeFused(k Kernels, dst [][]byte, indices []int, T int, ove
 		}
 		e.ins = append(e.ins, src[j])
 	}
+	e.scratch.prepare(k, cf, nin, m)
 	n64 := T &^ 63
 	if n64 > 0 {
-		fusedMul(&e.scratch, k, cf, e.ins, dst, n64)
+		e.scratch.mul(e.ins, dst, n64)
 	}
 	if tl := T - n64; tl > 0 {
 		if need := (nin + m) * 64; cap(e.tail) < need {
@@ -149,7 +150,7 @@ func (e *Encoder) encodeFused(k Kernels, dst [][]byte, indices []int, T int, ove
 		for r := range m {
 			e.touts = append(e.touts, tail[(nin+r)*64:(nin+r+1)*64])
 		}
-		fusedMul(&e.scratch, k, cf, e.tins, e.touts, 64)
+		e.scratch.mul(e.tins, e.touts, 64)
 		for r := range m {
 			copy(dst[r][n64:T], e.touts[r][:tl])
 		}

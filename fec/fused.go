@@ -133,67 +133,100 @@ func init() {
 	}
 }
 
-// fusedScratch is the kernels' coefficient scratch: GFNI's matrices, the nibble tables.
+// fusedScratch holds the coefficients of one fused product in the form its kernels take:
+// GFNI's matrices or the nibble tables, every pass's in turn (the pass of outputs first to
+// first + w - 1 from index first * nin on). Preparing them once serves the whole columns and the
+// tail of a symbol.
 type fusedScratch struct {
-	mat []uint64
-	tbl []byte
+	k         Kernels
+	nin, nout int
+	mat       []uint64
+	tbl       []byte
+	prepared  bool
 }
 
 // fusedMul sets out[o][x] = sum over i of coef[o*len(in)+i] * in[i][x] for x < n with the
-// fused kernels of family k (KernelsGFNI or KernelsNibble), where n is a positive multiple of
-// 64, every in[i] and out[o] holds at least n octets, and no output overlaps an input. Its
-// scratch grows in s.
+// fused kernels of family k (KernelsGFNI or KernelsNibble); see prepare and mul.
 func fusedMul(s *fusedScratch, k Kernels, coef []byte, in, out [][]byte, n int) {
-	nin := len(in)
-	// The kernel trusts its operands; its callers build them, and this keeps a slip of theirs
-	// from reaching memory it must not touch.
-	if n <= 0 || n%64 != 0 || nin == 0 || len(coef) < nin*len(out) {
-		panic("fec: fusedMul: bad shape")
+	s.prepare(k, coef, len(in), len(out))
+	s.mul(in, out, n)
+}
+
+// maxOut is the number of outputs of one pass of family k.
+func maxOut(k Kernels) int {
+	if k == KernelsGFNI {
+		return gfniMaxOut
 	}
-	for _, b := range in {
-		if len(b) < n {
-			panic("fec: fusedMul: short input")
-		}
+	return nibbleMaxOut
+}
+
+// prepare readies s for products of family k with nout outputs of nin inputs each, output o
+// the sum over i of coef[o*nin+i] * in[i]. It allocates only while the scratch grows.
+func (s *fusedScratch) prepare(k Kernels, coef []byte, nin, nout int) {
+	if nin <= 0 || nout <= 0 || len(coef) < nin*nout {
+		panic("fec: fusedScratch.prepare: bad shape")
 	}
-	for _, b := range out {
-		if len(b) < n {
-			panic("fec: fusedMul: short output")
-		}
-	}
+	step := maxOut(k)
 	switch {
 	case k == KernelsGFNI && haveGFNI:
-		for first := 0; first < len(out); first += gfniMaxOut {
-			outs := out[first:min(len(out), first+gfniMaxOut)]
-			w := len(outs)
-			if cap(s.mat) < nin*w {
-				s.mat = make([]uint64, nin*w)
-			}
-			m := s.mat[:nin*w]
+		if cap(s.mat) < nin*nout {
+			s.mat = make([]uint64, nin*nout)
+		}
+		for first := 0; first < nout; first += step {
+			w := min(nout-first, step)
+			m := s.mat[first*nin : (first+w)*nin]
 			for o := range w {
 				row := coef[(first+o)*nin : (first+o+1)*nin]
 				for i, c := range row {
 					m[i*w+o] = gfniMat[c]
 				}
 			}
-			gfniKernels[w-1](&m[0], in, outs, n)
 		}
 	case k == KernelsNibble && haveNibble:
-		for first := 0; first < len(out); first += nibbleMaxOut {
-			outs := out[first:min(len(out), first+nibbleMaxOut)]
-			w := len(outs)
-			if cap(s.tbl) < nin*w*32 {
-				s.tbl = make([]byte, nin*w*32)
-			}
-			t := s.tbl[:nin*w*32]
+		if cap(s.tbl) < nin*nout*32 {
+			s.tbl = make([]byte, nin*nout*32)
+		}
+		for first := 0; first < nout; first += step {
+			w := min(nout-first, step)
+			t := s.tbl[first*nin*32 : (first+w)*nin*32]
 			for o := range w {
 				row := coef[(first+o)*nin : (first+o+1)*nin]
 				for i, c := range row {
-					copy(t[(i*w+o)*32:(i*w+o+1)*32], nibbleTab[c][:])
+					*(*[32]byte)(t[(i*w+o)*32:]) = nibbleTab[c]
 				}
 			}
-			nibbleKernels[w-1](&t[0], in, outs, n)
 		}
 	default:
-		panic("fec: fusedMul: " + k.String() + " has no fused kernels here")
+		panic("fec: fusedScratch.prepare: " + k.String() + " has no fused kernels here")
+	}
+	s.k, s.nin, s.nout, s.prepared = k, nin, nout, true
+}
+
+// mul sets out[o][x] to the prepared sum for x < n, where n is a positive multiple of 64,
+// every in[i] and out[o] holds at least n octets, and no output overlaps an input.
+func (s *fusedScratch) mul(in, out [][]byte, n int) {
+	// The kernel trusts its operands; its callers build them, and this keeps a slip of theirs
+	// from reaching memory it must not touch.
+	if !s.prepared || n <= 0 || n%64 != 0 || len(in) != s.nin || len(out) != s.nout {
+		panic("fec: fusedScratch.mul: bad shape")
+	}
+	for _, b := range in {
+		if len(b) < n {
+			panic("fec: fusedScratch.mul: short input")
+		}
+	}
+	for _, b := range out {
+		if len(b) < n {
+			panic("fec: fusedScratch.mul: short output")
+		}
+	}
+	nin, step := s.nin, maxOut(s.k)
+	for first := 0; first < len(out); first += step {
+		outs := out[first:min(len(out), first+step)]
+		if s.k == KernelsGFNI {
+			gfniKernels[len(outs)-1](&s.mat[first*nin], in, outs, n)
+		} else {
+			nibbleKernels[len(outs)-1](&s.tbl[first*nin*32], in, outs, n)
+		}
 	}
 }
