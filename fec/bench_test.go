@@ -3,7 +3,6 @@ package fec
 import (
 	"fmt"
 	"math/rand/v2"
-	"strings"
 	"testing"
 	"time"
 
@@ -68,11 +67,7 @@ func benchKernels() (ks []Kernels, names []string) {
 		if !k.Available() {
 			continue
 		}
-		name := pathName[k]
-		if k == KernelsNibble && nibbleISA != "" {
-			name = strings.ToLower(nibbleISA)
-		}
-		ks, names = append(ks, k), append(names, "crem-"+name)
+		ks, names = append(ks, k), append(names, "crem-"+k.Name())
 	}
 	return ks, names
 }

@@ -1,6 +1,9 @@
 package fec
 
-import "fmt"
+import (
+	"fmt"
+	"strings"
+)
 
 // The fused products: many outputs at once, each the sum of many inputs times arbitrary
 // coefficients, in one pass over the inputs. Two families of kernels compute them: GFNI's
@@ -49,6 +52,25 @@ func (k Kernels) String() string {
 		return "portable (" + rowKernels() + ")"
 	}
 	return fmt.Sprintf("Kernels(%d)", uint8(k))
+}
+
+// Name is a short name of the family for benchmarks and logs: "auto", "gfni", the nibble
+// kernels' instruction set in lower case ("avx2"), "portable".
+func (k Kernels) Name() string {
+	switch k {
+	case KernelsAuto:
+		return "auto"
+	case KernelsGFNI:
+		return "gfni"
+	case KernelsNibble:
+		if nibbleISA == "" {
+			return "nibble"
+		}
+		return strings.ToLower(nibbleISA)
+	case KernelsPortable:
+		return "portable"
+	}
+	return fmt.Sprintf("kernels%d", uint8(k))
 }
 
 // WithKernels pins an Encoder or a Decoder to one family of kernels, e.g. to compare them, or
