@@ -59,6 +59,30 @@ func reportCPU(b *testing.B, start time.Duration) {
 	}
 }
 
+// benchKernels lists the families of kernels CREM's side of the benchmarks runs here, with the
+// names of their sub-benchmarks: crem-gfni, crem-avx2 (crem-nibble where the nibble kernels
+// are not AVX2's), crem-portable.
+func benchKernels() (ks []Kernels, names []string) {
+	for _, k := range []Kernels{KernelsGFNI, KernelsNibble, KernelsPortable} {
+		if !k.Available() {
+			continue
+		}
+		ks, names = append(ks, k), append(names, "crem-"+k.Name())
+	}
+	return ks, names
+}
+
+// klauspostAVX2 keeps klauspost's encoder on its AVX2 kernels, off AVX-512 and GFNI, for the
+// comparison with CREM's AVX2 path.
+var klauspostAVX2 = []reedsolomon.Option{reedsolomon.WithAVX512(false), reedsolomon.WithGFNI(false), reedsolomon.WithAVXGFNI(false)}
+
+// klauspostVariants are klauspost's sides of the benchmarks: its own choice of kernels
+// (klauspost) and its AVX2 kernels (klauspost-avx2).
+var klauspostVariants = []struct {
+	name string
+	opts []reedsolomon.Option
+}{{"klauspost", nil}, {"klauspost-avx2", klauspostAVX2}}
+
 // lossPatterns returns n seeded sets of u lost positions out of k.
 func lossPatterns(k, u, n int) [][]int {
 	rng := rand.New(rand.NewPCG(uint64(k*u), 7))
@@ -69,8 +93,9 @@ func lossPatterns(k, u, n int) [][]int {
 	return out
 }
 
-// BenchmarkEncode: the ordinary repair of a whole block (Section 6.2), CREM's Encoder against
-// klauspost's Encode with the same CREM Cauchy rows. Bytes are the block's source octets.
+// BenchmarkEncode: the ordinary repair of a whole block (Section 6.2), CREM's Encoder on each
+// path this machine has (WithKernels) against klauspost's Encode with the same CREM Cauchy
+// rows, on its own choice of kernels and on its AVX2 ones. Bytes are the block's source octets.
 func BenchmarkEncode(b *testing.B) {
 	for _, c := range []struct{ k, m, T int }{{32, 4, 1058}, {32, 8, 4130}} {
 		blk := newBenchBlock(b, c.k, c.m, c.T)
@@ -79,42 +104,50 @@ func BenchmarkEncode(b *testing.B) {
 		for i := range idx {
 			idx[i] = i
 		}
-		b.Run(name+"/crem", func(b *testing.B) {
-			enc, _ := NewEncoder()
-			dst := make([][]byte, c.m)
-			for i := range dst {
-				dst[i] = make([]byte, c.T)
-			}
-			all := psn.FirstK(c.k)
-			b.SetBytes(int64(c.k * c.T))
-			b.ReportAllocs()
-			start := processCPU()
-			for b.Loop() {
-				if err := enc.Encode(dst, idx, all, blk.src); err != nil {
+		ks, names := benchKernels()
+		for n, kern := range ks {
+			b.Run(name+"/"+names[n], func(b *testing.B) {
+				enc, err := NewEncoder(WithKernels(kern))
+				if err != nil {
 					b.Fatal(err)
 				}
-			}
-			reportCPU(b, start)
-		})
-		b.Run(name+"/klauspost", func(b *testing.B) {
-			rs, err := reedsolomon.New(c.k, c.m, reedsolomon.WithCustomMatrix(blk.rows))
-			if err != nil {
-				b.Fatal(err)
-			}
-			shards := append([][]byte{}, blk.src...)
-			for range c.m {
-				shards = append(shards, make([]byte, c.T))
-			}
-			b.SetBytes(int64(c.k * c.T))
-			b.ReportAllocs()
-			start := processCPU()
-			for b.Loop() {
-				if err := rs.Encode(shards); err != nil {
+				dst := make([][]byte, c.m)
+				for i := range dst {
+					dst[i] = make([]byte, c.T)
+				}
+				all := psn.FirstK(c.k)
+				b.SetBytes(int64(c.k * c.T))
+				b.ReportAllocs()
+				start := processCPU()
+				for b.Loop() {
+					if err := enc.Encode(dst, idx, all, blk.src); err != nil {
+						b.Fatal(err)
+					}
+				}
+				reportCPU(b, start)
+			})
+		}
+		for _, kv := range klauspostVariants {
+			b.Run(name+"/"+kv.name, func(b *testing.B) {
+				rs, err := reedsolomon.New(c.k, c.m, append([]reedsolomon.Option{reedsolomon.WithCustomMatrix(blk.rows)}, kv.opts...)...)
+				if err != nil {
 					b.Fatal(err)
 				}
-			}
-			reportCPU(b, start)
-		})
+				shards := append([][]byte{}, blk.src...)
+				for range c.m {
+					shards = append(shards, make([]byte, c.T))
+				}
+				b.SetBytes(int64(c.k * c.T))
+				b.ReportAllocs()
+				start := processCPU()
+				for b.Loop() {
+					if err := rs.Encode(shards); err != nil {
+						b.Fatal(err)
+					}
+				}
+				reportCPU(b, start)
+			})
+		}
 	}
 }
 
@@ -130,68 +163,77 @@ func BenchmarkDecode(b *testing.B) {
 		blk := newBenchBlock(b, c.k, c.u, c.T)
 		pats := lossPatterns(c.k, c.u, 251)
 		name := fmt.Sprintf("k%du%dT%d", c.k, c.u, c.T)
-		b.Run(name+"/crem", func(b *testing.B) {
-			d, _ := NewDecoder()
-			all := psn.FirstK(c.k)
-			b.SetBytes(int64(c.k * c.T))
-			b.ReportAllocs()
-			n := 0
-			start := processCPU()
-			for b.Loop() {
-				var lost psn.Bitmap
-				for _, j := range pats[n%len(pats)] {
-					lost.Set(j)
-				}
-				n++
-				if err := d.Reset(SchemeCauchy, c.k, c.T, all); err != nil {
+		ks, names := benchKernels()
+		for n, kern := range ks {
+			b.Run(name+"/"+names[n], func(b *testing.B) {
+				d, err := NewDecoder(WithKernels(kern))
+				if err != nil {
 					b.Fatal(err)
 				}
-				for j := range c.k {
-					if !lost.Has(j) {
-						if err := d.AddSourceRef(j, blk.payloads[j]); err != nil {
+				all := psn.FirstK(c.k)
+				b.SetBytes(int64(c.k * c.T))
+				b.ReportAllocs()
+				n := 0
+				start := processCPU()
+				for b.Loop() {
+					var lost psn.Bitmap
+					for _, j := range pats[n%len(pats)] {
+						lost.Set(j)
+					}
+					n++
+					if err := d.Reset(SchemeCauchy, c.k, c.T, all); err != nil {
+						b.Fatal(err)
+					}
+					for j := range c.k {
+						if !lost.Has(j) {
+							if err := d.AddSourceRef(j, blk.payloads[j]); err != nil {
+								b.Fatal(err)
+							}
+						}
+					}
+					for i := range c.u {
+						if err := d.AddRepair(i, all, blk.repair[i]); err != nil {
 							b.Fatal(err)
 						}
 					}
+					if restored, err := d.Decode(); err != nil || restored != lost {
+						b.Fatalf("restored %v, %v", restored.Positions(nil), err)
+					}
 				}
-				for i := range c.u {
-					if err := d.AddRepair(i, all, blk.repair[i]); err != nil {
+				reportCPU(b, start)
+			})
+		}
+		for _, kv := range klauspostVariants {
+			b.Run(name+"/"+kv.name, func(b *testing.B) {
+				rs, err := reedsolomon.New(c.k, c.u, append([]reedsolomon.Option{reedsolomon.WithCustomMatrix(blk.rows),
+					reedsolomon.WithInversionCache(false)}, kv.opts...)...)
+				if err != nil {
+					b.Fatal(err)
+				}
+				bufs := make([][]byte, c.k)
+				for j := range bufs {
+					bufs[j] = make([]byte, c.T)
+				}
+				shards := make([][]byte, c.k+c.u)
+				b.SetBytes(int64(c.k * c.T))
+				b.ReportAllocs()
+				n := 0
+				start := processCPU()
+				for b.Loop() {
+					for j := range c.k {
+						shards[j] = blk.src[j]
+					}
+					copy(shards[c.k:], blk.repair)
+					for _, j := range pats[n%len(pats)] {
+						shards[j] = bufs[j][:0]
+					}
+					n++
+					if err := rs.ReconstructData(shards); err != nil {
 						b.Fatal(err)
 					}
 				}
-				if restored, err := d.Decode(); err != nil || restored != lost {
-					b.Fatalf("restored %v, %v", restored.Positions(nil), err)
-				}
-			}
-			reportCPU(b, start)
-		})
-		b.Run(name+"/klauspost", func(b *testing.B) {
-			rs, err := reedsolomon.New(c.k, c.u, reedsolomon.WithCustomMatrix(blk.rows), reedsolomon.WithInversionCache(false))
-			if err != nil {
-				b.Fatal(err)
-			}
-			bufs := make([][]byte, c.k)
-			for j := range bufs {
-				bufs[j] = make([]byte, c.T)
-			}
-			shards := make([][]byte, c.k+c.u)
-			b.SetBytes(int64(c.k * c.T))
-			b.ReportAllocs()
-			n := 0
-			start := processCPU()
-			for b.Loop() {
-				for j := range c.k {
-					shards[j] = blk.src[j]
-				}
-				copy(shards[c.k:], blk.repair)
-				for _, j := range pats[n%len(pats)] {
-					shards[j] = bufs[j][:0]
-				}
-				n++
-				if err := rs.ReconstructData(shards); err != nil {
-					b.Fatal(err)
-				}
-			}
-			reportCPU(b, start)
-		})
+				reportCPU(b, start)
+			})
+		}
 	}
 }

@@ -17,9 +17,10 @@ import (
 // octets beyond T kept zero: the SIMD kernels then run without a scalar tail, and a short
 // source is multiplied only over the octets it fills.
 type Decoder struct {
-	blk    Block
-	symLen int // T
-	stride int // T rounded up to 64
+	blk     Block
+	kernels Kernels // as configured; KernelsAuto follows useKernels
+	symLen  int     // T
+	stride  int     // T rounded up to 64
 
 	src  [MaxK][]byte // source symbols by position, valid where the block knows them
 	span [MaxK]int    // octets of src[j] that can be non-zero, a multiple of 64
@@ -40,17 +41,18 @@ type Decoder struct {
 	pre         []byte
 	coef        []byte
 	lh          []int
-	mat         []uint64
+	scratch     fusedScratch
 	tail        []byte
 }
 
-// NewDecoder returns a Decoder; call Reset before use. No Option applies to it yet; the
-// zero Decoder is as good.
+// NewDecoder returns a Decoder; call Reset before use. Without options the zero Decoder is as
+// good.
 func NewDecoder(opts ...Option) (*Decoder, error) {
-	if _, err := buildOptions(opts); err != nil {
+	o, err := buildOptions(opts)
+	if err != nil {
 		return nil, err
 	}
-	return &Decoder{}, nil
+	return &Decoder{kernels: o.kernels}, nil
 }
 
 // Reset starts a block of k positions with symbol length T and the given present positions,
@@ -201,11 +203,11 @@ func (d *Decoder) Payload(j int) ([]byte, error) {
 //
 // The u unknowns U come from u rows whose sets contain U: the u x u Cauchy submatrix (rows =
 // Repair Indices, columns = U) is inverted in closed form, and the known sources in the rows'
-// sets are taken out of them. On a processor with AVX-512 and GFNI both steps are one fused
-// pass over the known sources and the rows (solveFused), which leaves the repair symbols as
-// they are; elsewhere the known sources are subtracted from the held repair symbols, which are
-// consumed, and the inverse is applied with the single-row kernels (mulSlice, mulAddSlice).
-// Either way a warm Decoder allocates nothing.
+// sets are taken out of them. On a processor with AVX-512 and GFNI, or with AVX2, both steps
+// are one fused pass over the known sources and the rows (solveFused), which leaves the repair
+// symbols as they are; elsewhere the known sources are subtracted from the held repair
+// symbols, which are consumed, and the inverse is applied with the single-row kernels
+// (mulSlice, mulAddSlice). Either way a warm Decoder allocates nothing.
 func (d *Decoder) Decode() (psn.Bitmap, error) {
 	plan, s, err := d.blk.Plan(d.plan[:0])
 	d.plan = plan
@@ -231,8 +233,8 @@ func (d *Decoder) Decode() (psn.Bitmap, error) {
 	}
 	inv := d.inv[:u*u]
 	cauchyInverse(inv, d.idx, d.cols)
-	if useFused {
-		d.solveFused(plan, inv)
+	if k := resolve(d.kernels); k != KernelsPortable {
+		d.solveFused(k, plan, inv)
 		return d.blk.Restore()
 	}
 	d.subtractKnown(plan)
@@ -269,8 +271,9 @@ func (d *Decoder) Decode() (psn.Bitmap, error) {
 // held by reference lines up with the symbols; the last partial column and the 2-octet length
 // prefixes go through a small zero-padded copy. A payload held by reference that is shorter
 // than T - 2 does not fill the columns and is first built into a symbol of the Decoder's own,
-// as Symbol would. Beyond 16 unknowns the kernel passes over the inputs once per 16 outputs.
-func (d *Decoder) solveFused(plan []int, inv []byte) {
+// as Symbol would. Beyond the widest kernel's outputs (16 for GFNI, 11 for AVX2) the kernels
+// pass over the inputs once per that many outputs.
+func (d *Decoder) solveFused(k Kernels, plan []int, inv []byte) {
 	u := len(plan)
 	T := d.symLen
 	L := T - 2
@@ -342,9 +345,10 @@ func (d *Decoder) solveFused(plan []int, inv []byte) {
 		d.span[j] = d.stride
 		d.outs = append(d.outs, d.src[j][2:])
 	}
+	d.scratch.prepare(k, m, nin, u)
 	n64 := L &^ 63
 	if n64 > 0 {
-		d.mat = fusedMul(d.mat, m, d.ins, d.outs, n64)
+		d.scratch.mul(d.ins, d.outs, n64)
 	}
 
 	// The rest of the last column and the length prefixes, from a zero-padded copy.
@@ -368,7 +372,7 @@ func (d *Decoder) solveFused(plan []int, inv []byte) {
 	for c := range u {
 		d.touts = append(d.touts, tail[(nin+c)*w:(nin+c+1)*w])
 	}
-	d.mat = fusedMul(d.mat, m, d.tins, d.touts, w)
+	d.scratch.mul(d.tins, d.touts, w)
 	for c, j := range d.cols {
 		s, b := d.src[j], d.touts[c]
 		copy(s[2+n64:T], b[:tl])

@@ -10,21 +10,23 @@ import (
 // use: give each goroutine its own. Once its scratch has grown to the largest block it has
 // coded, it allocates nothing, on every path.
 type Encoder struct {
-	pos []int
+	pos     []int
+	kernels Kernels // as configured; KernelsAuto follows useKernels
 
 	// The coefficients, and for the fused kernels (encodeFused) inputs and scratch.
 	coef        []byte
 	ins         [][]byte
 	tins, touts [][]byte
-	mat         []uint64
+	scratch     fusedScratch
 	tail        []byte
 }
 
-// Option configures an Encoder or a Decoder. None exists yet; the parameter keeps the
-// constructors' signatures stable.
+// Option configures an Encoder or a Decoder.
 type Option func(*options) error
 
-type options struct{}
+type options struct {
+	kernels Kernels
+}
 
 func buildOptions(opts []Option) (options, error) {
 	var o options
@@ -38,10 +40,11 @@ func buildOptions(opts []Option) (options, error) {
 
 // NewEncoder returns an Encoder.
 func NewEncoder(opts ...Option) (*Encoder, error) {
-	if _, err := buildOptions(opts); err != nil {
+	o, err := buildOptions(opts)
+	if err != nil {
 		return nil, err
 	}
-	return &Encoder{}, nil
+	return &Encoder{kernels: o.kernels}, nil
 }
 
 // Encode computes the scheme 1 repair symbols R_i[L] = sum over j in L of C(i, j) * S_j, one
@@ -51,17 +54,17 @@ func NewEncoder(opts ...Option) (*Encoder, error) {
 // are T octets long.
 //
 // An ordinary repair symbol has L = all present positions; a coded retransmission has L = the
-// lost sources named in the request. On a processor with AVX-512 and GFNI the symbols are
-// computed together by the package's fused kernel, whatever the indices and L, reading each
-// source once. Elsewhere (the portable path) they are computed with single-row kernels, source
-// by source (encodeRows). Neither allocates once the Encoder is warm.
+// lost sources named in the request. On a processor with AVX-512 and GFNI, or with AVX2, the
+// symbols are computed together by the package's fused kernels, whatever the indices and L,
+// reading each source once. Elsewhere (the portable path) they are computed with single-row
+// kernels, source by source (encodeRows). No path allocates once the Encoder is warm.
 func (e *Encoder) Encode(dst [][]byte, indices []int, over psn.Bitmap, src [][]byte) error {
 	_, T, err := checkEncode(dst, indices, over, src)
 	if err != nil || len(dst) == 0 {
 		return err
 	}
-	if useFused {
-		e.encodeFused(dst, indices, T, over, src)
+	if k := resolve(e.kernels); k != KernelsPortable {
+		e.encodeFused(k, dst, indices, T, over, src)
 		return nil
 	}
 	e.encodeRows(dst, indices, over, src)
@@ -105,10 +108,10 @@ func (e *Encoder) encodeRows(dst [][]byte, indices []int, over psn.Bitmap, src [
 	}
 }
 
-// encodeFused computes the symbols with the fused kernel of gfni_amd64.s over the whole
-// 64-octet columns, and the last partial column from a zero-padded copy. It allocates only
-// while its scratch grows.
-func (e *Encoder) encodeFused(dst [][]byte, indices []int, T int, over psn.Bitmap, src [][]byte) {
+// encodeFused computes the symbols with the fused kernels of family k over the whole 64-octet
+// columns, and the last partial column from a zero-padded copy. It allocates only while its
+// scratch grows.
+func (e *Encoder) encodeFused(k Kernels, dst [][]byte, indices []int, T int, over psn.Bitmap, src [][]byte) {
 	e.pos = over.Positions(e.pos[:0])
 	m, nin := len(dst), len(e.pos)
 	if nin == 0 {
@@ -128,9 +131,10 @@ func (e *Encoder) encodeFused(dst [][]byte, indices []int, T int, over psn.Bitma
 		}
 		e.ins = append(e.ins, src[j])
 	}
+	e.scratch.prepare(k, cf, nin, m)
 	n64 := T &^ 63
 	if n64 > 0 {
-		e.mat = fusedMul(e.mat, cf, e.ins, dst, n64)
+		e.scratch.mul(e.ins, dst, n64)
 	}
 	if tl := T - n64; tl > 0 {
 		if need := (nin + m) * 64; cap(e.tail) < need {
@@ -146,7 +150,7 @@ func (e *Encoder) encodeFused(dst [][]byte, indices []int, T int, over psn.Bitma
 		for r := range m {
 			e.touts = append(e.touts, tail[(nin+r)*64:(nin+r+1)*64])
 		}
-		e.mat = fusedMul(e.mat, cf, e.tins, e.touts, 64)
+		e.scratch.mul(e.tins, e.touts, 64)
 		for r := range m {
 			copy(dst[r][n64:T], e.touts[r][:tl])
 		}

@@ -7,67 +7,118 @@ import (
 	"github.com/crem-project/crem/psn"
 )
 
-// TestFusedMul checks the fused kernels against the scalar product for every output count
-// up to two passes, a few input counts and lengths.
+// TestFusedMul checks every fused family this machine runs (GFNI, nibble tables) against the
+// scalar product for every output count up to two passes and more, input counts from 1 to 70,
+// lengths from one 64-octet column on, and coefficients of which about one in four is 0 or 1
+// (the tables' edge cases). Octets beyond n must stay untouched.
 func TestFusedMul(t *testing.T) {
-	if !haveGFNI {
-		t.Skip("no fused kernels on this machine")
+	ks := fusedKernels()
+	if len(ks) == 0 {
+		t.Skip("no fused kernels on this machine: " + CodecPath())
 	}
-	rng := rand.New(rand.NewPCG(1, 2))
-	var mat []uint64
-	for u := 1; u <= 2*gfniMaxOut+3; u++ {
-		for _, nin := range []int{1, 2, 7, 33} {
-			for _, n := range []int{64, 128, 320} {
-				in := make([][]byte, nin)
-				for i := range in {
-					in[i] = make([]byte, n+int(rng.IntN(3)))
-					for x := range in[i] {
-						in[i][x] = byte(rng.Uint32())
+	for _, k := range ks {
+		t.Run(pathName[k], func(t *testing.T) {
+			maxOut := map[Kernels]int{KernelsGFNI: gfniMaxOut, KernelsNibble: nibbleMaxOut}[k]
+			rng := rand.New(rand.NewPCG(1, 2))
+			var s fusedScratch
+			for u := 1; u <= 2*maxOut+3; u++ {
+				for _, nin := range []int{1, 2, 3, 7, 33, 70} {
+					for _, n := range []int{64, 128, 320} {
+						checkFusedMul(t, rng, &s, k, u, nin, n)
 					}
 				}
-				out := make([][]byte, u)
-				for o := range out {
-					out[o] = make([]byte, n+1)
-					out[o][n] = 0xA5
-				}
-				coef := make([]byte, u*nin)
-				for x := range coef {
-					coef[x] = byte(rng.Uint32())
-				}
-				mat = fusedMul(mat, coef, in, out, n)
-				for o := range u {
-					for x := range n {
-						var want byte
-						for i := range nin {
-							want ^= Mul(coef[o*nin+i], in[i][x])
-						}
-						if out[o][x] != want {
-							t.Fatalf("u %d, %d inputs, n %d: out[%d][%d] = %#x, want %#x", u, nin, n, o, x, out[o][x], want)
-						}
-					}
-					if out[o][n] != 0xA5 {
-						t.Fatalf("u %d, %d inputs, n %d: wrote beyond n", u, nin, n)
-					}
-				}
+			}
+		})
+	}
+}
+
+// refProduct is mulRef for every pair, computed once.
+var refProduct = func() (t [256][256]byte) {
+	for a := range 256 {
+		for b := range 256 {
+			t[a][b] = mulRef(byte(a), byte(b))
+		}
+	}
+	return t
+}()
+
+func checkFusedMul(t *testing.T, rng *rand.Rand, s *fusedScratch, k Kernels, u, nin, n int) {
+	t.Helper()
+	in := make([][]byte, nin)
+	for i := range in {
+		in[i] = make([]byte, n+rng.IntN(3))
+		for x := range in[i] {
+			in[i][x] = byte(rng.Uint32())
+		}
+	}
+	out := make([][]byte, u)
+	for o := range out {
+		out[o] = make([]byte, n+1)
+		for x := range out[o] {
+			out[o][x] = 0xA5 // set, not added to
+		}
+	}
+	coef := make([]byte, u*nin)
+	for x := range coef {
+		switch rng.IntN(8) {
+		case 0:
+			coef[x] = 0
+		case 1:
+			coef[x] = 1
+		default:
+			coef[x] = byte(rng.Uint32())
+		}
+	}
+	fusedMul(s, k, coef, in, out, n)
+	for o := range u {
+		for x := range n {
+			var want byte
+			for i := range nin {
+				want ^= refProduct[coef[o*nin+i]][in[i][x]]
+			}
+			if out[o][x] != want {
+				t.Fatalf("u %d, %d inputs, n %d: out[%d][%d] = %#x, want %#x", u, nin, n, o, x, out[o][x], want)
+			}
+		}
+		if out[o][n] != 0xA5 {
+			t.Fatalf("u %d, %d inputs, n %d: wrote beyond n", u, nin, n)
+		}
+	}
+}
+
+// TestNibbleTables holds the nibble tables to the field: c * x = lo[x & 15] ^ hi[x >> 4] for
+// every c and x.
+func TestNibbleTables(t *testing.T) {
+	for c := range 256 {
+		for x := range 256 {
+			got := nibbleTab[c][x&15] ^ nibbleTab[c][16+x>>4]
+			if want := mulRef(byte(c), byte(x)); got != want {
+				t.Fatalf("c %#x, x %#x: tables give %#x, want %#x", c, x, got, want)
 			}
 		}
 	}
 }
 
-// TestDecodeFusedAgainstReference solves random blocks through the fused solve and through
-// the portable one (subtract, then apply the inverse with the single-row kernels), with repair
-// symbols from the scalar reference: u = 1 to 20 lost sources (two kernel passes beyond 16),
+// TestDecodeFusedAgainstReference solves random blocks through the fused solve of every fused
+// family this machine runs and through the portable one (subtract, then apply the inverse with the single-row kernels), with repair
+// symbols from the scalar reference: u = 1 to 20 lost sources (two kernel passes beyond 16 for
+// GFNI, beyond 11 for AVX2),
 // odd and short T, absent positions, coded retransmissions over part of the block, sources by
 // copy, by reference (short payloads included) and as whole symbols, some after the repairs.
-// Both must restore every symbol octet for octet, and keep the octets beyond T zero.
+// All must restore every symbol octet for octet, and keep the octets beyond T zero.
 func TestDecodeFusedAgainstReference(t *testing.T) {
-	if !haveGFNI {
-		t.Skip("no fused kernels on this machine")
+	ks := fusedKernels()
+	if len(ks) == 0 {
+		t.Skip("no fused kernels on this machine: " + CodecPath())
 	}
-	defer func(v bool) { useFused = v }(useFused)
+	ks = append(ks, KernelsPortable)
+	defer func(k Kernels) { useKernels = k }(useKernels)
 	rng := rand.New(rand.NewPCG(3, 4))
 	Ts := []int{2, 3, 5, 63, 64, 65, 66, 67, 127, 128, 129, 130, 131, 191, 1057, 1058, 4129, 4130}
-	fused, portable := newDecoder(t), newDecoder(t)
+	var decs []*Decoder
+	for range ks {
+		decs = append(decs, newDecoder(t))
+	}
 	for trial := range 600 {
 		u := 1 + trial%10
 		if trial%7 == 6 {
@@ -124,8 +175,8 @@ func TestDecodeFusedAgainstReference(t *testing.T) {
 			how[j] = rng.IntN(3)
 		}
 		var want [][]byte
-		for n, d := range []*Decoder{fused, portable} {
-			useFused = n == 0
+		for n, d := range decs {
+			useKernels = ks[n]
 			if err := d.Reset(SchemeCauchy, k, T, present); err != nil {
 				t.Fatal(err)
 			}
@@ -153,7 +204,7 @@ func TestDecodeFusedAgainstReference(t *testing.T) {
 			late.Each(add)
 			restored, err := d.Decode()
 			if err != nil || restored != lost {
-				t.Fatalf("trial %d (k %d, u %d, T %d, fused %v): restored %v, %v", trial, k, u, T, useFused, restored.Positions(nil), err)
+				t.Fatalf("trial %d (k %d, u %d, T %d, %s): restored %v, %v", trial, k, u, T, pathName[useKernels], restored.Positions(nil), err)
 			}
 			blk.checkRestored(t, d)
 			var got [][]byte
@@ -161,7 +212,7 @@ func TestDecodeFusedAgainstReference(t *testing.T) {
 				s := d.src[j]
 				for _, b := range s[T:] {
 					if b != 0 {
-						t.Fatalf("trial %d (fused %v): symbol %d not zero beyond T", trial, useFused, j)
+						t.Fatalf("trial %d (%s): symbol %d not zero beyond T", trial, pathName[useKernels], j)
 					}
 				}
 				got = append(got, s)
@@ -171,7 +222,7 @@ func TestDecodeFusedAgainstReference(t *testing.T) {
 			} else {
 				for x := range got {
 					if string(got[x]) != string(want[x]) {
-						t.Fatalf("trial %d: the two solves differ", trial)
+						t.Fatalf("trial %d: the %s solve differs from the %s one", trial, pathName[useKernels], pathName[ks[0]])
 					}
 				}
 			}
@@ -210,13 +261,15 @@ func TestCauchyProject(t *testing.T) {
 	}
 }
 
-// TestEncodeFusedAgainstReference: the fused Encode and the klauspost paths give the scalar
-// reference's symbols for 1 to 20 rows of any indices, over any set L, with odd and short T.
+// TestEncodeFusedAgainstReference: the fused Encode of every fused family this machine runs and
+// the portable path give the scalar reference's symbols for 1 to 20 rows of any indices, over any set L, with odd and short T.
 func TestEncodeFusedAgainstReference(t *testing.T) {
-	if !haveGFNI {
-		t.Skip("no fused kernels on this machine")
+	ks := fusedKernels()
+	if len(ks) == 0 {
+		t.Skip("no fused kernels on this machine: " + CodecPath())
 	}
-	defer func(v bool) { useFused = v }(useFused)
+	ks = append(ks, KernelsPortable)
+	defer func(k Kernels) { useKernels = k }(useKernels)
 	rng := rand.New(rand.NewPCG(9, 10))
 	enc := newEncoder(t)
 	for trial := range 200 {
@@ -242,8 +295,12 @@ func TestEncodeFusedAgainstReference(t *testing.T) {
 			over = randomSubset(rng, present)
 		}
 		blk := newTestBlock(t, rng, k, T, present)
-		for _, fused := range []bool{true, false} {
-			useFused = fused
+		var want [][]byte
+		for _, i := range indices {
+			want = append(want, encodeRef(i, over, blk.src, T))
+		}
+		for _, kern := range ks {
+			useKernels = kern
 			dst := make([][]byte, m)
 			for r := range dst {
 				dst[r] = make([]byte, T)
@@ -253,8 +310,8 @@ func TestEncodeFusedAgainstReference(t *testing.T) {
 				t.Fatal(err)
 			}
 			for r, i := range indices {
-				if string(dst[r]) != string(encodeRef(i, over, blk.src, T)) {
-					t.Fatalf("trial %d (k %d, T %d, fused %v): R_%d differs from the reference", trial, k, T, fused, i)
+				if string(dst[r]) != string(want[r]) {
+					t.Fatalf("trial %d (k %d, T %d, %s): R_%d differs from the reference", trial, k, T, pathName[useKernels], i)
 				}
 			}
 		}

@@ -11,7 +11,9 @@ import (
 // FuzzDecoder drives a Decoder with an arbitrary sequence of operations (sources, repair rows
 // over arbitrary sets and indices, Source Copy symbols, corrupted ones, decodes, resets) on a
 // block of genuine symbols: it never panics, its status obeys Missing = max(0, U - Usable), and
-// every decode that succeeds from genuine symbols restores the sources byte-exact.
+// every decode that succeeds from genuine symbols restores the sources byte-exact. The third
+// octet also picks the codec path (any this machine runs: GFNI, AVX2, portable) of the
+// Encoder and the Decoder.
 func FuzzDecoder(f *testing.F) {
 	f.Add([]byte{3, 14, 1, 0xff, 0, 3, 0, 1, 8, 0, 1, 9, 0, 1, 10, 0x11, 3, 0, 0})
 	f.Add([]byte{7, 30, 2, 0xfe, 0, 1, 0, 0, 2, 0, 1, 8, 0, 3, 0, 0, 5, 0, 0})
@@ -27,7 +29,16 @@ func FuzzDecoder(f *testing.F) {
 		present := randomSubset(rng, psn.FirstK(k))
 		present.Set(0)
 		b := newTestBlock(t, rng, k, T, present)
-		enc, d := newEncoder(t), newDecoder(t)
+		paths := append(fusedKernels(), KernelsPortable)
+		kern := paths[int(data[2]/4)%len(paths)]
+		enc, err := NewEncoder(WithKernels(kern))
+		if err != nil {
+			t.Fatal(err)
+		}
+		d, err := NewDecoder(WithKernels(kern))
+		if err != nil {
+			t.Fatal(err)
+		}
 		if err := d.Reset(scheme, k, T, present); err != nil {
 			if scheme <= SchemeXOR {
 				t.Fatalf("Reset: %v", err)

@@ -112,20 +112,30 @@ func newDecoder(tb tester) *Decoder {
 	return d
 }
 
-// eachPath runs f as a subtest on every codec path this machine has: the fused kernels
-// ("fused") where the processor has AVX-512 and GFNI, and the portable path ("portable",
-// useFused off) always. It restores the switch; tests that use it must not run in parallel.
+// pathName names a family of kernels for subtests.
+var pathName = map[Kernels]string{KernelsGFNI: "gfni", KernelsNibble: "nibble", KernelsPortable: "portable"}
+
+// fusedKernels lists the fused families this machine runs: GFNI where the processor has
+// AVX-512 and GFNI, the nibble kernels where it has AVX2 (both on most AVX-512 machines).
+func fusedKernels() []Kernels {
+	var ks []Kernels
+	for _, k := range []Kernels{KernelsGFNI, KernelsNibble} {
+		if k.Available() {
+			ks = append(ks, k)
+		}
+	}
+	return ks
+}
+
+// eachPath runs f as a subtest on every codec path this machine has, through the switch
+// useKernels: the fused GFNI kernels ("gfni"), the fused nibble kernels ("nibble") where the
+// processor has them, and the portable path ("portable") always. It restores the switch; tests
+// that use it must not run in parallel.
 func eachPath(t *testing.T, f func(t *testing.T)) {
 	t.Helper()
-	defer func(v bool) { useFused = v }(useFused)
-	for _, p := range []struct {
-		name  string
-		fused bool
-	}{{"fused", true}, {"portable", false}} {
-		if p.fused && !haveGFNI {
-			continue
-		}
-		useFused = p.fused
-		t.Run(p.name, f)
+	defer func(k Kernels) { useKernels = k }(useKernels)
+	for _, k := range append(fusedKernels(), KernelsPortable) {
+		useKernels = k
+		t.Run(pathName[k], f)
 	}
 }

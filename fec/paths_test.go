@@ -14,9 +14,9 @@ import (
 // block (Section 6.2: k = 32, m = 4, T = 1058; k = 32, m = 8, T = 4130; k = 8, m = 1 as the
 // CRF's tests send it), scheme 2's XOR, and the solve of Section 7.4 with sources held by
 // reference, a different loss pattern every block, with coded retransmissions and in scheme 2.
-// The portable path (useFused off) runs here even on a processor with AVX-512 and GFNI, so one
-// ordinary go test covers both; on the portable path klauspost's multi-row encoder allocated
-// twice per block before it was replaced.
+// Every path this processor has runs here (GFNI, AVX2 and portable on a processor with AVX-512
+// and GFNI), so one ordinary go test covers them all; on the portable path klauspost's
+// multi-row encoder allocated twice per block before it was replaced.
 func TestSteadyStateNoAllocsEveryPathIssue10(t *testing.T) {
 	eachPath(t, func(t *testing.T) {
 		path := CodecPath()
@@ -131,8 +131,64 @@ func TestSteadyStateNoAllocsEveryPathIssue10(t *testing.T) {
 func TestCodecPathNamesThePath(t *testing.T) {
 	eachPath(t, func(t *testing.T) {
 		got := CodecPath()
-		if want := map[bool]string{true: "fused", false: "portable"}[useFused]; !strings.HasPrefix(got, want) {
-			t.Fatalf("CodecPath() = %q with useFused %v, want it to start with %q", got, useFused, want)
+		want := map[Kernels]string{KernelsGFNI: "fused (AVX-512, GFNI)", KernelsNibble: "fused (" + nibbleISA + ")",
+			KernelsPortable: "portable ("}[useKernels]
+		if !strings.HasPrefix(got, want) {
+			t.Fatalf("CodecPath() = %q on path %s, want it to start with %q", got, pathName[useKernels], want)
 		}
 	})
+}
+
+// TestWithKernelsPinsThePath: a Decoder given WithKernels takes that family whatever the
+// package's default, and one without follows it. The fused solve leaves the held repair
+// symbols as they arrived; the portable one subtracts the known sources from them, which tells
+// the two apart. A family this build or processor lacks, or no family at all, is an error.
+func TestWithKernelsPinsThePath(t *testing.T) {
+	defer func(k Kernels) { useKernels = k }(useKernels)
+	for _, k := range []Kernels{KernelsGFNI, KernelsNibble, KernelsPortable, KernelsAuto} {
+		_, errE := NewEncoder(WithKernels(k))
+		_, errD := NewDecoder(WithKernels(k))
+		if k.Available() != (errE == nil) || k.Available() != (errD == nil) {
+			t.Errorf("WithKernels(%v): available %v, NewEncoder %v, NewDecoder %v", k, k.Available(), errE, errD)
+		}
+	}
+	if _, err := NewEncoder(WithKernels(KernelsPortable + 1)); err == nil {
+		t.Error("WithKernels of an unknown family: no error")
+	}
+	rng := rand.New(rand.NewPCG(12, 13))
+	const k, T = 12, 300
+	all := psn.FirstK(k)
+	blk := newTestBlock(t, rng, k, T, all)
+	rep := blk.repair(t, newEncoder(t), 0, all)
+	solve := func(d *Decoder) (consumed bool) {
+		t.Helper()
+		if err := d.Reset(SchemeCauchy, k, T, all); err != nil {
+			t.Fatal(err)
+		}
+		for j := 1; j < k; j++ {
+			if err := d.AddSource(j, blk.payloads[j]); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := d.AddRepair(0, all, rep); err != nil {
+			t.Fatal(err)
+		}
+		if restored, err := d.Decode(); err != nil || restored != bitmapOf(0) {
+			t.Fatalf("restored %v: %v", restored.Positions(nil), err)
+		}
+		blk.checkRestored(t, d)
+		return string(d.rep[0][:T]) != string(rep)
+	}
+	for _, def := range append(fusedKernels(), KernelsPortable) {
+		useKernels = def
+		for _, pin := range append(fusedKernels(), KernelsPortable, KernelsAuto) {
+			d, err := NewDecoder(WithKernels(pin))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got, want := solve(d), resolve(pin) == KernelsPortable; got != want {
+				t.Errorf("default %s, WithKernels(%v): repair consumed %v, want %v", pathName[def], pin, got, want)
+			}
+		}
+	}
 }
