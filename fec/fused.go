@@ -8,7 +8,7 @@ import (
 // The fused products: many outputs at once, each the sum of many inputs times arbitrary
 // coefficients, in one pass over the inputs. Two families of kernels compute them: GFNI's
 // (gfni_amd64.s, AVX-512 and VGF2P8AFFINEQB) and the nibble-table kernels (avx2_amd64.s on
-// amd64: two VPSHUFB lookups of 16-entry tables per product). Without either, Encoder and
+// amd64: two VPSHUFB lookups of 16-entry tables per product; neon_arm64.s on arm64: two TBL). Without either, Encoder and
 // Decoder take the portable path of single-row kernels.
 
 // Kernels names a family of byte kernels for Encode and Decode; see WithKernels.
@@ -20,7 +20,7 @@ const (
 	KernelsAuto Kernels = iota
 	// KernelsGFNI is the fused kernels of AVX-512 with GFNI (amd64).
 	KernelsGFNI
-	// KernelsNibble is the fused nibble-table kernels (AVX2 on amd64).
+	// KernelsNibble is the fused nibble-table kernels (AVX2 on amd64, NEON on arm64).
 	KernelsNibble
 	// KernelsPortable is the single-row kernels (klauspost's, or plain Go).
 	KernelsPortable

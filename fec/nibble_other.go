@@ -1,4 +1,4 @@
-//go:build !amd64 || !gc || noasm || purego
+//go:build !(amd64 || arm64) || !gc || noasm || purego
 
 package fec
 
