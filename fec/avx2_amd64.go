@@ -9,9 +9,10 @@ import "github.com/klauspost/cpuid/v2"
 // The fused nibble-table kernels of avx2_amd64.s (see gen_avx2.go), for processors with AVX2
 // but not AVX-512 and GFNI.
 
-// nibbleMaxOut is the number of outputs of the widest nibble kernel: 11 sums fill the 16 ymm
-// registers with the mask, the input's nibbles and two lookups.
-const nibbleMaxOut = 11
+// nibbleMaxOut is the number of outputs of the widest nibble kernel: 8 sums (two 32-octet
+// halves per output) fill the 16 ymm registers with the mask, the nibbles, the tables and a
+// lookup; more outputs take several passes.
+const nibbleMaxOut = 4
 
 // haveNibble says whether the kernels of avx2_amd64.s can run: they need AVX2 and an operating
 // system that keeps the 256-bit registers.
@@ -22,7 +23,7 @@ const nibbleISA = "AVX2"
 
 // nibbleKernels[N-1] is the nibble kernel of N outputs.
 var nibbleKernels = [nibbleMaxOut]func(tbl *byte, in, out [][]byte, n int){
-	avx2Mul1, avx2Mul2, avx2Mul3, avx2Mul4, avx2Mul5, avx2Mul6, avx2Mul7, avx2Mul8, avx2Mul9, avx2Mul10, avx2Mul11,
+	avx2Mul1, avx2Mul2, avx2Mul3, avx2Mul4,
 }
 
 //go:noescape
@@ -36,24 +37,3 @@ func avx2Mul3(tbl *byte, in, out [][]byte, n int)
 
 //go:noescape
 func avx2Mul4(tbl *byte, in, out [][]byte, n int)
-
-//go:noescape
-func avx2Mul5(tbl *byte, in, out [][]byte, n int)
-
-//go:noescape
-func avx2Mul6(tbl *byte, in, out [][]byte, n int)
-
-//go:noescape
-func avx2Mul7(tbl *byte, in, out [][]byte, n int)
-
-//go:noescape
-func avx2Mul8(tbl *byte, in, out [][]byte, n int)
-
-//go:noescape
-func avx2Mul9(tbl *byte, in, out [][]byte, n int)
-
-//go:noescape
-func avx2Mul10(tbl *byte, in, out [][]byte, n int)
-
-//go:noescape
-func avx2Mul11(tbl *byte, in, out [][]byte, n int)

@@ -271,7 +271,7 @@ func (d *Decoder) Decode() (psn.Bitmap, error) {
 // held by reference lines up with the symbols; the last partial column and the 2-octet length
 // prefixes go through a small zero-padded copy. A payload held by reference that is shorter
 // than T - 2 does not fill the columns and is first built into a symbol of the Decoder's own,
-// as Symbol would. Beyond the widest kernel's outputs (16 for GFNI, 11 for AVX2) the kernels
+// as Symbol would. Beyond the widest kernel's outputs (16 for GFNI, 4 for AVX2) the kernels
 // pass over the inputs once per that many outputs.
 func (d *Decoder) solveFused(k Kernels, plan []int, inv []byte) {
 	u := len(plan)

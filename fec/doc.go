@@ -15,13 +15,13 @@
 // On amd64 processors with AVX-512 and GFNI the byte work runs on the package's own fused
 // kernels (gfni_amd64.s), which keep up to 16 outputs in registers while any number of inputs
 // stream through them with arbitrary coefficients: every Encode, and the whole solve of a
-// Decode in one pass. With AVX2 but not AVX-512 and GFNI the same fused work runs on nibble-table
-// kernels (avx2_amd64.s: two VPSHUFB lookups per product, up to 11 outputs in registers).
-// Elsewhere, and under the build tags purego or noasm, it runs the portable path on single-row
-// kernels: github.com/klauspost/reedsolomon's LowLevel (AVX2 or SSSE3 on amd64, NEON on
-// arm64), or plain Go under noasm and where klauspost has no assembly. [CodecPath] names the
-// path in use, and [WithKernels] pins an Encoder or Decoder to one. No path allocates once its
-// scratch has grown.
+// Decode in one pass. With AVX2 but not AVX-512 and GFNI the same fused work runs on
+// nibble-table kernels (avx2_amd64.s: two VPSHUFB lookups per product, up to 4 outputs of 64
+// octets in registers, more in several passes). Elsewhere, and under the build tags purego or
+// noasm, it runs the portable path on single-row kernels: github.com/klauspost/reedsolomon's
+// LowLevel (AVX2 or SSSE3 on amd64, NEON on arm64), or plain Go under noasm and where klauspost
+// has no assembly. [CodecPath] names the path in use, and [WithKernels] pins an Encoder or
+// Decoder to one. No path allocates once its scratch has grown.
 //
 // Nothing here knows packets, sockets or time.
 package fec

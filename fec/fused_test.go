@@ -102,7 +102,7 @@ func TestNibbleTables(t *testing.T) {
 // TestDecodeFusedAgainstReference solves random blocks through the fused solve of every fused
 // family this machine runs and through the portable one (subtract, then apply the inverse with the single-row kernels), with repair
 // symbols from the scalar reference: u = 1 to 20 lost sources (two kernel passes beyond 16 for
-// GFNI, beyond 11 for AVX2),
+// GFNI, beyond 4 for AVX2),
 // odd and short T, absent positions, coded retransmissions over part of the block, sources by
 // copy, by reference (short payloads included) and as whole symbols, some after the repairs.
 // All must restore every symbol octet for octet, and keep the octets beyond T zero.
