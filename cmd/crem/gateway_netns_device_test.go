@@ -101,6 +101,11 @@ src_port = 4791
 [policy]
 initial_rtt = "2ms"
 burst_gap = "1ms"
+# m fixed, as in TestGatewayTunNetns: the token bucket's bursts of drops would have the
+# adaptation choose m 0 and leave restoration to requests that the RDMA retransmission beats.
+adapt = false
+k = 32
+m = 4
 `, self, port, peer, port, self, tun, local)), 0o644)
 		return f
 	}
