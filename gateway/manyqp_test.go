@@ -482,14 +482,16 @@ func TestRelayManyQPsIssue10(t *testing.T) {
 	for i, r := range runs {
 		ab := flow.Key{Src: addrA, Dst: addrB, DestQP: r.qpB} // the requests: A's CSF, B's CRF
 		ba := flow.Key{Src: addrB, Dst: addrA, DestQP: r.qpA} // the READ responses: B's CSF, A's CRF
-		inB, _ := gws[1].ReceiverFlow(ab)
-		inA, _ := gws[0].ReceiverFlow(ba)
+		inB, okB := gws[1].ReceiverFlow(ab)
+		inA, okA := gws[0].ReceiverFlow(ba)
 		outA, _ := gws[0].SenderFlow(ab)
+		outB, okOutB := gws[1].SenderFlow(ba)
 		t.Logf("QP %d (%#06x -> %#06x): restored %d of the WRITE (%d sources), %d of the READ (%d sources); A's CSF: reverse QP %#x %v, blocks acked %d, requests %d, unknown block %d",
 			i, r.qpA, r.qpB, inB.Restored, inB.Sources, inA.Restored, inA.Sources, outA.ReverseQP, outA.ReverseKnown,
 			outA.Stats.BlocksAcked, outA.Stats.RequestsReceived, outA.Stats.RequestsUnknownBlock)
 		if inB.Restored == 0 || inA.Restored == 0 {
-			t.Errorf("QP %d: the CRFs restored %d of the WRITE and %d of the READ: want some of each", i, inB.Restored, inA.Restored)
+			t.Errorf("QP %d: the CRFs restored %d of the WRITE and %d of the READ: want some of each (B's CRF holds the flow: %v; A's CRF: %v; B's CSF of the READ: %v, state %v, %+v)",
+				i, inB.Restored, inA.Restored, okB, okA, okOutB, outB.State, outB.Stats)
 		}
 		if !outA.ReverseKnown || outA.ReverseQP != r.qpA {
 			t.Errorf("QP %d: flow to %#x paired with %#x (%v), want its requester's QP %#x", i, r.qpB, outA.ReverseQP, outA.ReverseKnown, r.qpA)
