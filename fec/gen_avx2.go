@@ -28,10 +28,6 @@ import (
 // in one pass (k = 32, T = 4130: encode 12.3 us) than these in two passes of 4 (11.7 us).
 const maxOut = 4
 
-// wideOut is the widest kernel that steps 64 octets at a time; kernel (32 octets, up to 11
-// outputs) serves wider ones should maxOut grow.
-const wideOut = 4
-
 func main() {
 	out := "avx2_amd64.s"
 	if len(os.Args) > 1 {
@@ -42,11 +38,7 @@ func main() {
 	fmt.Fprintf(&b, "//go:build amd64 && gc && !noasm && !purego\n\n")
 	fmt.Fprintf(&b, "#include \"textflag.h\"\n")
 	for n := 1; n <= maxOut; n++ {
-		if n <= wideOut {
-			kernel64(&b, n)
-		} else {
-			kernel(&b, n)
-		}
+		kernel(&b, n)
 	}
 	if err := os.WriteFile(out, b.Bytes(), 0o644); err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -54,88 +46,10 @@ func main() {
 	}
 }
 
-// Registers: Y0..Y(N-1) the sums, Y15 the mask 0x0f, Y13 and Y14 the low and high nibbles of
-// the input, Y11 and Y12 the two lookups. General: AX the tables, BX and CX the inputs' base
-// and count, DX the outputs' base, DI n, SI the column's offset, R8 the next input's slice
-// header, R9 its tables, R10 the inputs left, R11 a data pointer.
+// kernel writes avx2MulN for N = n outputs, stepping 64 octets. Registers: Y(2o) and
+// Y(2o+1) the sums of output o over the column's two halves, Y15 the mask, Y13 and Y14 the
+// first half's nibbles, Y11 and Y12 the second's, Y9 and Y10 the two tables, Y8 a lookup.
 func kernel(b *bytes.Buffer, n int) {
-	name := fmt.Sprintf("avx2Mul%d", n)
-	p := func(format string, args ...any) { fmt.Fprintf(b, format+"\n", args...) }
-	// product leaves c * x in Y12 for the tables at off(tab) and the nibbles in Y13 and Y14.
-	product := func(tab string, off int) {
-		p("\tVBROADCASTI128 %d(%s), Y12", off, tab)
-		p("\tVBROADCASTI128 %d(%s), Y11", off+16, tab)
-		p("\tVPSHUFB Y13, Y12, Y12")
-		p("\tVPSHUFB Y14, Y11, Y11")
-	}
-	nibbles := func(hdr string) {
-		p("\tMOVQ (%s), R11", hdr)
-		p("\tVMOVDQU (R11)(SI*1), Y13")
-		p("\tVPSRLQ $4, Y13, Y14")
-		p("\tVPAND Y15, Y13, Y13")
-		p("\tVPAND Y15, Y14, Y14")
-	}
-	p("")
-	p("// func %s(tbl *byte, in [][]byte, out [][]byte, n int)", name)
-	p("// Requires: AVX, AVX2")
-	p("TEXT ·%s(SB), NOSPLIT, $0-64", name)
-	p("\tMOVQ tbl+0(FP), AX")
-	p("\tMOVQ in_base+8(FP), BX")
-	p("\tMOVQ in_len+16(FP), CX")
-	p("\tMOVQ out_base+32(FP), DX")
-	p("\tMOVQ n+56(FP), DI")
-	p("\tXORQ SI, SI")
-	p("\tTESTQ CX, CX")
-	p("\tJZ %s_end", name)
-	p("\tTESTQ DI, DI")
-	p("\tJZ %s_end", name)
-	p("\tMOVQ $0x0f0f0f0f0f0f0f0f, R11")
-	p("\tMOVQ R11, X15")
-	p("\tVPBROADCASTQ X15, Y15")
-	p("")
-	p("%s_column:", name)
-	// The first input sets the sums, the others add to them.
-	nibbles("BX")
-	for o := 0; o < n; o++ {
-		product("AX", 32*o)
-		p("\tVPXOR Y12, Y11, Y%d", o)
-	}
-	p("\tLEAQ 24(BX), R8")
-	p("\tLEAQ %d(AX), R9", 32*n)
-	p("\tMOVQ CX, R10")
-	p("\tDECQ R10")
-	p("\tJZ %s_store", name)
-	p("")
-	p("%s_input:", name)
-	nibbles("R8")
-	for o := 0; o < n; o++ {
-		product("R9", 32*o)
-		p("\tVPXOR Y12, Y11, Y12")
-		p("\tVPXOR Y12, Y%d, Y%d", o, o)
-	}
-	p("\tADDQ $24, R8")
-	p("\tADDQ $%d, R9", 32*n)
-	p("\tDECQ R10")
-	p("\tJNZ %s_input", name)
-	p("")
-	p("%s_store:", name)
-	for o := 0; o < n; o++ {
-		p("\tMOVQ %d(DX), R11", 24*o)
-		p("\tVMOVDQU Y%d, (R11)(SI*1)", o)
-	}
-	p("\tADDQ $32, SI")
-	p("\tCMPQ SI, DI")
-	p("\tJB %s_column", name)
-	p("\tVZEROUPPER")
-	p("")
-	p("%s_end:", name)
-	p("\tRET")
-}
-
-// kernel64 is kernel stepping 64 octets. Registers: Y(2o) and Y(2o+1) the sums of output o
-// over the column's two halves, Y15 the mask, Y13 and Y14 the first half's nibbles, Y11 and Y12
-// the second's, Y9 and Y10 the two tables, Y8 a lookup.
-func kernel64(b *bytes.Buffer, n int) {
 	name := fmt.Sprintf("avx2Mul%d", n)
 	p := func(format string, args ...any) { fmt.Fprintf(b, format+"\n", args...) }
 	nibbles := func(hdr string) {
