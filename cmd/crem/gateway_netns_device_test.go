@@ -109,29 +109,11 @@ m = 4
 `, self, port, peer, port, self, tun, local)), 0o644)
 		return f
 	}
-	start := func(ns string, logs *syncBuf, args ...string) *exec.Cmd {
-		cmd := exec.Command("ip", append([]string{"netns", "exec", ns, os.Args[0]}, args...)...)
-		cmd.Env = append(os.Environ(), "CREM_TEST_AS_CREM=1")
-		cmd.Stdout, cmd.Stderr = logs, logs
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-		return cmd
-	}
 	var logA, logB, logS syncBuf
-	gwB := start(nsB, &logB, "gateway", "--config", conf("b", "198.18.20.1", "198.18.10.1", "cremB", "198.18.2.0/24"))
-	gwA := start(nsA, &logA, "gateway", "--config", conf("a", "198.18.10.1", "198.18.20.1", "cremA", "198.18.1.0/24"))
-	start(nsB, &logS, "perf", "serve", "--listen", "198.18.2.1:18515")
-	for _, w := range []struct {
-		name string
-		logs *syncBuf
-		line string
-	}{{"gateway A", &logA, "gateway running"}, {"gateway B", &logB, "gateway running"}, {"perf server", &logS, "crem perf serve: setup on"}} {
-		if !waitLog(w.logs, w.line) {
-			t.Fatalf("%s: no %q within %v: %s", w.name, w.line, patience, w.logs.String())
-		}
-	}
+	gwB := startInNetns(t, nsB, &logB, "gateway", "--config", conf("b", "198.18.20.1", "198.18.10.1", "cremB", "198.18.2.0/24"))
+	gwA := startInNetns(t, nsA, &logA, "gateway", "--config", conf("a", "198.18.10.1", "198.18.20.1", "cremA", "198.18.1.0/24"))
+	startInNetns(t, nsB, &logS, "perf", "serve", "--listen", "198.18.2.1:18515")
+	waitPairReady(t, &logA, &logB, &logS)
 	c := &netnsChain{t: t}
 	for run := 0; run < 3; run++ {
 		cmd := exec.Command("ip", "netns", "exec", nsA, os.Args[0], "perf", "write", "--server", "198.18.2.1:18515",

@@ -44,6 +44,33 @@ func waitLog(logs *syncBuf, line string) bool {
 	return true
 }
 
+// startInNetns runs this test binary as crem (TestMain) with args inside network namespace ns,
+// its output into logs, and kills it at the end of the test.
+func startInNetns(t *testing.T, ns string, logs *syncBuf, args ...string) *exec.Cmd {
+	cmd := exec.Command("ip", append([]string{"netns", "exec", ns, os.Args[0]}, args...)...)
+	cmd.Env = append(os.Environ(), "CREM_TEST_AS_CREM=1")
+	cmd.Stdout, cmd.Stderr = logs, logs
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	return cmd
+}
+
+// waitPairReady waits until both gateways and the perf server say they run: the gateways once
+// their sockets are bound and their loops run, the server once its sockets are bound.
+func waitPairReady(t *testing.T, logA, logB, logS *syncBuf) {
+	for _, w := range []struct {
+		name string
+		logs *syncBuf
+		line string
+	}{{"gateway A", logA, "gateway running"}, {"gateway B", logB, "gateway running"}, {"perf server", logS, "crem perf serve: setup on"}} {
+		if !waitLog(w.logs, w.line) {
+			t.Fatalf("%s: no %q within %v: %s", w.name, w.line, patience, w.logs.String())
+		}
+	}
+}
+
 // TestGatewayTunNetns builds three network namespaces joined by veth pairs, site A (an RDMA
 // requester and gateway A), the WAN router, and site B (gateway B and an RDMA responder), with
 // addresses of 198.18.0.0/15 (the benchmarking range) inside them only. RoCEv2 between the
@@ -158,31 +185,11 @@ m = 4
 `, self, port, peer, port, tun, local)), 0o644)
 		return f
 	}
-	start := func(ns string, logs *syncBuf, args ...string) *exec.Cmd {
-		cmd := exec.Command("ip", append([]string{"netns", "exec", ns, os.Args[0]}, args...)...)
-		cmd.Env = append(os.Environ(), "CREM_TEST_AS_CREM=1")
-		cmd.Stdout, cmd.Stderr = logs, logs
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-		return cmd
-	}
 	var logA, logB, logS syncBuf
-	gwB := start(nsB, &logB, "gateway", "--config", conf("b", "198.18.20.1", "198.18.10.1", "cremB", "198.18.2.0/24"))
-	gwA := start(nsA, &logA, "gateway", "--config", conf("a", "198.18.10.1", "198.18.20.1", "cremA", "198.18.1.0/24"))
-	start(nsB, &logS, "perf", "serve", "--listen", "198.18.2.1:18515")
-	// Ready when each says so: the gateways once their sockets are bound and their loops run,
-	// the server once its sockets are bound.
-	for _, w := range []struct {
-		name string
-		logs *syncBuf
-		line string
-	}{{"gateway A", &logA, "gateway running"}, {"gateway B", &logB, "gateway running"}, {"perf server", &logS, "crem perf serve: setup on"}} {
-		if !waitLog(w.logs, w.line) {
-			t.Fatalf("%s: no %q within %v: %s", w.name, w.line, patience, w.logs.String())
-		}
-	}
+	gwB := startInNetns(t, nsB, &logB, "gateway", "--config", conf("b", "198.18.20.1", "198.18.10.1", "cremB", "198.18.2.0/24"))
+	gwA := startInNetns(t, nsA, &logA, "gateway", "--config", conf("a", "198.18.10.1", "198.18.20.1", "cremA", "198.18.1.0/24"))
+	startInNetns(t, nsB, &logS, "perf", "serve", "--listen", "198.18.2.1:18515")
+	waitPairReady(t, &logA, &logB, &logS)
 	// Which packets the token bucket drops depends on timing, and a drop early in a run can fall
 	// where the RDMA transport recovers first; three verified transfers through the same
 	// gateways make a run in which CREM restores nothing vanishingly rare.
