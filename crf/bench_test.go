@@ -1,12 +1,12 @@
 package crf
 
 import (
-	"runtime"
 	"testing"
 	"time"
 
 	"github.com/crem-project/crem/fec"
 	"github.com/crem-project/crem/flow"
+	"github.com/crem-project/crem/internal/testenv"
 	"github.com/crem-project/crem/psn"
 	"github.com/crem-project/crem/wire"
 )
@@ -72,23 +72,7 @@ func BenchmarkReceiver(b *testing.B) {
 				i++
 			}
 			lim := r.o.limits
-			for range (2*lim.MaxOpenBlocks + 2) * max(lim.MaxK, k) { // every slot, the whole history
-				step()
-			}
-			// No collection of the setup's garbage in the timed loop, and then caches and vector
-			// units as the loop itself leaves them: right after the collector the GFNI path ran
-			// up to 1.6 times slower for the first few hundred packets.
-			runtime.GC()
-			for range 64 * k {
-				step()
-			}
-			b.SetBytes(int64(len(pkts[0])))
-			b.ReportAllocs()
-			b.ResetTimer()
-			for range b.N {
-				step()
-			}
-			b.StopTimer()
+			testenv.SteadyState(b, (2*lim.MaxOpenBlocks+2)*max(lim.MaxK, k), 64*k, int64(len(pkts[0])), step) // every slot, the whole history
 			if st, _ := r.FlowStats(id); st.BlocksFullyReceived == 0 {
 				b.Fatalf("no block completed: %+v", st)
 			}
@@ -104,22 +88,7 @@ func BenchmarkReceiver(b *testing.B) {
 				buf = append(buf[:0], pkts[i%ring]...)
 				i++
 			}
-			for range ring {
-				step()
-			}
-			// No collection of the setup's garbage in the timed loop, and then caches and vector
-			// units as the loop itself leaves them: right after the collector the GFNI path ran
-			// up to 1.6 times slower for the first few hundred packets.
-			runtime.GC()
-			for range 64 * k {
-				step()
-			}
-			b.SetBytes(int64(len(pkts[0])))
-			b.ReportAllocs()
-			b.ResetTimer()
-			for range b.N {
-				step()
-			}
+			testenv.SteadyState(b, ring, 64*k, int64(len(pkts[0])), step)
 			_ = buf
 		})
 	}

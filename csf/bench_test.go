@@ -1,12 +1,12 @@
 package csf
 
 import (
-	"runtime"
 	"testing"
 	"time"
 
 	"github.com/crem-project/crem/fec"
 	"github.com/crem-project/crem/flow"
+	"github.com/crem-project/crem/internal/testenv"
 	"github.com/crem-project/crem/psn"
 	"github.com/crem-project/crem/wire"
 )
@@ -65,23 +65,7 @@ func BenchmarkSender(b *testing.B) {
 				s.Drain(out)
 				i++
 			}
-			for range (len(s.blocks) + 2) * k { // every held block filled once
-				step()
-			}
-			// No collection of the setup's garbage in the timed loop, and then caches and vector
-			// units as the loop itself leaves them: right after the collector the GFNI path ran
-			// up to 1.6 times slower for the first few hundred packets.
-			runtime.GC()
-			for range 64 * k {
-				step()
-			}
-			b.SetBytes(int64(len(pkts[0])))
-			b.ReportAllocs()
-			b.ResetTimer()
-			for range b.N {
-				step()
-			}
-			b.StopTimer()
+			testenv.SteadyState(b, (len(s.blocks)+2)*k, 64*k, int64(len(pkts[0])), step) // every held block filled once
 			if st := s.Stats(); st.RepairSent == 0 || st.BlocksEvicted == 0 {
 				b.Fatalf("not the steady state measured: %+v", st)
 			}
@@ -116,22 +100,7 @@ func BenchmarkSender(b *testing.B) {
 				}
 				i++
 			}
-			for range 4 * k {
-				step()
-			}
-			// No collection of the setup's garbage in the timed loop, and then caches and vector
-			// units as the loop itself leaves them: right after the collector the GFNI path ran
-			// up to 1.6 times slower for the first few hundred packets.
-			runtime.GC()
-			for range 64 * k {
-				step()
-			}
-			b.SetBytes(int64(len(pkts[0])))
-			b.ReportAllocs()
-			b.ResetTimer()
-			for range b.N {
-				step()
-			}
+			testenv.SteadyState(b, 4*k, 64*k, int64(len(pkts[0])), step)
 		})
 	}
 }
