@@ -47,6 +47,71 @@ func startNetemEcho(t *testing.T) netip.AddrPort {
 	return c.LocalAddr().(*net.UDPAddr).AddrPort()
 }
 
+// netemProc is a `crem netem` process of a test: this test binary run as crem (TestMain), its
+// standard output and error kept, killed at the end of the test unless stopped.
+type netemProc struct {
+	cmd    *exec.Cmd
+	out    bytes.Buffer
+	errb   syncBuf
+	exited chan error
+	waited bool // stop has seen the process exit
+}
+
+// startNetem starts `crem netem` with args.
+func startNetem(t *testing.T, args ...string) *netemProc {
+	t.Helper()
+	np := &netemProc{exited: make(chan error, 1)}
+	np.cmd = exec.Command(os.Args[0], append([]string{"netem"}, args...)...)
+	np.cmd.Env = append(os.Environ(), "CREM_TEST_AS_CREM=1")
+	np.cmd.Stdout, np.cmd.Stderr = &np.out, &np.errb
+	if err := np.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { np.exited <- np.cmd.Wait() }()
+	t.Cleanup(func() {
+		if !np.waited {
+			np.cmd.Process.Kill()
+			<-np.exited
+		}
+	})
+	return np
+}
+
+// addr waits for the standard-error line that starts with prefix (and ends with suffix, if
+// given) and returns the address that follows the prefix, up to sep.
+func (np *netemProc) addr(t *testing.T, prefix, suffix, sep string) netip.AddrPort {
+	t.Helper()
+	for deadline := time.Now().Add(patience); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+		for line := range strings.Lines(np.errb.String()) {
+			line = strings.TrimSpace(line)
+			a, ok := strings.CutPrefix(line, prefix)
+			if !ok || !strings.HasSuffix(line, suffix) {
+				continue
+			}
+			if addr, _, ok := strings.Cut(a, sep); ok {
+				return netip.MustParseAddrPort(addr)
+			}
+		}
+	}
+	t.Fatalf("no line %q...%q on standard error: %s", prefix, suffix, np.errb.String())
+	return netip.AddrPort{}
+}
+
+// stop sends SIGTERM and returns how the process exited; it fails the test if the process
+// does not stop within patience.
+func (np *netemProc) stop(t *testing.T) error {
+	t.Helper()
+	np.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case err := <-np.exited:
+		np.waited = true
+		return err
+	case <-time.After(patience):
+		t.Fatalf("no stop on SIGTERM within %v", patience)
+		return nil
+	}
+}
+
 // TestNetemHelp: --help explains the command to a newcomer, with an example, and exits 0.
 func TestNetemHelp(t *testing.T) {
 	var out, errb bytes.Buffer
@@ -144,38 +209,10 @@ func TestNetemLossSpec(t *testing.T) {
 func TestNetemRunsAndSummarizes(t *testing.T) {
 	echo := startNetemEcho(t)
 	dropLog := filepath.Join(t.TempDir(), "drops.jsonl")
-	var out bytes.Buffer
-	var errb syncBuf
-	cmd := exec.Command(os.Args[0], "netem", "--listen", "127.0.0.1:0", "--forward", echo.String(),
+	np := startNetem(t, "--listen", "127.0.0.1:0", "--forward", echo.String(),
 		"--delay", "5ms", "--loss", "script:1", "--reverse-loss", "none",
 		"--drop-log", dropLog, "--stats-interval", "200ms", "--json")
-	cmd.Env = append(os.Environ(), "CREM_TEST_AS_CREM=1")
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	waited := false
-	defer func() {
-		if !waited {
-			cmd.Process.Kill()
-			<-exited
-		}
-	}()
-	var proxy netip.AddrPort
-	for deadline := time.Now().Add(patience); !proxy.IsValid() && time.Now().Before(deadline); {
-		for line := range strings.Lines(errb.String()) {
-			if a, ok := strings.CutPrefix(strings.TrimSpace(line), "crem netem: listening on "); ok {
-				addr, _, _ := strings.Cut(a, ",")
-				proxy = netip.MustParseAddrPort(addr)
-			}
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-	if !proxy.IsValid() {
-		t.Fatalf("no listening line: %s", errb.String())
-	}
+	proxy := np.addr(t, "crem netem: listening on ", "", ",")
 	c, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
 	if err != nil {
 		t.Fatal(err)
@@ -193,25 +230,18 @@ func TestNetemRunsAndSummarizes(t *testing.T) {
 		}
 		answers++
 	}
-	if !waitLog(&errb, "forward: rx") {
-		t.Errorf("no --stats-interval line on standard error:\n%s", errb.String())
+	if !waitLog(&np.errb, "forward: rx") {
+		t.Errorf("no --stats-interval line on standard error:\n%s", np.errb.String())
 	}
-	cmd.Process.Signal(syscall.SIGTERM)
 	var code int
-	select {
-	case err := <-exited:
-		waited = true
-		if err != nil {
-			code = -1
-			if ee, ok := err.(*exec.ExitError); ok {
-				code = ee.ExitCode()
-			}
+	if err := np.stop(t); err != nil {
+		code = -1
+		if ee, ok := err.(*exec.ExitError); ok {
+			code = ee.ExitCode()
 		}
-	case <-time.After(patience):
-		t.Fatalf("no stop on SIGTERM within %v", patience)
 	}
 	if code != 0 || answers != 4 {
-		t.Fatalf("exit %d, %d answers of 4; stderr:\n%s", code, answers, errb.String())
+		t.Fatalf("exit %d, %d answers of 4; stderr:\n%s", code, answers, np.errb.String())
 	}
 	var sum struct {
 		Listen  string  `json:"listen_addr"`
@@ -224,9 +254,9 @@ func TestNetemRunsAndSummarizes(t *testing.T) {
 			}
 		} `json:"stats"`
 	}
-	dec := json.NewDecoder(bytes.NewReader(out.Bytes()))
+	dec := json.NewDecoder(bytes.NewReader(np.out.Bytes()))
 	if err := dec.Decode(&sum); err != nil || dec.More() {
-		t.Fatalf("standard output is not one JSON object (%v):\n%s", err, out.String())
+		t.Fatalf("standard output is not one JSON object (%v):\n%s", err, np.out.String())
 	}
 	f, r := sum.Stats.Forward, sum.Stats.Reverse
 	if f.Received != 5 || f.Forwarded != 4 || f.DroppedLoss != 1 || r.Received != 4 || r.Forwarded != 4 ||
@@ -235,8 +265,8 @@ func TestNetemRunsAndSummarizes(t *testing.T) {
 	}
 	// The snake_case names are the contract for scripts.
 	for _, key := range []string{`"dropped_loss": 1`, `"forwarded": 4`, `"ce_marked"`, `"dropped_overflow"`, `"write_errors"`} {
-		if !strings.Contains(out.String(), key) {
-			t.Errorf("JSON summary lacks %s:\n%s", key, out.String())
+		if !strings.Contains(np.out.String(), key) {
+			t.Errorf("JSON summary lacks %s:\n%s", key, np.out.String())
 		}
 	}
 	lf, err := os.Open(dropLog)
@@ -357,45 +387,12 @@ func TestNetemPathReporter(t *testing.T) {
 	}()
 	defer func() { csf.Close(); <-csfDone }()
 
-	var out bytes.Buffer
-	var errb syncBuf
-	cmd := exec.Command(os.Args[0], "netem", "--listen", "127.0.0.1:0", "--forward", echo.String(),
+	np := startNetem(t, "--listen", "127.0.0.1:0", "--forward", echo.String(),
 		"--loss", "script:1,3", "--reverse-loss", "none", "--report-to", strconv.Itoa(int(cremPort)),
 		"--report-method", "both", "--marking-period", "50ms", "--report-node-id", "40",
 		"--report-listen", "127.0.0.1:0", "--json")
-	cmd.Env = append(os.Environ(), "CREM_TEST_AS_CREM=1")
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	waited := false
-	defer func() {
-		if !waited {
-			cmd.Process.Kill()
-			<-exited
-		}
-	}()
-	var proxy, repAddr netip.AddrPort
-	for deadline := time.Now().Add(patience); !repAddr.IsValid() && time.Now().Before(deadline); {
-		for line := range strings.Lines(errb.String()) {
-			line = strings.TrimSpace(line)
-			if a, ok := strings.CutPrefix(line, "crem netem: listening on "); ok {
-				addr, _, _ := strings.Cut(a, ",")
-				proxy = netip.MustParseAddrPort(addr)
-			}
-			if a, ok := strings.CutPrefix(line, "crem netem: path reporter on "); ok {
-				if addr, _, ok := strings.Cut(a, ": "); ok {
-					repAddr = netip.MustParseAddrPort(addr)
-				}
-			}
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-	if !proxy.IsValid() || !repAddr.IsValid() {
-		t.Fatalf("no listening or reporter line: %s", errb.String())
-	}
+	proxy := np.addr(t, "crem netem: listening on ", "", ",")
+	repAddr := np.addr(t, "crem netem: path reporter on ", "", ": ")
 	c, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
 	if err != nil {
 		t.Fatal(err)
@@ -431,19 +428,12 @@ func TestNetemPathReporter(t *testing.T) {
 	for p, l := tally(); (len(p) < 2 || l < 2) && time.Now().Before(deadline); p, l = tally() {
 		time.Sleep(5 * time.Millisecond)
 	}
-	cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case err := <-exited:
-		waited = true
-		if err != nil {
-			t.Fatalf("exit: %v; stderr:\n%s", err, errb.String())
-		}
-	case <-time.After(patience):
-		t.Fatalf("no stop on SIGTERM within %v", patience)
+	if err := np.stop(t); err != nil {
+		t.Fatalf("exit: %v; stderr:\n%s", err, np.errb.String())
 	}
 	psns, lost := tally()
 	if !slices.Equal(psns, []psn.PSN{101, 103}) || lost != 2 {
-		t.Fatalf("reported PSNs %v and a marking loss of %d, want [101 103] and 2; stderr:\n%s", psns, lost, errb.String())
+		t.Fatalf("reported PSNs %v and a marking loss of %d, want [101 103] and 2; stderr:\n%s", psns, lost, np.errb.String())
 	}
 	mu.Lock()
 	n := len(reports)
@@ -456,8 +446,8 @@ func TestNetemPathReporter(t *testing.T) {
 	var sum struct {
 		Reporter map[string]any `json:"reporter"`
 	}
-	if err := json.Unmarshal(out.Bytes(), &sum); err != nil {
-		t.Fatalf("summary: %v\n%s", err, out.String())
+	if err := json.Unmarshal(np.out.Bytes(), &sum); err != nil {
+		t.Fatalf("summary: %v\n%s", err, np.out.String())
 	}
 	r := sum.Reporter
 	num := func(k string) float64 { v, _ := r[k].(float64); return v }
@@ -529,47 +519,14 @@ func TestNetemReportMergePathReports(t *testing.T) {
 	defer down.Close()
 	downAddr := down.LocalAddr().(*net.UDPAddr).AddrPort()
 
-	var out bytes.Buffer
-	var errb syncBuf
-	cmd := exec.Command(os.Args[0], "netem", "--listen", "127.0.0.1:0", "--forward", downAddr.String(),
+	np := startNetem(t, "--listen", "127.0.0.1:0", "--forward", downAddr.String(),
 		"--loss", "script:0", "--reverse-loss", "none", "--report-to", strconv.Itoa(int(cremPort)),
 		"--report-node-id", "40", "--report-listen", "127.0.0.1:0", "--report-merge", "--report-merge-from", "127.0.0.0/8",
 		// A drop's report waits 2s for downstream reports: far longer than the loopback round
 		// trip that brings the downstream report, on any machine.
 		"--report-aggregation", "2s", "--json")
-	cmd.Env = append(os.Environ(), "CREM_TEST_AS_CREM=1")
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	waited := false
-	defer func() {
-		if !waited {
-			cmd.Process.Kill()
-			<-exited
-		}
-	}()
-	var proxy, repAddr netip.AddrPort
-	for deadline := time.Now().Add(patience); !repAddr.IsValid() && time.Now().Before(deadline); {
-		for line := range strings.Lines(errb.String()) {
-			line = strings.TrimSpace(line)
-			if a, ok := strings.CutPrefix(line, "crem netem: listening on "); ok {
-				addr, _, _ := strings.Cut(a, ",")
-				proxy = netip.MustParseAddrPort(addr)
-			}
-			if a, ok := strings.CutPrefix(line, "crem netem: path reporter on "); ok && strings.HasSuffix(line, ", merging downstream reports") {
-				if addr, _, ok := strings.Cut(a, ": "); ok {
-					repAddr = netip.MustParseAddrPort(addr)
-				}
-			}
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-	if !proxy.IsValid() || !repAddr.IsValid() {
-		t.Fatalf("no listening or merging reporter line: %s", errb.String())
-	}
+	proxy := np.addr(t, "crem netem: listening on ", "", ",")
+	repAddr := np.addr(t, "crem netem: path reporter on ", ", merging downstream reports", ": ")
 
 	// The CSF sends two datagrams of its flow; the first is dropped, the second reaches the
 	// downstream reporter, which answers with its reports toward the CSF.
@@ -610,7 +567,7 @@ func TestNetemReportMergePathReports(t *testing.T) {
 		csf.SetReadDeadline(time.Now().Add(patience))
 		n, from, err := csf.ReadFromUDPAddrPort(buf)
 		if err != nil {
-			t.Fatalf("the CSF got %d reports from the reporter and %d through the proxy: %v; stderr:\n%s", fromRep, fromProxy, err, errb.String())
+			t.Fatalf("the CSF got %d reports from the reporter and %d through the proxy: %v; stderr:\n%s", fromRep, fromProxy, err, np.errb.String())
 		}
 		gots = append(gots, got{from, bytes.Clone(buf[:n])})
 		switch from {
@@ -620,15 +577,8 @@ func TestNetemReportMergePathReports(t *testing.T) {
 			fromProxy++
 		}
 	}
-	cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case err := <-exited:
-		waited = true
-		if err != nil {
-			t.Fatalf("exit: %v; stderr:\n%s", err, errb.String())
-		}
-	case <-time.After(patience):
-		t.Fatalf("no stop on SIGTERM within %v", patience)
+	if err := np.stop(t); err != nil {
+		t.Fatalf("exit: %v; stderr:\n%s", err, np.errb.String())
 	}
 	// Whatever else the proxy sent has arrived by now (loopback delivers at once): read it.
 	for {
@@ -662,8 +612,8 @@ func TestNetemReportMergePathReports(t *testing.T) {
 		} `json:"stats"`
 		Reporter map[string]any `json:"reporter"`
 	}
-	if err := json.Unmarshal(out.Bytes(), &sum); err != nil {
-		t.Fatalf("summary: %v\n%s", err, out.String())
+	if err := json.Unmarshal(np.out.Bytes(), &sum); err != nil {
+		t.Fatalf("summary: %v\n%s", err, np.out.String())
 	}
 	r := sum.Reporter
 	if r["merge"] != true || r["merge_offered"] != float64(2) || r["merged"] != float64(1) || r["merge_passed_on"] != float64(1) ||
