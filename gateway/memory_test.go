@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/crem-project/crem/internal/testenv"
 	"golang.org/x/net/ipv4"
 )
 
@@ -163,14 +164,17 @@ func TestFloodMemoryReturnsIssue11(t *testing.T) {
 	}
 	var after memNow
 	start := time.Now()
+	// The race detector's shadow memory follows the heap's high-water mark and is never
+	// returned: under it the resident set says nothing of the gateway's buffers.
+	rss := before.rss > 0 && !testenv.Race
 	waitFor(t, 10*trim+5*time.Second, "memory back within 1.5x", func() bool {
 		after = measure(t, false)
-		return after.heap <= before.heap*3/2 && (before.rss == 0 || after.rss <= before.rss*3/2)
+		return after.heap <= before.heap*3/2 && (!rss || after.rss <= before.rss*3/2)
 	})
 	t.Logf("after %v: %v; buffers allocated %d, released %d, exhausted %d, returned to the system %d times",
 		time.Since(start).Round(time.Millisecond), after, g.small.allocated.Load()+g.large.allocated.Load(),
 		g.small.released.Load()+g.large.released.Load(), g.c.buffersExhausted.Load(), g.c.memoryReturned.Load())
-	if before.rss > 0 && after.rss > before.rss*3/2 {
+	if rss && after.rss > before.rss*3/2 {
 		t.Errorf("resident %d after the flood, %d before: more than 1.5x", after.rss, before.rss)
 	}
 	st := g.ownCounters()
