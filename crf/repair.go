@@ -232,7 +232,14 @@ func (r *Receiver) blockFor(now time.Duration, f *rflow, m *wire.Repair, c *cfgS
 	v0, l0, _ := f.locate(m.BlockStartPSN)
 	vk, lk, _ := f.locate(m.BlockStartPSN.Add(k - 1))
 	flat := l0 != locHole && lk != locHole && vk-v0 == uint32(k-1)
+	// Without a hole inside and no live block, only the first and the last position can
+	// refuse the block: the ones between share the first's location, lie within the last's
+	// reach, and no live block can overlap them (the common case: every block so far ended).
+	skip := flat && f.live == 0
 	for j := 0; j < k; j++ {
+		if skip && j == 1 && k > 2 {
+			j = k - 1
+		}
 		p := m.BlockStartPSN.Add(j)
 		v, l, hi := v0+uint32(j), l0, -1
 		if !flat || j == k-1 {

@@ -287,14 +287,14 @@ func (g *Gateway) Run(ctx context.Context) error {
 	// Readers of sockets through Go's poller stop when the sockets close; pairLoop reads the
 	// descriptors directly and must stop before (rawReaders).
 	var readers, rawReaders sync.WaitGroup
-	if g.wan != nil {
+	switch {
+	case g.wan != nil:
 		run(&rawReaders, func() error { return g.pairLoop(g.crem, g.wan, run, &readers) })
 		run(&readers, func() error { return g.readLoop(g.local) })
-	} else {
+	case g.tun != nil:
+		run(&rawReaders, func() error { return g.tunPairLoop(run, &readers) })
+	default:
 		run(&readers, func() error { return g.readLoop(g.crem) })
-	}
-	if g.tun != nil {
-		run(&readers, func() error { g.tunLoop(); return errors.New("gateway: tun: the device was closed") })
 	}
 	g.log.Info("gateway running", "crem", g.crem.addr, "peer", g.cfg.peer, "mode", g.cfg.mode, "shards", len(g.shards),
 		"relay_listen", g.RelayAddr(), "wan_listen", g.WANAddr())

@@ -198,31 +198,59 @@ func (g *Gateway) readLoop(s *sock) error {
 	}
 }
 
-// pairLoop reads the CREM socket and the relayed datagrams from the peer in one goroutine:
-// each round reads the CREM socket first and then drains the data socket, and hands on the
-// data first, so that a REPAIR is never handed on ahead of a source the kernel had received
-// before it (the CRF would restore a packet that is already here). Two goroutines wait for the
-// sockets in Go's poller (they read nothing) and wake it; run starts them among waiters. It
-// reads the descriptors directly, so Run stops it before it closes the sockets. Each round
-// looks for the stop first: sockets that never empty do not hold it up.
+// pairLoop reads the CREM socket and the relayed datagrams from the peer in one goroutine
+// (cremFirstLoop): each round reads the CREM socket first and then drains the data socket, and
+// hands on the data first. It reads the descriptors directly, so Run stops it before it closes
+// the sockets.
 func (g *Gateway) pairLoop(crem, data *sock, run func(*sync.WaitGroup, func() error), waiters *sync.WaitGroup) error {
-	rc, err := g.newReceiver(crem, 32)
-	if err != nil {
-		return fmt.Errorf("gateway: %v: reader: %w", crem, err)
-	}
 	rd, err := g.newReceiver(data, 32)
 	if err != nil {
 		return fmt.Errorf("gateway: %v: reader: %w", data, err)
 	}
-	for _, r := range []*receiver{rc, rd} {
-		var fd int
-		if err := r.rc.Control(func(d uintptr) { fd = int(d) }); err != nil {
-			return fmt.Errorf("gateway: %v: reader: %w", r.s, err)
+	if err := rd.rc.Control(func(d uintptr) { rd.fd = int(d) }); err != nil {
+		return fmt.Errorf("gateway: %v: reader: %w", data, err)
+	}
+	drain := func() (int, bool) {
+		total := 0
+		for range 64 {
+			nd, errd := rd.read(false)
+			if errd != nil {
+				return total, true
+			}
+			g.dispatch(rd, nd)
+			total += nd
+			if nd < rd.b.Len() {
+				break
+			}
 		}
-		r.fd = fd
+		return total, false
+	}
+	return g.cremFirstLoop(crem, rd.rc, data.String()+": socket closed", drain, run, waiters)
+}
+
+// cremFirstLoop reads the CREM socket and a data path (the relay's data socket, or the TUN
+// device) in one goroutine: each round reads the CREM socket first, then drains the data path
+// (drain reads what it holds without waiting and hands it on), and hands the CREM messages on
+// last, so that a REPAIR is never handed on ahead of a source the kernel had received before
+// it (the CRF would restore a packet that is already here, and the original would follow: a
+// duplicate). Two goroutines wait in Go's poller for the socket and for data (they read
+// nothing) and wake it; run starts them among waiters, and each ends with an error naming
+// closed when its descriptor closes. Each round looks for the stop first: a data path that
+// never empties does not hold it up.
+func (g *Gateway) cremFirstLoop(crem *sock, data syscall.RawConn, closed string, drain func() (int, bool),
+	run func(*sync.WaitGroup, func() error), waiters *sync.WaitGroup) error {
+	rc, err := g.newReceiver(crem, 32)
+	if err != nil {
+		return fmt.Errorf("gateway: %v: reader: %w", crem, err)
+	}
+	if err := rc.rc.Control(func(d uintptr) { rc.fd = int(d) }); err != nil {
+		return fmt.Errorf("gateway: %v: reader: %w", crem, err)
 	}
 	wake := make(chan struct{}, 1)
-	for _, r := range []*receiver{rc, rd} {
+	for _, w := range []struct {
+		c   syscall.RawConn
+		why string
+	}{{rc.rc, crem.String() + ": socket closed"}, {data, closed}} {
 		run(waiters, func() error {
 			armed := false
 			wait := func(uintptr) bool {
@@ -231,8 +259,8 @@ func (g *Gateway) pairLoop(crem, data *sock, run func(*sync.WaitGroup, func() er
 			}
 			for {
 				armed = false
-				if err := r.rc.Read(wait); err != nil {
-					return fmt.Errorf("gateway: %v: socket closed", r.s)
+				if err := w.c.Read(wait); err != nil {
+					return errors.New("gateway: " + w.why)
 				}
 				select {
 				case wake <- struct{}{}:
@@ -249,23 +277,10 @@ func (g *Gateway) pairLoop(crem, data *sock, run func(*sync.WaitGroup, func() er
 		default:
 		}
 		nc, errc := rc.read(false)
-		failed := errc != nil
-		// Everything the data socket held when the CREM messages were read goes first.
-		total := 0
-		for range 64 {
-			nd, errd := rd.read(false)
-			if errd != nil {
-				failed = true
-				break
-			}
-			g.dispatch(rd, nd)
-			total += nd
-			if nd < rd.b.Len() {
-				break
-			}
-		}
+		// Everything the data path held when the CREM messages were read goes first.
+		total, failed := drain()
 		g.dispatch(rc, nc)
-		if failed {
+		if failed || errc != nil {
 			g.c.readErrors.Add(1)
 			if !pause.wait(g) {
 				return nil

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/netip"
 	"os"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"unsafe"
@@ -226,7 +227,7 @@ func (t *tunPath) addCounters(m map[string]uint64) {
 	m["tun_coalesced"] = t.coalesced.Load()
 }
 
-// readv runs in the poller's callback: one read of the device into t.iov.
+// readv reads the device once into t.iov; false when it holds nothing.
 func (t *tunPath) readv(fd uintptr) bool {
 	iov, n := &t.iov[0], 2
 	if t.vnet {
@@ -236,7 +237,7 @@ func (t *tunPath) readv(fd uintptr) bool {
 		n = 1
 	}
 	r, _, e := unix.Syscall(unix.SYS_READV, fd, uintptr(unsafe.Pointer(iov)), uintptr(n))
-	if e == unix.EAGAIN {
+	if e == unix.EAGAIN || e == unix.EINTR {
 		return false
 	}
 	t.rn, t.rerr = int(r), nil
@@ -246,70 +247,71 @@ func (t *tunPath) readv(fd uintptr) bool {
 	return true
 }
 
-// read reads one packet (or super-packet) into buf, and past it into t.over. It returns the
-// packet's length, the header before it zero without offloads.
-func (t *tunPath) read(buf []byte) (int, vnethdr.Header, error) {
+// readNow reads one packet (or super-packet) from descriptor fd into buf, and past it into
+// t.over, without waiting: ok false when the device holds nothing. It returns the packet's
+// length, the header before it zero without offloads.
+func (t *tunPath) readNow(fd int, buf []byte) (n int, h vnethdr.Header, ok bool, err error) {
 	t.iov[1].Base = &buf[0]
 	t.iov[1].SetLen(len(buf))
 	if t.vnet {
 		t.iov[2].Base = &t.over[len(buf)]
 		t.iov[2].SetLen(len(t.over) - len(buf))
 	}
-	if err := t.rc.Read(t.readFn); err != nil {
-		return 0, vnethdr.Header{}, err
+	if !t.readFn(uintptr(fd)) {
+		return 0, vnethdr.Header{}, false, nil
 	}
 	if t.rerr != nil {
-		return 0, vnethdr.Header{}, t.rerr
+		return 0, vnethdr.Header{}, true, t.rerr
 	}
 	if !t.vnet {
-		return t.rn, vnethdr.Header{}, nil
+		return t.rn, vnethdr.Header{}, true, nil
 	}
 	if t.rn < vnethdr.Len {
-		return 0, vnethdr.Header{}, errors.New("gateway: tun: read shorter than the virtio header")
+		return 0, vnethdr.Header{}, true, errors.New("gateway: tun: read shorter than the virtio header")
 	}
-	h, _ := vnethdr.Decode(t.hdr[:])
-	return t.rn - vnethdr.Len, h, nil
+	h, _ = vnethdr.Decode(t.hdr[:])
+	return t.rn - vnethdr.Len, h, true, nil
 }
 
-// tunLoop reads packets from the device and hands each to its shard (small ones copied into
-// small buffers, as handOn does). A super-packet is cut into its packets first.
-func (g *Gateway) tunLoop() {
+// tunDrainReads bounds the reads of one drain of the device: a round of cremFirstLoop reads
+// what the device held when the CREM socket was read, a packet (or super-packet) a read.
+const tunDrainReads = 1024
+
+// tunPairLoop reads the CREM socket and the TUN device in one goroutine (cremFirstLoop), so
+// that a REPAIR is never handed on ahead of the sources the device had received before it.
+// Two goroutines reading them apart let the REPAIR of a burst overtake the burst's tail at
+// gateway B: the CRF restored packets whose originals were on their way, and the receiver got
+// those twice. It reads the device's descriptor directly, so Run stops it before it closes
+// the device.
+func (g *Gateway) tunPairLoop(run func(*sync.WaitGroup, func() error), waiters *sync.WaitGroup) error {
 	t := g.tun
+	fd := -1
+	if err := t.rc.Control(func(d uintptr) { fd = int(d) }); err != nil {
+		return fmt.Errorf("gateway: tun: reader: %w", err)
+	}
 	g.log.Info("tun device", "name", t.name, "offloads", t.offloadState())
 	p := g.large.get(true)
-	var pause readPause
-	for {
-		n, h, err := t.read(p.buf)
-		if err != nil {
-			if errors.Is(err, os.ErrClosed) {
-				return
+	drain := func() (int, bool) {
+		for reads := 0; reads < tunDrainReads; reads++ {
+			n, h, ok, err := t.readNow(fd, p.buf)
+			switch {
+			case err != nil:
+				return reads, true
+			case !ok:
+				return reads, false
 			}
-			g.c.readErrors.Add(1)
-			if !pause.wait(g) {
-				return
-			}
-			continue
+			p = g.tunTake(p, n, h)
 		}
-		pause.reset()
-		if !h.GSO() {
-			g.c.rx[kindTun].Add(1)
-			g.c.rxBytes[kindTun].Add(uint64(n))
-			if n > len(p.buf) {
-				g.c.truncated.Add(1)
-				g.c.dropped[kindTun].Add(1)
-				continue
-			}
-			if h.Flags&vnethdr.FlagNeedsCsum != 0 {
-				if vnethdr.Complete(h, p.buf[:n]) != nil {
-					t.vnetErrors.Add(1)
-					g.c.dropped[kindTun].Add(1)
-					continue
-				}
-				t.csumCompleted.Add(1)
-			}
-			p = g.tunHandOn(p, n)
-			continue
-		}
+		return tunDrainReads, false
+	}
+	return g.cremFirstLoop(g.crem, t.rc, "tun: the device was closed", drain, run, waiters)
+}
+
+// tunTake hands on what one read of the device put into p (n octets after the virtio header
+// h) and returns the buffer for the next read.
+func (g *Gateway) tunTake(p *pkt, n int, h vnethdr.Header) *pkt {
+	t := g.tun
+	if h.GSO() {
 		var super []byte
 		if n <= len(p.buf) {
 			super = p.buf[:n]
@@ -318,7 +320,24 @@ func (g *Gateway) tunLoop() {
 			super = t.over[:n]
 		}
 		g.tunSplit(h, super)
+		return p
 	}
+	g.c.rx[kindTun].Add(1)
+	g.c.rxBytes[kindTun].Add(uint64(n))
+	if n > len(p.buf) {
+		g.c.truncated.Add(1)
+		g.c.dropped[kindTun].Add(1)
+		return p
+	}
+	if h.Flags&vnethdr.FlagNeedsCsum != 0 {
+		if vnethdr.Complete(h, p.buf[:n]) != nil {
+			t.vnetErrors.Add(1)
+			g.c.dropped[kindTun].Add(1)
+			return p
+		}
+		t.csumCompleted.Add(1)
+	}
+	return g.tunHandOn(p, n)
 }
 
 // tunSplit cuts a super-packet into packet buffers and hands each on.

@@ -2,7 +2,10 @@
 
 package gateway
 
-import "errors"
+import (
+	"errors"
+	"sync"
+)
 
 // tunPath is the transparent data path; it exists on Linux only.
 type tunPath struct{ out [256]*tunQueue }
@@ -17,7 +20,6 @@ func openTun(r *resolved) (*tunPath, error) {
 
 func (t *tunPath) close()                          {}
 func (t *tunPath) addCounters(m map[string]uint64) {}
-func (g *Gateway) tunLoop()                        {}
 
 func (t *tunPath) queue(idx int) *tunQueue {
 	if t.out[idx] == nil {
@@ -27,3 +29,7 @@ func (t *tunPath) queue(idx int) *tunQueue {
 }
 
 func (t *tunPath) sendBatch(q *tunQueue) (int, uint64, int) { return 0, 0, len(q.pkts) }
+
+func (g *Gateway) tunPairLoop(run func(*sync.WaitGroup, func() error), waiters *sync.WaitGroup) error {
+	return errors.New("gateway: mode tun needs Linux")
+}
