@@ -9,6 +9,7 @@ import (
 	"syscall"
 
 	"github.com/crem-project/crem/internal/mmsg"
+	"github.com/crem-project/crem/wire"
 	"golang.org/x/sys/unix"
 )
 
@@ -27,6 +28,8 @@ type receiver struct {
 	ce    []bool
 	drops uint32 // the kernel's count of datagrams this socket dropped (buffer full)
 	fd    int    // >= 0: read this descriptor directly, never waiting (pairLoop)
+	// handed marks the slots of the last read handed on by a control pass (dispatchSome).
+	handed []bool
 	// per call
 	n      int
 	errno  syscall.Errno
@@ -74,6 +77,7 @@ func (g *Gateway) newReceiver(s *sock, n int) (*receiver, error) {
 		}
 	}
 	r.b = mmsg.NewBatch(n, oobSpace)
+	r.handed = make([]bool, n)
 	r.readFn = r.recvmmsg
 	if g.testReceiver != nil {
 		g.testReceiver(r)
@@ -152,12 +156,49 @@ func (r *receiver) read(wait bool) (int, error) {
 }
 
 // dispatch hands r.ps[:n] to their shards, replacing each buffer handed on.
-func (g *Gateway) dispatch(r *receiver, n int) {
-	if n > 0 {
+func (g *Gateway) dispatch(r *receiver, n int) { g.dispatchSome(r, n, selectAll) }
+
+// Which messages of a read dispatchSome hands on: all of them, or, in two passes, first the
+// ones that are not REPAIR messages and then the REPAIRs (cremFirstLoop).
+type dispatchSelect uint8
+
+const (
+	selectAll dispatchSelect = iota
+	selectControl
+	selectRepair
+)
+
+// dispatchSome hands on the messages of the last read that sel selects. The control pass
+// marks what it handed on, so that the REPAIR pass after it skips those slots (their buffers
+// are new ones by then).
+func (g *Gateway) dispatchSome(r *receiver, n int, sel dispatchSelect) {
+	if n > 0 && sel != selectRepair {
 		g.c.socketDrops[r.s.kind].Store(uint64(r.drops))
+	}
+	if sel == selectControl {
+		clear(r.handed[:n])
+	}
+	// take says whether the message in b goes in this pass, and marks it for the next one.
+	take := func(i int, b []byte) bool {
+		switch sel {
+		case selectAll:
+			return true
+		case selectRepair:
+			return !r.handed[i]
+		}
+		if len(b) > 0 && wire.Type(b[0]&0x0f) == wire.TypeRepair {
+			return false
+		}
+		r.handed[i] = true
+		return true
 	}
 	if r.gbs != nil {
 		for i := range n {
+			// A coalesced receive holds datagrams of one size from one sender: its first
+			// says what they are.
+			if !take(i, r.gbs[i].b[:min(max(r.lens[i], 0), len(r.gbs[i].b))]) {
+				continue
+			}
 			if r.segs[i] < 0 {
 				g.c.rx[r.s.kind].Add(1)
 				g.c.truncated.Add(1)
@@ -169,7 +210,9 @@ func (g *Gateway) dispatch(r *receiver, n int) {
 		return
 	}
 	for i := range n {
-		g.handOn(r.s, r.ps[i], &r.ps[i])
+		if p := r.ps[i]; take(i, p.buf[:min(max(p.n, 0), len(p.buf))]) {
+			g.handOn(r.s, p, &r.ps[i])
+		}
 	}
 }
 
@@ -229,11 +272,11 @@ func (g *Gateway) pairLoop(crem, data *sock, run func(*sync.WaitGroup, func() er
 }
 
 // cremFirstLoop reads the CREM socket and a data path (the relay's data socket, or the TUN
-// device) in one goroutine: each round reads the CREM socket first, then drains the data path
-// (drain reads what it holds without waiting and hands it on), and hands the CREM messages on
-// last, so that a REPAIR is never handed on ahead of a source the kernel had received before
-// it (the CRF would restore a packet that is already here, and the original would follow: a
-// duplicate). Two goroutines wait in Go's poller for the socket and for data (they read
+// device) in one goroutine: each round reads the CREM socket first and hands on its control
+// messages, then drains the data path (drain reads what it holds without waiting and hands it
+// on), and hands the REPAIR messages on last, so that a REPAIR is never handed on ahead of a
+// source the kernel had received before it (the CRF would restore a packet that is already
+// here, and the original would follow: a duplicate). Two goroutines wait in Go's poller for the socket and for data (they read
 // nothing) and wake it; run starts them among waiters, and each ends with an error naming
 // closed when its descriptor closes. Each round looks for the stop first: a data path that
 // never empties does not hold it up.
@@ -277,9 +320,12 @@ func (g *Gateway) cremFirstLoop(crem *sock, data syscall.RawConn, closed string,
 		default:
 		}
 		nc, errc := rc.read(false)
-		// Everything the data path held when the CREM messages were read goes first.
+		// Messages for the engines' control (HELLO, HELLO_ACK, REPAIR_REQUEST, ...) go on at
+		// once: a data path that lags must not hold up a handshake. Everything the data path
+		// held when the REPAIRs were read goes before them.
+		g.dispatchSome(rc, nc, selectControl)
 		total, failed := drain()
-		g.dispatch(rc, nc)
+		g.dispatchSome(rc, nc, selectRepair)
 		if failed || errc != nil {
 			g.c.readErrors.Add(1)
 			if !pause.wait(g) {

@@ -25,6 +25,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/crem-project/crem/flow"
+	"github.com/crem-project/crem/internal/testenv"
 	"github.com/crem-project/crem/psn"
 	"github.com/crem-project/crem/roce"
 	"github.com/crem-project/crem/wire"
@@ -624,6 +625,14 @@ func envInt(name string, def int) int {
 // /dev/net/tun and USO in the kernel (6.2); skips elsewhere.
 func TestTunGSONetns(t *testing.T) {
 	netnsRoot(t)
+	if testenv.Race {
+		// Every process of the chain is the race-instrumented test binary: the gateways fall
+		// behind the sender's 40,000 packets a second, their shard queues hold a HELLO for
+		// longer than its eight attempts with the test's 1 ms initial RTT last, and the
+		// counts checked here depend on the load. The TUN data path, super-packets included,
+		// runs under the race detector in TestGatewayTunNetns and TestGatewayTunDeviceWriteNetns.
+		t.Skip("a rate test: too slow under the race detector")
+	}
 	var uname unix.Utsname
 	unix.Uname(&uname)
 	if !kernelAtLeast(unix.ByteSliceToString(uname.Release[:]), 6, 2) {
@@ -656,7 +665,8 @@ func TestTunGSONetns(t *testing.T) {
 		}
 		// (With losses the CSF's breaker may stop the repair for a while.)
 		if r := after["crem_csf_repair_sent_total"] - before["crem_csf_repair_sent_total"]; r == 0 && !tc.loss {
-			t.Errorf("offload %s: gateway A sent no repair for %d sources", offload, m.res.Sent)
+			t.Errorf("offload %s: gateway A sent no repair for %d sources\ngateway A: %s\ngateway B: %s", offload, m.res.Sent,
+				gws[0].logs.String(), gws[1].logs.String())
 		}
 		t.Logf("drops: %s", c.drops())
 		for _, g := range gws {
