@@ -327,3 +327,36 @@ func ipChecksumOK(h []byte) bool {
 	}
 	return sum == 0xffff
 }
+
+// TestTransparentLogicalPortFromPacketsC12: in transparent mode with the logical check and no
+// configured source port, a restored packet is checked under the logical header with the UDP
+// source port of the flow's own packets; their real Identification (the kernel's, not the 0
+// the endpoint sealed under) does not enter the check. Before, the port was taken as 0 and
+// every restoration failed.
+func TestTransparentLogicalPortFromPacketsC12(t *testing.T) {
+	r, err := New(WithRandom(counter()), WithSettings(func(flow.Descriptor) (Settings, bool) {
+		return Settings{Verify: VerifyLogical}, true
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := open(t, r, 0, cfg8)
+	b := newBlock(0x100, 8) // sealed under testFlow's logical header
+	for j := range b.pkts {
+		if j == 5 {
+			continue
+		}
+		h, err := testFlow.LogicalHeader().AppendIPUDP(nil, len(b.pkts[j]))
+		if err != nil {
+			t.Fatal(err)
+		}
+		binary.BigEndian.PutUint16(h[4:], uint16(0x0615+j)) // the kernel numbers its packets
+		r.ObserveIP(0, id, h[:20], h[20:], b.pkts[j], false)
+	}
+	r.Handle(0, testCSF, b.repair(t, id, 0, psn.Bitmap{}, 0), false)
+	ds := drainDel(r)
+	st, _ := r.FlowStats(id)
+	if len(ds) != 1 || ds[0].Kind != Restored || ds[0].PSN != 0x105 || st.ICRCMismatch != 0 {
+		t.Fatalf("deliveries %+v, ICRC mismatches %d", ds, st.ICRCMismatch)
+	}
+}

@@ -68,6 +68,7 @@ type Settings struct {
 	Verifier func(pkt []byte) error
 	// SrcPort is the flow's UDP source port, part of its logical header (C12); HELLO does not
 	// carry it, so the driver supplies it from its configuration or the first source packet.
+	// 0 in transparent mode: the UDP source port of the flow's header template (ObserveIP).
 	SrcPort uint16
 	// HoldPackets and HoldBytes bound the ordered-mode hold (C15: Max Open Blocks x k packets,
 	// 64 MiB); 0 takes the defaults.

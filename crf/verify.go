@@ -24,7 +24,13 @@ func (r *Receiver) verify(f *rflow, pkt []byte) error {
 		}
 		return roce.VerifyICRC(ip, udp, pkt)
 	}
-	return f.desc.LogicalHeader().Verify(pkt)
+	h := f.desc.LogicalHeader()
+	if h.SrcPort == 0 && len(f.tmplUDP) == 8 {
+		// Transparent mode with no configured source port: the flow's own packets tell it
+		// (their UDP source port is part of the logical header the endpoint sealed under).
+		h.SrcPort = binary.BigEndian.Uint16(f.tmplUDP)
+	}
+	return h.Verify(pkt)
 }
 
 // SetTemplate sets the IP and UDP header of flow id's latest received source packet, which

@@ -195,9 +195,13 @@ func (n *Node) settings(d flow.Descriptor) (crf.Settings, bool) {
 			continue
 		}
 		s := crf.Settings{Ordered: r.ordered, Reorder: c.reorder, Idle: c.idle, SrcPort: r.srcPort}
-		if c.mode == "tun" && !c.tunLogical {
+		switch {
+		case c.mode == "tun" && !c.tunLogical:
 			s.Verify = crf.VerifyTemplate
-		} else if r.srcPort == 0 {
+		case c.mode == "tun":
+			// The logical check in TUN mode: without a src_port in the rule the CRF takes the
+			// flow's UDP source port from its own packets, which cross the device.
+		case r.srcPort == 0:
 			// Relay mode checks restored packets under the logical header (C12), whose UDP
 			// source port only the configuration can tell the receiving side.
 			n.stats.HelloRefusedNoPort++

@@ -47,6 +47,7 @@ func runGateway(args []string, s stdio) int {
 	level := fs.String("log-level", "", "debug, info, warn or error (overrides log_level)")
 	tunOffload := fs.String("tun-offload", "", "on or off: the TUN device's virtio header with checksum and segmentation offloads (overrides tun.offload)")
 	tunWrite := fs.String("tun-write", "", "raw or device: where packets sent on go in tun mode (overrides tun.write)")
+	tunVerify := fs.String("tun-verify", "", "template or logical: how restored packets are checked in tun mode (overrides tun.verify; logical for the project's own endpoints, crem perf)")
 	pcapFile := fs.String("pcap", "", "record every datagram received and sent to this pcap `FILE` (overrides pcap)")
 	noOffload := fs.Bool("no-offload", false, "relay: move datagrams without UDP GSO and GRO (sets relay.offload = false)")
 	var check checkFlag
@@ -90,7 +91,8 @@ func runGateway(args []string, s stdio) int {
 		v   string
 		dst *string
 	}{{*cremAddr, &cfg.CREMAddress}, {*peer, &cfg.Peer}, {*mode, &cfg.Mode}, {*protection, &cfg.DomainProtection},
-		{*metrics, &cfg.MetricsAddress}, {*level, &cfg.LogLevel}, {*pcapFile, &cfg.Pcap}, {*tunWrite, &cfg.Tun.Write}} {
+		{*metrics, &cfg.MetricsAddress}, {*level, &cfg.LogLevel}, {*pcapFile, &cfg.Pcap}, {*tunWrite, &cfg.Tun.Write},
+		{*tunVerify, &cfg.Tun.Verify}} {
 		if o.v != "" {
 			*o.dst = o.v
 		}
