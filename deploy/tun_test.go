@@ -39,7 +39,9 @@ func envFile(t *testing.T, path string) []string {
 // checks what the user guide says to check: `ip rule` in order, and `ip route get` for each kind
 // of packet (an endpoint's to the other site and one from the WAN into the device, the gateway's
 // own sends to the WAN or to local delivery, CREM to the peer by the WAN). Running it again
-// changes nothing; down restores the rules. Needs root, ip(8) and /dev/net/tun; skips elsewhere.
+// changes nothing; down restores the rules. With CREM_SITE_IF (endpoints on hosts behind the
+// gateway) its own deliveries to them leave by that interface. Needs root, ip(8) and
+// /dev/net/tun; skips elsewhere.
 func TestTunRoutingNetns(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("needs root to create a network namespace")
@@ -140,6 +142,25 @@ func TestTunRoutingNetns(t *testing.T) {
 		if out := strings.TrimSpace(must("ip", "route", "show", "table", table)); out != "" {
 			t.Errorf("table %s after down: %s", table, out)
 		}
+	}
+	// Endpoints on hosts of their own behind the gateway (CREM_SITE_IF): the gateway's own
+	// deliveries to them leave by the site's interface, not by the WAN router; down takes the
+	// route out again.
+	must("ip", "link", "add", "la", "type", "veth", "peer", "name", "ea")
+	must("ip", "link", "set", "la", "up")
+	must("ip", "link", "set", "ea", "up")
+	siteEnv := append(envFile(t, "examples/tun-a.env"), "CREM_SITE_IF=la")
+	if out, err := in(siteEnv, "sh", script, "up"); err != nil {
+		t.Fatalf("up with CREM_SITE_IF: %v: %s", err, out)
+	}
+	if out := strings.Join(strings.Fields(must("ip", "route", "get", "198.18.1.10", "mark", "0x43")), " "); !strings.HasPrefix(out, "198.18.1.10 dev la table 200") {
+		t.Errorf("with CREM_SITE_IF=la, ip route get 198.18.1.10 mark 0x43: %q, want by la (table 200)", out)
+	}
+	if out, err := in(siteEnv, "sh", script, "down"); err != nil {
+		t.Fatalf("down with CREM_SITE_IF: %v: %s", err, out)
+	}
+	if out := strings.TrimSpace(must("ip", "route", "show", "table", "200")); out != "" {
+		t.Errorf("table 200 after down with CREM_SITE_IF: %s", out)
 	}
 	// A setting missing: refused, nothing done.
 	if out, err := in([]string{"CREM_TUN_DEV=cremA"}, "sh", script, "up"); err == nil || !strings.Contains(out, "CREM_WAN_IF") {
