@@ -290,6 +290,10 @@ counters() { # NS NAME
 }
 
 cmd_status() {
+	local q
+	if q=$(in_ns "$ns_wan" tc -s qdisc show dev wb 2>/dev/null) && [[ $q =~ dropped\ ([0-9]+) ]]; then
+		say "WAN toward site B: the token bucket dropped ${BASH_REMATCH[1]} packets (RoCEv2, repair and all)"
+	fi
 	counters "$ns_gwa" A
 	counters "$ns_gwb" B
 }
