@@ -28,7 +28,7 @@
 #   CREM               the crem binary; default: built from this tree with `go build` when go
 #                      is found, else `crem` on PATH
 #   CREM_LAB_PREFIX    namespace names PREFIX-client, -gwa, -wan, -gwb, -server (crem-lab)
-#   CREM_LAB_DIR       logs, captures, configurations, pids (/tmp/PREFIX)
+#   CREM_LAB_DIR       logs, captures, pids, the crem built (/tmp/PREFIX)
 #   CREM_LAB_RUNS      perf transfers in `run` (3), each CREM_LAB_ITERS messages (8) of
 #                      CREM_LAB_SIZE (1MiB), at CREM_LAB_RATE (200Mbit)
 #   CREM_LAB_DELAY     in-process one-way delay of each endpoint (5ms): the RDMA transport's
@@ -38,7 +38,6 @@
 #                      repair beside them overflow it now and then; "off" for none (then
 #                      nothing is lost and nothing restored)
 #   CREM_LAB_PERF_FLAGS  more flags for `crem perf write`
-#
 #   CREM_LAB_VERIFY    how the gateways check restored packets (--tun-verify): logical
 #
 # The endpoints are the project's own transport (`crem perf` on kernel sockets), which seals the
@@ -116,7 +115,7 @@ find_crem() {
 	else
 		die "no crem: set CREM=/path/to/crem, install Go to build it, or put crem on PATH"
 	fi
-	[ -x "$crem" ] || die "CREM=$crem is not executable"
+	[ -x "$crem" ] || die "$crem is not an executable crem"
 	crem=$(cd "$(dirname "$crem")" && pwd)/$(basename "$crem")
 }
 
@@ -340,6 +339,7 @@ cmd_run() {
 }
 
 cmd_all() {
+	check_host
 	# Whatever ends the script (a failure, Ctrl-C, SIGTERM) takes the lab down.
 	trap 'cmd_down' EXIT
 	trap 'echo; echo "$prog: interrupted; taking the lab down" >&2; exit 130' INT
@@ -361,6 +361,7 @@ cmd_all() {
 case ${1:-all} in
 all) cmd_all ;;
 up)
+	check_host
 	# A failure or an interruption half way takes down what was built.
 	trap 'echo "$prog: up did not finish; taking the lab down" >&2; cmd_down' EXIT
 	trap 'exit 130' INT
