@@ -67,8 +67,20 @@ type Config struct {
 	// coarse; 0 in virtual time.
 	Burst time.Duration
 
-	// RTT is the initial round-trip estimate (default 10 ms, as RULINGS C4).
+	// RTT is the initial round-trip estimate (default 10 ms, as RULINGS C4). An RTT given here
+	// is a stated one: the driver knows the path (a simulator, the lab), and the QP takes it
+	// as its first RTT sample, so that its timers are adaptive from the start. With RTT zero,
+	// or RTTProvisional, the QP has no sample until its first ACK: until then no timer it runs
+	// is shorter than LocalAckTimeout (protocol notes R33).
 	RTT time.Duration
+	// RTTProvisional marks RTT as an estimate taken off the data path (as the round trip of a
+	// setup exchange): it seeds the smoothed RTT but is no sample, as with RTT zero.
+	RTTProvisional bool
+	// LocalAckTimeout is IBTA's local ACK timeout (LocalAckTimeoutOf converts its 5-bit code):
+	// before the QP has an RTT sample, every timer it runs (gbn's RTO, sr's per-packet RTO and
+	// probe, tcaeth's T7 fallback, the READ and atomic retry) is at least this long. Default
+	// LocalAckTimeoutOf(DefaultLocalAckTimeoutCode), 67.1 ms; negative turns the floor off.
+	LocalAckTimeout time.Duration
 	// TThresh is the tcaeth batch time threshold (T6); default max(100 us, RTT/64).
 	TThresh time.Duration
 	// ReorderWindow is the RACK reorder window of the tcaeth loss decision (T5), and how long
@@ -81,7 +93,9 @@ type Config struct {
 	// AckTimeout is the tcaeth fallback timeout (T7); default SRTT + 3 TThresh.
 	AckTimeout time.Duration
 	// RetryCount bounds consecutive timeouts without progress (default 7); RNRRetry bounds RNR
-	// retries (default 7, which as in IBTA means without limit).
+	// retries (default 7, which as in IBTA means without limit). Each timeout without progress
+	// doubles the next one, up to MaxBackoff times the timeout, and progress resets it, so that
+	// RetryCount bounds the time without progress, not timer ticks (protocol notes R34).
 	RetryCount, RNRRetry int
 	// RNRTimer is the IBTA timer code this responder puts in its RNR NAKs (default 14, 1.28 ms).
 	RNRTimer uint8
@@ -128,9 +142,33 @@ type Config struct {
 // MinRTO is the smallest retransmission timeout the QP uses.
 const MinRTO = time.Millisecond
 
+// MaxBackoff bounds the factor by which consecutive timeouts without progress lengthen a
+// timer: 2^n after n of them, at most 64 (protocol notes R34).
+const MaxBackoff = 64
+
+// maxBackoffShift is log2(MaxBackoff).
+const maxBackoffShift = 6
+
+// DefaultLocalAckTimeoutCode is the IBTA local ACK timeout code the QP uses when
+// Config.LocalAckTimeout is zero: 14, 4.096 us x 2^14 = 67.1 ms, perftest's default (-u).
+const DefaultLocalAckTimeoutCode = 14
+
+// LocalAckTimeoutOf returns the local ACK timeout of an IBTA timeout code: 4.096 us x 2^code
+// for code 1 to 31. Code 0, which IBTA reads as an infinite timeout, and codes beyond 5 bits
+// are errors: the QP always runs its timers.
+func LocalAckTimeoutOf(code int) (time.Duration, error) {
+	if code < 1 || code > 31 {
+		return 0, fmt.Errorf("rc: local ACK timeout code %d: want 1 to 31 (4.096 us x 2^code)", code)
+	}
+	return 4096 * time.Nanosecond << code, nil
+}
+
 func (c *Config) setDefaults() {
 	if c.RTT <= 0 {
 		c.RTT = 10 * time.Millisecond
+	}
+	if c.LocalAckTimeout == 0 {
+		c.LocalAckTimeout, _ = LocalAckTimeoutOf(DefaultLocalAckTimeoutCode)
 	}
 	if c.TThresh <= 0 {
 		c.TThresh = max(100*time.Microsecond, c.RTT/64)

@@ -2,6 +2,7 @@ package rc
 
 import (
 	"testing"
+	"time"
 
 	"github.com/crem-project/crem/roce"
 )
@@ -123,5 +124,38 @@ func TestReuseBuffers(t *testing.T) {
 		if same := first[0] == first[1]; same != reuse {
 			t.Errorf("reuse %v: second packet in the first one's buffer: %v", reuse, same)
 		}
+	}
+}
+
+// The local ACK timeout follows IBTA's 5-bit code, 4.096 us x 2^code, for codes 1 to 31; code
+// 0 (IBTA's infinite timeout) and codes beyond 5 bits are errors; a QP given none takes code
+// 14, 67.1 ms, perftest's default (protocol notes R33).
+func TestLocalAckTimeoutCode(t *testing.T) {
+	for code, want := range map[int]time.Duration{1: 8192 * time.Nanosecond, 14: 67108864 * time.Nanosecond,
+		18: 1073741824 * time.Nanosecond, 31: 4096 * time.Nanosecond << 31} {
+		if got, err := LocalAckTimeoutOf(code); err != nil || got != want {
+			t.Errorf("code %d: %v, %v; want %v", code, got, err, want)
+		}
+	}
+	for _, code := range []int{0, -1, 32} {
+		if _, err := LocalAckTimeoutOf(code); err == nil {
+			t.Errorf("code %d accepted", code)
+		}
+	}
+	cfg := testCfg(ModeTCAETH)
+	q := newTestQP(t, cfg)
+	if got := q.Config().LocalAckTimeout; got != 67108864*time.Nanosecond {
+		t.Errorf("default local ACK timeout %v, want 67.108864ms", got)
+	}
+	if !q.Sampled() {
+		t.Error("a stated RTT is not taken as a sample")
+	}
+	cfg.RTT = 0
+	if q := newTestQP(t, cfg); q.Sampled() {
+		t.Error("a QP with no RTT claims a sample")
+	}
+	cfg.RTT, cfg.RTTProvisional = 5*time.Millisecond, true
+	if q := newTestQP(t, cfg); q.Sampled() || q.SRTT() != 5*time.Millisecond {
+		t.Errorf("a provisional RTT: sampled %v, SRTT %v; want an unsampled 5 ms estimate", q.Sampled(), q.SRTT())
 	}
 }

@@ -34,6 +34,7 @@ var ErrQPError = errors.New("rc: QP is in the error state")
 
 // NewQP returns a QP for cfg, or an error naming every invalid field.
 func NewQP(cfg Config) (*QP, error) {
+	stated := cfg.RTT > 0 && !cfg.RTTProvisional
 	cfg.setDefaults()
 	if err := cfg.validate(); err != nil {
 		return nil, err
@@ -43,7 +44,7 @@ func NewQP(cfg Config) (*QP, error) {
 	q.in = roce.LogicalHeader{Src: cfg.RemoteAddr, Dst: cfg.LocalAddr, SrcPort: cfg.RemotePort}
 	q.cthresh = CThresh(cfg.PeerRate, cfg.MTU, cfg.TThresh)
 	q.mrs.qpn = cfg.QPN
-	q.req.init(&q.cfg)
+	q.req.init(&q.cfg, stated)
 	q.resp.init(&q.cfg)
 	return q, nil
 }
@@ -66,6 +67,10 @@ func (q *QP) NextPSN() psn.PSN { return q.req.nxt }
 
 // SRTT returns the requester's smoothed round-trip time.
 func (q *QP) SRTT() time.Duration { return q.req.srtt }
+
+// Sampled reports whether the QP has an RTT sample: a stated RTT (Config.RTT) or an ACK's.
+// Until it has, no timer runs shorter than Config.LocalAckTimeout.
+func (q *QP) Sampled() bool { return q.req.sampled }
 
 // PostRecv adds a receive buffer.
 func (q *QP) PostRecv(wr RecvWR) error {

@@ -33,6 +33,7 @@ func (r *requester) onAtomicAck(q *QP, p *roce.Packet) {
 		return
 	}
 	r.retries = 0
+	r.epoch++
 	r.respLast = q.now
 	w.orig = p.AtomicAckETH.OrigRemData
 	binary.LittleEndian.PutUint64(w.wr.Local, w.orig)
@@ -96,6 +97,11 @@ func (r *requester) onReadResponse(q *QP, p *roce.Packet) {
 		}
 		return
 	}
+	if j == 0 && !w.reissued && !r.sampled {
+		// The first response of a READ asked for once is the QP's first RTT sample when it has
+		// none, so that a QP that only reads leaves the local ACK timeout's floor (R33).
+		r.sample(q, q.now-w.asked[0])
+	}
 	copy(w.wr.Local[j*mtu:], p.Payload)
 	w.got[j] = true
 	w.gotN++
@@ -105,6 +111,7 @@ func (r *requester) onReadResponse(q *QP, p *roce.Packet) {
 	}
 	w.lastProgress, r.respLast = q.now, q.now
 	w.retries, r.retries = 0, 0
+	r.epoch++
 	q.stats.ReadResponsesReceived++
 	if w.gotN == w.n {
 		r.finishResponder(w)

@@ -123,11 +123,19 @@ type retxItem struct {
 	p     psn.PSN
 	cause uint8
 	run   int // READ re-issues: PSNs to request; 0 means to the end of the READ
+	// sr, a timeout's retransmission: its timer's backoff (timerEnt).
+	level uint8
+	epoch uint32
 }
 
+// timerEnt is an sr per-packet timer: the transmission of p at sent. After level timeouts of
+// p with no progress of the QP between them (progress epoch the same), the timer waits 2^level
+// RTOs; once the QP progresses it expires one RTO after sent again (R34).
 type timerEnt struct {
-	p    psn.PSN
-	sent time.Duration
+	p     psn.PSN
+	sent  time.Duration
+	level uint8
+	epoch uint32
 }
 
 // requester is the sending half of a QP: the send queue, the send buffer and its recovery.
@@ -153,16 +161,24 @@ type requester struct {
 	pkt      roce.Packet // the packet being built
 
 	srtt, rttvar time.Duration
+	sampled      bool          // srtt rests on a sample: a stated RTT or an ACK's (R33)
 	lastProgress time.Duration // gbn: the RTO runs from here; tcaeth: the last extended ACK (T7)
 	retries      int
 	stalled      bool
 	tq           []timerEnt // sr: transmissions in time order, for the per-packet timers
 	tqHead       int
-	xmits        uint32        // sr: transmissions so far, numbering txPkt.xmit
-	reads        int           // outstanding READ and atomic requests
-	dataOut      int           // SEND and WRITE PSNs sent and not acknowledged (gbn's timer runs for them)
-	respLast     time.Duration // the last READ response or ATOMIC ACKNOWLEDGE that progressed
-	rdAtomic     int           // READ and atomic requests started and not completed
+	// tqb[l-1] holds the sr timers of timeout retransmissions at backoff level l, in time
+	// order, and so in the order they expire (R34).
+	tqb     [maxBackoffShift][]timerEnt
+	tqbHead [maxBackoffShift]int
+	// epoch counts the QP's progress (an ACK that advanced, new PSNs reported received, a READ
+	// response), for the backoff of sr's per-packet timers (R34).
+	epoch    uint32
+	xmits    uint32        // sr: transmissions so far, numbering txPkt.xmit
+	reads    int           // outstanding READ and atomic requests
+	dataOut  int           // SEND and WRITE PSNs sent and not acknowledged (gbn's timer runs for them)
+	respLast time.Duration // the last READ response or ATOMIC ACKNOWLEDGE that progressed
+	rdAtomic int           // READ and atomic requests started and not completed
 
 	rnrActive  bool
 	rnrUntil   time.Duration
@@ -223,10 +239,11 @@ type readEvidence struct {
 	limit  int
 }
 
-func (r *requester) init(cfg *Config) {
+func (r *requester) init(cfg *Config, stated bool) {
 	r.cfg = cfg
 	r.una, r.nxt, r.scanned = cfg.SendPSN, cfg.SendPSN, cfg.SendPSN
 	r.srtt, r.rttvar = cfg.RTT, cfg.RTT/2
+	r.sampled = stated
 }
 
 // wqe returns the request e belongs to. Every record in the send buffer names a request still
@@ -245,20 +262,40 @@ func (r *requester) post(w *wqe) {
 
 func (r *requester) rto() time.Duration {
 	if r.cfg.RTO > 0 {
-		return r.cfg.RTO
+		return r.floor(r.cfg.RTO)
 	}
-	return max(MinRTO, 3*r.srtt)
+	return r.floor(max(MinRTO, 3*r.srtt))
 }
 
 func (r *requester) ackTimeout() time.Duration {
 	if r.cfg.AckTimeout > 0 {
-		return r.cfg.AckTimeout
+		return r.floor(r.cfg.AckTimeout)
 	}
-	return r.srtt + 3*r.cfg.TThresh
+	return r.floor(r.srtt + 3*r.cfg.TThresh)
+}
+
+// floor keeps a timeout at least the local ACK timeout until the QP has an RTT sample (R33).
+func (r *requester) floor(d time.Duration) time.Duration {
+	if !r.sampled {
+		d = max(d, r.cfg.LocalAckTimeout)
+	}
+	return d
+}
+
+// backoff returns the timeout d after n consecutive timeouts without progress: doubled for
+// each, up to MaxBackoff times (R34).
+func backoff(d time.Duration, n int) time.Duration {
+	return d << min(max(n, 0), maxBackoffShift)
 }
 
 func (r *requester) sample(q *QP, s time.Duration) {
 	q.stats.RTTSamples++
+	if !r.sampled {
+		// The first sample replaces the estimate the QP started from (RFC 6298, 2.2).
+		r.sampled = true
+		r.srtt, r.rttvar = s, s/2
+		return
+	}
 	d := r.srtt - s
 	if d < 0 {
 		d = -d
@@ -378,7 +415,7 @@ func (r *requester) sendNew(q *QP) int {
 		r.dataOut++
 	}
 	if r.cfg.Mode == ModeSR && !w.responder() {
-		r.tq = append(r.tq, timerEnt{p, q.now})
+		r.tq = append(r.tq, timerEnt{p: p, sent: q.now})
 	}
 	return n
 }
@@ -446,20 +483,21 @@ func (r *requester) build(w *wqe, seg int, p psn.PSN, run int) *roce.Packet {
 }
 
 // queue adds p to the retransmission queue unless it is acknowledged or already queued.
-func (r *requester) queue(p psn.PSN, cause uint8, run int) {
+func (r *requester) queue(p psn.PSN, cause uint8, run int) bool {
 	i := psnIndex(r.una, p, r.tx.len())
 	if i < 0 {
-		return
+		return false
 	}
 	e := r.tx.at(i)
 	if e.acked || e.queued || r.done(e) {
-		return
+		return false
 	}
 	e.queued = true
 	if r.retxHead == len(r.retx) {
 		r.retx, r.retxHead = r.retx[:0], 0
 	}
 	r.retx = append(r.retx, retxItem{p: p, cause: cause, run: run})
+	return true
 }
 
 // sendRetx sends the first live entry of the retransmission queue.
@@ -522,7 +560,12 @@ func (r *requester) sendRetx(q *QP) int {
 			q.stats.RNRRetransmissions++
 		}
 		if r.cfg.Mode == ModeSR && !w.responder() {
-			r.tq = append(r.tq, timerEnt{it.p, q.now})
+			te := timerEnt{p: it.p, sent: q.now, level: it.level, epoch: it.epoch}
+			if te.level == 0 {
+				r.tq = append(r.tq, te)
+			} else {
+				r.tqb[te.level-1] = append(r.tqb[te.level-1], te)
+			}
 		}
 		return n
 	}
@@ -619,6 +662,7 @@ func (r *requester) onAck(q *QP, p *roce.Packet) {
 		}
 		if progress || marked {
 			r.retries = 0
+			r.epoch++
 		}
 		c = c.Add(1)
 	}
@@ -635,6 +679,7 @@ func (r *requester) onAck(q *QP, p *roce.Packet) {
 		if r.ackTo(q, c) {
 			r.lastProgress = q.now
 			r.retries = 0
+			r.epoch++
 		}
 	case roce.AckTypeRNRNAK:
 		q.stats.NAKsReceived++
@@ -851,6 +896,7 @@ func (r *requester) onSRNAK(q *QP, m, top psn.PSN) {
 		}
 		if fresh {
 			r.lastProgress, r.retries = q.now, 0 // progress: the probe waits (R15)
+			r.epoch++
 		}
 	}
 	if r.cfg.SRNoNAK {

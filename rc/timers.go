@@ -20,7 +20,7 @@ func (r *requester) timers(q *QP) {
 		switch r.cfg.Mode {
 		case ModeGBN:
 			// READ and atomics are recovered by their own timers (R16).
-			if r.dataOut > 0 && now >= r.lastProgress+r.rto() {
+			if r.dataOut > 0 && now >= r.lastProgress+backoff(r.rto(), r.retries) {
 				q.stats.Timeouts++
 				r.lastProgress = now
 				if r.retry(q) {
@@ -31,7 +31,7 @@ func (r *requester) timers(q *QP) {
 			r.srTimers(q)
 		case ModeTCAETH:
 			// T7 covers SEND and WRITE; READ and atomics have their own retry (R9, R24).
-			if r.dataOut > 0 && now >= r.lastProgress+r.ackTimeout() {
+			if r.dataOut > 0 && now >= r.lastProgress+backoff(r.ackTimeout(), r.retries) {
 				r.lastProgress = now
 				r.fallback(q)
 			}
@@ -105,7 +105,7 @@ func (r *requester) responderDue(w *wqe) time.Duration {
 	if w.reissued && w.lastReissue >= w.lastProgress {
 		base = w.lastReissue
 	}
-	return base + r.rto()
+	return base + backoff(r.rto(), w.retries)
 }
 
 // retry counts a timeout without progress and fails the QP beyond the retry count.
@@ -120,40 +120,102 @@ func (r *requester) retry(q *QP) bool {
 
 // srTimers fires the per-packet timers of sr that are due.
 func (r *requester) srTimers(q *QP) {
+	rto := r.rto()
 	for r.tqHead < len(r.tq) {
 		te := r.tq[r.tqHead]
-		i := psnIndex(r.una, te.p, r.tx.len())
-		if i < 0 || r.tx.at(i).acked || r.tx.at(i).sacked || r.tx.at(i).sent != te.sent || r.done(r.tx.at(i)) {
+		if !r.srLive(te) {
 			r.tqHead++
 			continue
 		}
-		if q.now < te.sent+r.rto() {
+		if q.now < te.sent+rto {
 			break
 		}
 		r.tqHead++
-		e := r.tx.at(i)
-		inc16(&e.timeouts)
-		if int(e.timeouts) > r.cfg.RetryCount {
-			r.fail(q, te.p, StatusRetryExceeded)
+		if !r.srTimeout(q, te) {
 			return
 		}
-		q.stats.Timeouts++
-		r.queue(te.p, causeTimeout, 0)
 	}
 	if r.tqHead > 1024 && r.tqHead*2 > len(r.tq) {
 		r.tq = append(r.tq[:0], r.tq[r.tqHead:]...)
 		r.tqHead = 0
 	}
-	if r.srProbeDue() && q.now >= r.lastProgress+r.rto() {
+	for l := range r.tqb {
+		for r.tqbHead[l] < len(r.tqb[l]) {
+			te := r.tqb[l][r.tqbHead[l]]
+			if !r.srLive(te) {
+				r.tqbHead[l]++
+				continue
+			}
+			if q.now < r.srDue(te, rto) {
+				break
+			}
+			r.tqbHead[l]++
+			if !r.srTimeout(q, te) {
+				return
+			}
+		}
+		if r.tqbHead[l] == len(r.tqb[l]) {
+			r.tqb[l], r.tqbHead[l] = r.tqb[l][:0], 0
+		}
+	}
+	if r.srProbeDue() && q.now >= r.lastProgress+backoff(r.rto(), r.retries) {
 		r.srProbe(q)
 	}
+}
+
+// srDue is when the sr timer te of a timeout retransmission expires: 2^level RTOs after it was
+// sent while the QP has not progressed since, one RTO once it has (R34). Within a level the
+// timers expire in the order of the transmissions: those of an earlier progress epoch, which
+// wait one RTO, come before those of the present one.
+func (r *requester) srDue(te timerEnt, rto time.Duration) time.Duration {
+	if te.epoch != r.epoch {
+		return te.sent + rto
+	}
+	return te.sent + backoff(rto, int(te.level))
+}
+
+// srLive reports whether the sr timer te still runs: its transmission is the packet's last,
+// and the packet is neither acknowledged nor reported received nor of a completed READ.
+func (r *requester) srLive(te timerEnt) bool {
+	i := psnIndex(r.una, te.p, r.tx.len())
+	return i >= 0 && !r.tx.at(i).acked && !r.tx.at(i).sacked && r.tx.at(i).sent == te.sent && !r.done(r.tx.at(i))
+}
+
+// srTimeout fires the sr timer te: the packet is resent, its timer backing off one level more
+// when the QP has not progressed since the packet's last timeout (R34). It returns false when
+// the packet exceeded the retry count and the QP failed.
+func (r *requester) srTimeout(q *QP, te timerEnt) bool {
+	e := r.tx.at(psnIndex(r.una, te.p, r.tx.len()))
+	inc16(&e.timeouts)
+	if int(e.timeouts) > r.cfg.RetryCount {
+		r.fail(q, te.p, StatusRetryExceeded)
+		return false
+	}
+	level := uint8(1)
+	if te.level > 0 && te.epoch == r.epoch {
+		level = min(te.level+1, maxBackoffShift)
+	}
+	q.stats.Timeouts++
+	if r.queue(te.p, causeTimeout, 0) {
+		it := &r.retx[len(r.retx)-1]
+		it.level, it.epoch = level, r.epoch
+	}
+	return true
 }
 
 // srProbeDue reports whether sr has outstanding PSNs and no timer running for any of them:
 // each was reported received by a NAK (protocol notes R15), and only the cumulative ACK is
 // missing.
 func (r *requester) srProbeDue() bool {
-	return r.tx.len() > 0 && r.tqHead == len(r.tq) && r.retxHead == len(r.retx) && !r.rnrActive
+	if r.tx.len() == 0 || r.tqHead != len(r.tq) || r.retxHead != len(r.retx) || r.rnrActive {
+		return false
+	}
+	for l := range r.tqb {
+		if r.tqbHead[l] != len(r.tqb[l]) {
+			return false
+		}
+	}
+	return true
 }
 
 // srProbe resends the oldest PSN reported received but not acknowledged, once per RTO
@@ -198,25 +260,35 @@ func (r *requester) deadline(q *QP) (time.Duration, bool) {
 		switch r.cfg.Mode {
 		case ModeGBN:
 			if r.dataOut > 0 {
-				set(r.lastProgress + r.rto())
+				set(r.lastProgress + backoff(r.rto(), r.retries))
 			}
 		case ModeSR:
 			for r.tqHead < len(r.tq) {
 				te := r.tq[r.tqHead]
-				i := psnIndex(r.una, te.p, r.tx.len())
-				if i < 0 || r.tx.at(i).acked || r.tx.at(i).sacked || r.tx.at(i).sent != te.sent || r.done(r.tx.at(i)) {
+				if !r.srLive(te) {
 					r.tqHead++
 					continue
 				}
 				set(te.sent + r.rto())
 				break
 			}
+			for l := range r.tqb {
+				for r.tqbHead[l] < len(r.tqb[l]) {
+					te := r.tqb[l][r.tqbHead[l]]
+					if !r.srLive(te) {
+						r.tqbHead[l]++
+						continue
+					}
+					set(r.srDue(te, r.rto()))
+					break
+				}
+			}
 			if r.srProbeDue() {
-				set(r.lastProgress + r.rto())
+				set(r.lastProgress + backoff(r.rto(), r.retries))
 			}
 		case ModeTCAETH:
 			if r.dataOut > 0 {
-				set(r.lastProgress + r.ackTimeout())
+				set(r.lastProgress + backoff(r.ackTimeout(), r.retries))
 			}
 		}
 	}

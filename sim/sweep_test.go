@@ -16,6 +16,10 @@ func TestSweepTrialErrorS14(t *testing.T) {
 		t.Fatal(err)
 	}
 	sc.DropRates, sc.Sizes, sc.Trials = []float64{0.5}, []int64{256 * kib}, 2
+	// At 1 Gbit/s the trial's time limit (200 ideal completions) outlasts the QP's backed-off
+	// timeouts (191 RTOs before retry exceeded, protocol notes R34), so that the trial fails
+	// rather than ends incomplete.
+	sc.Rate = 1e9
 	schemes, err := ParseSchemes("gbn")
 	if err != nil {
 		t.Fatal(err)

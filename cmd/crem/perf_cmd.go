@@ -53,6 +53,15 @@ posts the next when the answer lands) and report half the round trip; READ repor
 READ's whole time. Minimum, median (t_typical), mean, p99, p99.9 and maximum in
 microseconds; --size defaults to 2 octets there.
 
+Timers: each QP starts from the round trip of its setup exchange (the request sent to the
+accept received, plus 2 x --delay), or from --rtt D where the path's round trip is known. A
+measured round trip is an estimate: until the first ACK gives an RTT sample, no timer runs
+shorter than the local ACK timeout, --qp-timeout CODE (perftest's -u; a bare CODE to --timeout
+means the same), 4.096 us x 2^CODE, default 14 = 67.1 ms. --rtt is taken as a sample. Each
+timeout without progress doubles the next, up to 64 times, and progress resets it, so that
+--retry-count (default 7) bounds the time without progress (191 timeouts' length), not timer
+ticks. The round trip and the timeout chosen are printed on standard error.
+
 The table: perftest's (#bytes #iterations BW peak[Gb/sec] BW average[Gb/sec] MsgRate[Mpps],
 between dashed lines; BW peak is the best rate of any run of consecutive messages, from the
 post of the first to the completion of the last), then crem's own lines as before (--table
@@ -63,7 +72,8 @@ the path carries), a warning goes to standard error and to the JSON's warning.
 Output: a table, or with --json one JSON object and nothing else on standard output:
 bytes, iterations, seconds, verified, data_packets, retransmitted_packets,
 timeout_retransmissions, ack_packets, nak_packets, dropped_packets, dropped_data_packets,
-mode, qps, and more; the figures sum every QP (iterations and bytes too), and per_qp has
+mode, qps, rtt_ms, rtt_source (measured or stated), ack_timeout_code, local_ack_timeout_ms,
+and more; the figures sum every QP (iterations and bytes too), and per_qp has
 one object per QP with the same figures and its QPNs, initial_psn, next_psn and wrapped.
 With more than one QP the table has a row per QP above the total. Exit status: 0 when every
 message completed and was verified, 1 when not, 2 for usage errors.
@@ -73,7 +83,8 @@ Examples:
   crem perf write --loopback --qps 8 --size 1MiB --iters 16 --rate 400Mbit --loss 0.01 --delay 5ms
   crem perf write --loopback -a -n 4 --rate 400Mbit
   crem perf write --loopback -b -D 5 --size 64KiB --rate 400Mbit
-  crem perf lat write --loopback -n 10000`
+  crem perf lat write --loopback -n 10000
+  crem perf write --server 198.51.100.7:18515 --rate 200Mbit --size 4MiB --rtt 20ms --qp-timeout 16`
 
 func runPerf(args []string, s stdio) int {
 	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" {
@@ -131,8 +142,12 @@ func runPerf(args []string, s stdio) int {
 	asJSON := fs.Bool("json", false, "print one JSON object instead of the table")
 	port := fs.Int("port", udp.DefaultPort, "UDP port of the RoCE traffic")
 	fs.IntVar(port, "p", udp.DefaultPort, "UDP port of the RoCE traffic (perftest's -p; --port)")
-	timeout := fs.Duration("timeout", 10*time.Minute, "give up after this long")
-	retries := fs.Int("retry-count", 7, "timeouts without progress before the sending QP gives up (IBTA's retry_cnt)")
+	timeout := timeoutFlag{run: 10 * time.Minute}
+	fs.Var(&timeout, "timeout", "give up after this long (a duration, 10m); a bare CODE 1..31 is --qp-timeout's instead")
+	ackCode := fs.Int("qp-timeout", rc.DefaultLocalAckTimeoutCode, "IBTA local ACK timeout CODE, 4.096 us x 2^CODE (14: 67.1 ms): no timer is shorter before the first RTT sample (perftest's -u)")
+	fs.IntVar(ackCode, "u", rc.DefaultLocalAckTimeoutCode, "local ACK timeout CODE (perftest's -u; --qp-timeout)")
+	rttFlag := fs.Duration("rtt", 0, "state the path's round trip (20ms), taken as the QPs' first RTT sample; default: measured on the setup exchange")
+	retries := fs.Int("retry-count", 7, "timeouts without progress before the sending QP gives up (IBTA's retry_cnt; each waits twice the last, up to 64x)")
 	qps := fs.Int("qps", 1, fmt.Sprintf("queue pairs between client and server, each running --iters messages (perftest's -q; 1 to %d)", perf.MaxQPs))
 	fs.IntVar(qps, "q", 1, "queue pairs (perftest's -q; --qps)")
 	allSizes := fs.Bool("all-sizes", false, "every size from 2 octets to --max-size (8 MiB), powers of two, a row each (perftest's -a)")
@@ -186,6 +201,23 @@ func runPerf(args []string, s stdio) int {
 		fmt.Fprintf(s.err, "crem perf %s: need --mtu 256..4096 (a power of two) and positive --size, --iters, --rate, --retry-count\n", op)
 		return 2
 	}
+	codeSet := false
+	fs.Visit(func(f *flag.Flag) { codeSet = codeSet || f.Name == "qp-timeout" || f.Name == "u" })
+	if timeout.code != 0 {
+		if codeSet && *ackCode != timeout.code {
+			fmt.Fprintf(s.err, "crem perf %s: --timeout %d and --qp-timeout %d disagree\n", op, timeout.code, *ackCode)
+			return 2
+		}
+		*ackCode = timeout.code
+	}
+	if _, err := rc.LocalAckTimeoutOf(*ackCode); err != nil {
+		fmt.Fprintf(s.err, "crem perf %s: --qp-timeout: %v\n", op, err)
+		return 2
+	}
+	if *rttFlag < 0 {
+		fmt.Fprintf(s.err, "crem perf %s: --rtt %v: want a positive round trip\n", op, *rttFlag)
+		return 2
+	}
 	if *qps < 1 || *qps > perf.MaxQPs {
 		fmt.Fprintf(s.err, "crem perf %s: --qps %d: want 1 to %d\n", op, *qps, perf.MaxQPs)
 		return 2
@@ -193,8 +225,8 @@ func runPerf(args []string, s stdio) int {
 	portSet := false
 	fs.Visit(func(f *flag.Flag) { portSet = portSet || f.Name == "port" || f.Name == "p" })
 	opts := perf.Options{Op: op, Size: int(size), Iters: *iters, MTU: *mtu, Mode: m, SRNoNAK: !*srNAK,
-		Rate: int64(rate), Loss: loss, Delay: *delay, Seed: *seed, Port: *port, Server: *server, Timeout: *timeout,
-		RetryCount: *retries, QPs: *qps, AllSizes: *allSizes, MaxSize: int(maxSize), Duration: time.Duration(dur),
+		Rate: int64(rate), Loss: loss, Delay: *delay, Seed: *seed, Port: *port, Server: *server, Timeout: timeout.run,
+		RTT: *rttFlag, AckTimeoutCode: *ackCode, RetryCount: *retries, QPs: *qps, AllSizes: *allSizes, MaxSize: int(maxSize), Duration: time.Duration(dur),
 		Bidirectional: *bidir, Latency: lat, SocketBuffer: int(sockBuf)}
 	if *loopback && !portSet {
 		opts.Port = 0
@@ -240,6 +272,16 @@ func runPerf(args []string, s stdio) int {
 			}
 		}
 	}
+	if res.RTTSource != "" && res.RTTMs > 0 {
+		how := "measured on the setup exchange"
+		if res.RTTSource == perf.RTTStated {
+			how = "stated (--rtt)"
+		} else if *delay > 0 {
+			how += " plus 2 x --delay"
+		}
+		fmt.Fprintf(s.err, "crem %s: rtt %.3f ms, %s; local ACK timeout %.1f ms (code %d)\n",
+			name, res.RTTMs, how, res.LocalAckTimeoutMs, res.AckTimeoutCode)
+	}
 	if res.Warning != "" {
 		fmt.Fprintf(s.err, "crem %s: warning: %s\n", name, res.Warning)
 	}
@@ -264,6 +306,31 @@ func perfClient(ctx context.Context, opts perf.Options) (perf.Result, error) {
 		err = cerr
 	}
 	return res, err
+}
+
+// timeoutFlag is --timeout: the run's limit as a duration (10m), or, a bare integer 1..31,
+// IBTA's local ACK timeout code (--qp-timeout), as perftest's -u takes it.
+type timeoutFlag struct {
+	run  time.Duration
+	code int
+}
+
+func (t *timeoutFlag) String() string { return t.run.String() }
+
+func (t *timeoutFlag) Set(v string) error {
+	if n, err := strconv.Atoi(v); err == nil && n != 0 {
+		if _, err := rc.LocalAckTimeoutOf(n); err != nil {
+			return fmt.Errorf("%q: a bare number is a local ACK timeout CODE 1..31; give the run's limit with a unit (10m)", v)
+		}
+		t.code = n
+		return nil
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil {
+		return fmt.Errorf("%q: want a duration (10m) or a local ACK timeout CODE 1..31", v)
+	}
+	t.run = d
+	return nil
 }
 
 // secondsFlag is perftest's -D: whole seconds (10), or a duration (1.5s, 500ms).

@@ -512,3 +512,52 @@ func TestPerfSocketLossWarningR28(t *testing.T) {
 		t.Errorf("20 Mbit/s: exit %d, warning %v, stderr %q", code, res["warning"], errOut)
 	}
 }
+
+// --rtt states the round trip and --qp-timeout (perftest's -u, or a bare CODE to --timeout)
+// sets IBTA's local ACK timeout code; what was chosen goes to standard error and to the JSON
+// (rtt_ms, rtt_source, ack_timeout_code, local_ack_timeout_ms). Without --rtt the round trip is
+// the setup exchange's, reported as measured. --timeout with a unit keeps its meaning (the
+// run's limit); codes outside 1..31 are usage errors.
+func TestPerfTimeoutAndRTTFlags(t *testing.T) {
+	for _, c := range []struct {
+		args     []string
+		rtt      float64 // 0: measured, any value
+		source   string
+		code     float64
+		timeoutM float64
+	}{
+		{[]string{"--rtt", "30ms", "--qp-timeout", "16"}, 30, "stated", 16, 268.435456},
+		{[]string{"-u", "12", "--timeout", "5m"}, 0, "measured", 12, 16.777216},
+		{[]string{"--timeout", "15"}, 0, "measured", 15, 134.217728},
+		{nil, 0, "measured", 14, 67.108864},
+	} {
+		args := append([]string{"write", "--loopback", "--size", "64KiB", "--iters", "2", "--rate", "200Mbit", "--json"}, c.args...)
+		code, out, errOut := runPerfCLI(args...)
+		if code != 0 {
+			t.Fatalf("%v: exit %d: %s", c.args, code, errOut)
+		}
+		var res map[string]any
+		if err := json.Unmarshal([]byte(out), &res); err != nil {
+			t.Fatalf("%v: %v: %s", c.args, err, out)
+		}
+		if res["rtt_source"] != c.source || res["ack_timeout_code"] != c.code || res["local_ack_timeout_ms"] != c.timeoutM ||
+			c.rtt > 0 && res["rtt_ms"] != c.rtt || c.rtt == 0 && !(res["rtt_ms"].(float64) > 0) {
+			t.Errorf("%v: rtt_ms %v, rtt_source %v, ack_timeout_code %v, local_ack_timeout_ms %v", c.args,
+				res["rtt_ms"], res["rtt_source"], res["ack_timeout_code"], res["local_ack_timeout_ms"])
+		}
+		if !strings.Contains(errOut, "crem perf write: rtt ") || !strings.Contains(errOut, c.source) ||
+			!strings.Contains(errOut, fmt.Sprintf("(code %v)", c.code)) {
+			t.Errorf("%v: standard error does not say what was chosen: %q", c.args, errOut)
+		}
+	}
+	for _, bad := range [][]string{{"--qp-timeout", "0"}, {"-u", "32"}, {"--timeout", "40"}, {"--rtt", "-1ms"},
+		{"--timeout", "15", "--qp-timeout", "16"}} {
+		args := append([]string{"write", "--loopback", "--size", "2", "--iters", "1"}, bad...)
+		if code, _, errOut := runPerfCLI(args...); code != 2 {
+			t.Errorf("%v: exit %d, want 2 (%s)", bad, code, errOut)
+		}
+	}
+	if _, _, errOut := runPerfCLI("write", "--help"); !strings.Contains(errOut, "--qp-timeout") || !strings.Contains(errOut, "-rtt") {
+		t.Errorf("--help says nothing of --qp-timeout and --rtt")
+	}
+}

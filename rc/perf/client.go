@@ -38,6 +38,7 @@ func runOne(ctx context.Context, opts Options, host *udp.Host) (Result, error) {
 		Bytes: int64(opts.Size) * int64(opts.Iters) * int64(opts.QPs), MTU: opts.MTU, Rate: opts.Rate,
 		Loss: opts.Loss.String(), DelayMs: float64(opts.Delay) / 1e6, QPs: opts.QPs,
 		DurationSeconds: opts.Duration.Seconds(), Bidirectional: opts.Bidirectional}
+	res.timers(&opts)
 	sa, err := net.ResolveUDPAddr("udp", opts.Server)
 	if err != nil {
 		return res, fmt.Errorf("perf: server %q: %w", opts.Server, err)
@@ -148,6 +149,7 @@ func runOne(ctx context.Context, opts Options, host *udp.Host) (Result, error) {
 		res.DroppedDataPackets += qr.DroppedDataPackets
 		res.SocketLostDataPackets += qr.SocketLostDataPackets
 		res.SocketDataPackets += r.socketData
+		res.RTTMs = max(res.RTTMs, float64(r.rtt)/1e6)
 		if qr.Error != "" && res.Error == "" {
 			res.Error = qr.Error
 			if opts.QPs > 1 {
@@ -226,14 +228,22 @@ func (r *Result) badSummary() string {
 func connect(ctx context.Context, opts *Options, host *udp.Host, setup *net.UDPConn, local, server netip.Addr,
 	q int, nonce uint64, qpn uint32, done chan<- struct{}) (*runner, error) {
 	seed := qpSeed(opts.Seed, q)
+	// A stated RTT goes to the server, whose QP takes it as a sample too; without one the
+	// request says 0, and the server's QP starts unsampled, its timers at least the local ACK
+	// timeout until its first ACK (R35).
+	var stated time.Duration
+	if opts.RTT > 0 {
+		stated = opts.rtt()
+	}
 	req := rc.SetupMsg{Type: rc.SetupRequest, Nonce: nonce, QPN: qpn, StartPSN: InitialPSN(opts.Seed, q),
 		MTU: opts.MTU, Mode: opts.Mode, TCAETH: opts.Mode == rc.ModeTCAETH, SRNoNAK: opts.SRNoNAK && opts.Mode == rc.ModeSR,
-		Rate: qpRate(opts.Rate, opts.QPs), RTT: opts.rtt(), DataPort: host.LocalAddr().Port(), FlowPort: host.LocalAddr().Port(),
+		Rate: qpRate(opts.Rate, opts.QPs), RTT: stated, DataPort: host.LocalAddr().Port(), FlowPort: host.LocalAddr().Port(),
 		RequesterAddr: local, ResponderAddr: server,
 		App: mustJSON(request{Op: opts.Op, Size: opts.Size, Iters: opts.Iters, Seed: opts.Seed,
-			Loss: opts.Loss.String(), DelayNs: int64(opts.Delay), QPs: opts.QPs, QP: q,
-			DurationNs: int64(opts.Duration), Bidir: opts.Bidirectional, Lat: opts.Latency, RetryCount: opts.RetryCount})}
-	ans, err := exchange(ctx, setup, &req, rc.SetupAccept)
+			Loss: opts.Loss.String(), DelayNs: int64(opts.Delay + opts.unseenDelay), QPs: opts.QPs, QP: q,
+			DurationNs: int64(opts.Duration), Bidir: opts.Bidirectional, Lat: opts.Latency, RetryCount: opts.RetryCount,
+			AckTimeoutCode: opts.AckTimeoutCode})}
+	ans, setupRTT, err := exchangeRTT(ctx, setup, &req, rc.SetupAccept)
 	if err != nil {
 		return nil, err
 	}
@@ -241,15 +251,24 @@ func connect(ctx context.Context, opts *Options, host *udp.Host, setup *net.UDPC
 	if err := json.Unmarshal(ans.App, &acc); err != nil || acc.Slots <= 0 {
 		return nil, fmt.Errorf("perf: accept data %q: %v", ans.App, err)
 	}
+	if hold := time.Duration(acc.HoldNs); hold > 0 && hold < setupRTT {
+		setupRTT -= hold // the server's own time is no part of the path's
+	}
+	rtt := opts.rttFrom(setupRTT)
+	lat, err := rc.LocalAckTimeoutOf(opts.AckTimeoutCode)
+	if err != nil {
+		return nil, fmt.Errorf("perf: %w", err)
+	}
 	cfg := rc.Config{QPN: qpn, RemoteQPN: ans.QPN, SendPSN: req.StartPSN, RecvPSN: ans.StartPSN, MTU: opts.MTU,
-		Mode: opts.Mode, SRNoNAK: req.SRNoNAK, Rate: req.Rate, RTT: req.RTT, Burst: time.Millisecond,
+		Mode: opts.Mode, SRNoNAK: req.SRNoNAK, Rate: req.Rate, RTT: rtt, RTTProvisional: opts.RTT <= 0,
+		LocalAckTimeout: lat, Burst: time.Millisecond,
 		RetryCount: opts.RetryCount, NotifyWrites: opts.Bidirectional || opts.Latency,
 		LocalAddr: local, RemoteAddr: server, LocalPort: host.LocalAddr().Port(), RemotePort: ans.FlowPort}
 	qp, err := rc.NewQP(cfg)
 	if err != nil {
 		return nil, err
 	}
-	r := &runner{opts: opts, q: q, seed: seed, nonce: nonce, acc: acc, qp: qp, done: done, depth: acc.Slots}
+	r := &runner{opts: opts, q: q, seed: seed, nonce: nonce, acc: acc, qp: qp, done: done, depth: acc.Slots, rtt: rtt}
 	if opts.Latency {
 		r.depth = 1
 		r.sentAt = make([]time.Time, acc.Slots)
@@ -280,7 +299,7 @@ func connect(ctx context.Context, opts *Options, host *udp.Host, setup *net.UDPC
 			}
 		}
 	}
-	conn, err := host.Add(qp, netip.AddrPortFrom(server, ans.DataPort), impairment(opts.Loss, opts.Delay, seed*2+1), r.complete)
+	conn, err := host.Add(qp, netip.AddrPortFrom(server, ans.DataPort), impairment(opts.Loss, opts.Delay+opts.unseenDelay, seed*2+1), r.complete)
 	if err != nil {
 		return nil, err
 	}
@@ -406,7 +425,8 @@ func (r *runner) revOK(sr serverResult) bool {
 type runner struct {
 	opts       *Options
 	q          int
-	seed       uint64 // of this QP's data (qpSeed)
+	rtt        time.Duration // the QP's initial RTT (R35)
+	seed       uint64        // of this QP's data (qpSeed)
 	nonce      uint64
 	acc        accept
 	qp         *rc.QP
@@ -581,17 +601,25 @@ func (r *runner) incoming(c rc.Completion) {
 
 // exchange sends m until an answer of type want (or a REJECT) with its nonce arrives.
 func exchange(ctx context.Context, sock *net.UDPConn, m *rc.SetupMsg, want rc.SetupType) (rc.SetupMsg, error) {
+	a, _, err := exchangeRTT(ctx, sock, m, want)
+	return a, err
+}
+
+// exchangeRTT is exchange that also returns the round trip: from the last time m was sent to
+// the answer (R35).
+func exchangeRTT(ctx context.Context, sock *net.UDPConn, m *rc.SetupMsg, want rc.SetupType) (rc.SetupMsg, time.Duration, error) {
 	b, err := m.Append(nil)
 	if err != nil {
-		return rc.SetupMsg{}, err
+		return rc.SetupMsg{}, 0, err
 	}
 	buf := make([]byte, 2048)
 	for attempt := 0; ; attempt++ {
 		if ctx.Err() != nil || attempt > 40 {
-			return rc.SetupMsg{}, fmt.Errorf("perf: no answer from the server to setup message %d", m.Type)
+			return rc.SetupMsg{}, 0, fmt.Errorf("perf: no answer from the server to setup message %d", m.Type)
 		}
+		sent := time.Now()
 		if _, err := sock.Write(b); err != nil {
-			return rc.SetupMsg{}, fmt.Errorf("perf: setup: %w", err)
+			return rc.SetupMsg{}, 0, fmt.Errorf("perf: setup: %w", err)
 		}
 		sock.SetReadDeadline(time.Now().Add(250 * time.Millisecond))
 		for {
@@ -604,10 +632,10 @@ func exchange(ctx context.Context, sock *net.UDPConn, m *rc.SetupMsg, want rc.Se
 				continue
 			}
 			if a.Type == rc.SetupReject {
-				return a, fmt.Errorf("perf: server rejected: %s", a.App)
+				return a, 0, fmt.Errorf("perf: server rejected: %s", a.App)
 			}
 			if a.Type == want {
-				return a, nil
+				return a, time.Since(sent), nil
 			}
 		}
 	}

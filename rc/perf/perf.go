@@ -31,10 +31,19 @@ type Options struct {
 	Delay   time.Duration  // one way
 	Seed    uint64
 	Pcap    io.Writer
-	Port    int           // RoCE data port; 0 picks one
-	Server  string        // setup address of the server (client mode)
-	RTT     time.Duration // initial RTT estimate; default 2 x Delay + 1 ms (bidirectional: see rtt)
-	Timeout time.Duration // the whole run; default 10 minutes
+	Port    int    // RoCE data port; 0 picks one
+	Server  string // setup address of the server (client mode)
+	// RTT states the round trip of the path (`crem perf --rtt`): the QPs take it as their
+	// first RTT sample (rc.Config.RTT; in a bidirectional run plus the other direction's
+	// queue, see rtt). Zero: each QP measures it on its setup exchange (the request sent to
+	// the accept received) and starts from that plus 2 x Delay as a provisional estimate, no
+	// sample, so that its timers stay at least the local ACK timeout until its first ACK
+	// (protocol notes R33, R35).
+	RTT time.Duration
+	// AckTimeoutCode is IBTA's local ACK timeout code of both ends' QPs, 4.096 us x 2^code
+	// (perftest's -u; default 14, 67.1 ms): no timer runs shorter before an RTT sample.
+	AckTimeoutCode int
+	Timeout        time.Duration // the whole run; default 10 minutes
 	// RetryCount is the client QP's timeouts without progress before it gives up (rc.Config;
 	// default 7, as IBTA's retry_cnt and RULINGS T7).
 	RetryCount int
@@ -65,6 +74,9 @@ type Options struct {
 	SocketBuffer int
 
 	loopback bool // both ends in this process (Loopback)
+	// unseenDelay is a one-way delay each end adds to its direction that the client's RTT
+	// does not count, as a path's the client knows nothing of (tests of R35).
+	unseenDelay time.Duration
 }
 
 // MinSize and DefaultMaxSize bound the sizes of Options.AllSizes.
@@ -140,7 +152,21 @@ type Result struct {
 	Directions    []Direction `json:"directions,omitempty"`
 	// Latency is the latency mode's figures.
 	Latency *Latency `json:"latency,omitempty"`
+
+	// The timers' start (protocol notes R35): the client QPs' initial RTT in milliseconds (the
+	// largest of the QPs'), whether it was stated (--rtt) or measured on the setup exchange
+	// (plus 2 x delay), and the local ACK timeout, as IBTA's code and in milliseconds.
+	RTTMs             float64 `json:"rtt_ms"`
+	RTTSource         string  `json:"rtt_source"`
+	AckTimeoutCode    int     `json:"ack_timeout_code"`
+	LocalAckTimeoutMs float64 `json:"local_ack_timeout_ms"`
 }
+
+// The values of Result.RTTSource.
+const (
+	RTTMeasured = "measured"
+	RTTStated   = "stated"
+)
 
 // Direction is one direction of a bidirectional run.
 type Direction struct {
@@ -235,6 +261,12 @@ func (o *Options) defaults() error {
 	if o.RTT < 0 {
 		o.RTT = 0 // rtt's default
 	}
+	if o.AckTimeoutCode == 0 {
+		o.AckTimeoutCode = rc.DefaultLocalAckTimeoutCode
+	}
+	if _, err := rc.LocalAckTimeoutOf(o.AckTimeoutCode); err != nil {
+		return fmt.Errorf("perf: %w", err)
+	}
 	if o.RetryCount < 0 {
 		return fmt.Errorf("perf: retry count %d: want 0 (the default, 7) or more", o.RetryCount)
 	}
@@ -258,15 +290,32 @@ func (o *Options) defaults() error {
 // direction, which its ACKs wait behind (R28): without it, the first messages' timers fire
 // before their ACKs can come.
 func (o *Options) rtt() time.Duration {
+	return o.rttFrom(time.Millisecond)
+}
+
+// rttFrom is rtt with base in place of the 1 ms: the round trip of the setup exchange.
+func (o *Options) rttFrom(base time.Duration) time.Duration {
 	if o.RTT > 0 {
 		return o.RTT
 	}
-	d := 2*o.Delay + time.Millisecond
+	d := 2*o.Delay + base
 	if o.Bidirectional {
 		bits := float64(slots(o.Size, o.Iters, o.QPs)) * float64(o.Size) * 8
 		d += time.Duration(bits / float64(qpRate(o.Rate, o.QPs)) * float64(time.Second))
 	}
 	return d
+}
+
+// timers fills in the Result's local ACK timeout and where its RTT comes from (R35).
+func (r *Result) timers(o *Options) {
+	r.RTTSource = RTTMeasured
+	if o.RTT > 0 {
+		r.RTTSource = RTTStated
+	}
+	r.AckTimeoutCode = o.AckTimeoutCode
+	if d, err := rc.LocalAckTimeoutOf(o.AckTimeoutCode); err == nil {
+		r.LocalAckTimeoutMs = float64(d) / 1e6
+	}
 }
 
 // slots is how many messages a QP has in flight at once, each with its own memory: at most 64,
@@ -353,6 +402,9 @@ type request struct {
 	Lat   bool `json:"lat,omitempty"`
 	// RetryCount is the client's, for the server's own requests (R28; absent: the default).
 	RetryCount int `json:"retry_count,omitempty"`
+	// AckTimeoutCode is the client's local ACK timeout code, for the server's QP too (R35;
+	// absent: the default, 14).
+	AckTimeoutCode int `json:"ack_timeout_code,omitempty"`
 }
 
 // doneMsg is the App of the client's DONE messages (absent: the final DONE of a run of Iters
@@ -371,6 +423,9 @@ type accept struct {
 	RKey  uint32 `json:"rkey"`
 	Addr  uint64 `json:"addr"`
 	Slots int    `json:"slots"`
+	// HoldNs is how long the server took from the request to its accept (its QP, its memory):
+	// the client takes it off the round trip it measured (R35; absent: 0).
+	HoldNs int64 `json:"hold_ns,omitempty"`
 }
 
 type serverResult struct {

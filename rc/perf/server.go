@@ -273,6 +273,7 @@ func trim(s string) string {
 }
 
 func newSession(host *udp.Host, m *rc.SetupMsg, from netip.AddrPort, qpn uint32) (*session, error) {
+	begin := time.Now()
 	var req request
 	if err := json.Unmarshal(m.App, &req); err != nil {
 		return nil, fmt.Errorf("request data: %w", err)
@@ -294,9 +295,20 @@ func newSession(host *udp.Host, m *rc.SetupMsg, from netip.AddrPort, qpn uint32)
 	if err != nil {
 		return nil, err
 	}
+	code := req.AckTimeoutCode
+	if code == 0 {
+		code = rc.DefaultLocalAckTimeoutCode
+	}
+	lat, err := rc.LocalAckTimeoutOf(code)
+	if err != nil {
+		return nil, err
+	}
 	s := &session{req: req, size: req.Size, slots: slots(req.Size, req.Iters, req.QPs), seed: qpSeed(req.Seed, req.QP)}
+	// The client's stated RTT is a sample for this QP too; 0 (the client measures its own at
+	// setup) leaves it unsampled, its timers at least the local ACK timeout until its first
+	// ACK (R35).
 	cfg := rc.Config{QPN: qpn, RemoteQPN: m.QPN, SendPSN: serverPSN(req.Seed, req.QP), RecvPSN: m.StartPSN,
-		MTU: m.MTU, Mode: m.Mode, SRNoNAK: m.SRNoNAK, Rate: m.Rate, RTT: m.RTT, Burst: time.Millisecond,
+		MTU: m.MTU, Mode: m.Mode, SRNoNAK: m.SRNoNAK, Rate: m.Rate, RTT: m.RTT, LocalAckTimeout: lat, Burst: time.Millisecond,
 		NotifyWrites: true, RetryCount: req.RetryCount, LocalAddr: m.ResponderAddr, RemoteAddr: m.RequesterAddr,
 		LocalPort: host.LocalAddr().Port(), RemotePort: m.FlowPort}
 	qp, err := rc.NewQP(cfg)
@@ -330,7 +342,7 @@ func newSession(host *udp.Host, m *rc.SetupMsg, from netip.AddrPort, qpn uint32)
 		Mode: m.Mode, TCAETH: m.TCAETH, SRNoNAK: m.SRNoNAK, Rate: m.Rate, RTT: m.RTT,
 		DataPort: host.LocalAddr().Port(), FlowPort: host.LocalAddr().Port(),
 		RequesterAddr: m.RequesterAddr, ResponderAddr: m.ResponderAddr,
-		App: mustJSON(accept{RKey: mr.RKey, Addr: mr.Addr, Slots: s.slots})}
+		App: mustJSON(accept{RKey: mr.RKey, Addr: mr.Addr, Slots: s.slots, HoldNs: int64(time.Since(begin))})}
 	if s.reply, err = acc.Append(nil); err != nil {
 		return nil, err
 	}

@@ -22,6 +22,7 @@ func runSizes(ctx context.Context, opts Options, host *udp.Host) (Result, error)
 	tot := Result{Op: opts.Op, Mode: opts.Mode.String(), MTU: opts.MTU, Rate: opts.Rate, Loss: opts.Loss.String(),
 		DelayMs: float64(opts.Delay) / 1e6, QPs: opts.QPs, DurationSeconds: opts.Duration.Seconds(),
 		Bidirectional: opts.Bidirectional, AllSizes: true, Verified: true, PerQP: []QPResult{}}
+	tot.timers(&opts)
 	var kernel int64
 	haveKernel := true
 	for _, size := range Sizes(opts.MaxSize) {
@@ -45,6 +46,7 @@ func runSizes(ctx context.Context, opts Options, host *udp.Host) (Result, error)
 		tot.SocketLostDataPackets += r.SocketLostDataPackets
 		tot.SocketDataPackets += r.SocketDataPackets
 		tot.PeakGbps = max(tot.PeakGbps, r.PeakGbps)
+		tot.RTTMs = max(tot.RTTMs, r.RTTMs)
 		if r.KernelSocketDrops != nil {
 			kernel += *r.KernelSocketDrops
 		} else {
