@@ -1,14 +1,12 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
 	"os"
-	"os/signal"
-	"syscall"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -205,7 +203,7 @@ func runLab(args []string, s stdio) int {
 	} else if *duration == 0 {
 		o.Progress = finishedLines(s.err, time.Now())
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, sig, stop := signalContext()
 	defer stop()
 	ports, err := lab.ReservePorts(0)
 	if err != nil {
@@ -244,12 +242,16 @@ func runLab(args []string, s stdio) int {
 	if err != nil {
 		fmt.Fprintf(s.err, "crem lab: %v\n", err)
 		if len(res.Runs) == 0 {
+			if code := sig.exitCode(); code != 0 {
+				return code
+			}
 			if ctx.Err() == nil && res.CREMPort == 0 {
 				return 2
 			}
 			return 1
 		}
 	}
+	res.Signal = sig.name()
 	if *asJSON {
 		b, _ := json.Marshal(res)
 		fmt.Fprintln(s.out, string(b))
@@ -257,12 +259,15 @@ func runLab(args []string, s stdio) int {
 		writeLabTable(s.out, res)
 	}
 	for _, r := range res.Runs {
-		if !r.Verified {
+		if !r.Verified && r.Error != "" {
 			fmt.Fprintf(s.err, "crem lab: %s did not verify: %s\n", r.Name, r.Error)
 		}
 		if r.Soak != nil && !r.Soak.Pass {
 			fmt.Fprintf(s.err, "crem lab: %s soak: %s\n", r.Name, r.Soak)
 		}
+	}
+	if code := sig.exitCode(); code != 0 {
+		return code
 	}
 	if !res.Passed() {
 		return 1
@@ -288,12 +293,47 @@ func writeLabTable(w io.Writer, res lab.Result) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "run\tverified\tmean s\tmax s\tgoodput Mbit/s\tlost\trestored\tcoded retx\tRDMA retx\toverhead\treport repair\t")
 	for _, r := range res.Runs {
-		fmt.Fprintf(tw, "%s\t%v\t%.3f\t%.3f\t%.1f\t%d\t%d\t%d\t%d\t%.3f\t%d\t\n", r.Name, r.Verified, r.MeanS, r.MaxS,
-			r.GoodputBps/1e6, r.Lost, r.Restored, r.CodedRetx, r.RDMARetx, r.Overhead, r.ReportRepair)
+		// A run that did not verify has no goodput: "-", not the figure of messages it did not
+		// deliver; an interrupted run says so in place of false.
+		verified, goodput := fmt.Sprint(r.Verified), "-"
+		if r.Interrupted && r.Error == "" {
+			verified = "interrupted"
+		}
+		if r.Verified {
+			goodput = fmt.Sprintf("%.1f", r.GoodputBps/1e6)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%.3f\t%.3f\t%s\t%d\t%d\t%d\t%d\t%.3f\t%d\t\n", r.Name, verified, r.MeanS, r.MaxS,
+			goodput, r.Lost, r.Restored, r.CodedRetx, r.RDMARetx, r.Overhead, r.ReportRepair)
+	}
+	for _, n := range res.NotRun {
+		fmt.Fprintf(tw, "%s\tnot run\t-\t-\t-\t-\t-\t-\t-\t-\t-\t\n", n)
 	}
 	tw.Flush()
+	if res.Interrupted {
+		by := ""
+		if res.Signal != "" {
+			by = " by " + res.Signal
+		}
+		var cut []string
+		for _, r := range res.Runs {
+			if r.Interrupted {
+				cut = append(cut, fmt.Sprintf("%s cut short: %d of %d messages verified, %d in flight cancelled (not lost)",
+					r.Name, r.MessagesVerified, r.Messages, r.Cancelled))
+			}
+		}
+		if len(res.NotRun) > 0 {
+			cut = append(cut, "not run: "+strings.Join(res.NotRun, ", "))
+		}
+		fmt.Fprintf(w, "interrupted%s: %s\n", by, strings.Join(cut, "; "))
+	}
 	for _, r := range res.Runs {
 		if r.Soak == nil {
+			continue
+		}
+		if r.Soak.Interrupted {
+			fmt.Fprintf(w, "soak %s: %s: %d messages verified (%.1f MiB) over %.0f s, %d in flight cancelled, %d CLOSE before the end\n",
+				r.Name, r.Soak, r.MessagesVerified, float64(int64(r.MessagesVerified)*int64(r.Bytes/max(int64(r.Messages), 1)))/(1<<20),
+				r.DurationS, r.Cancelled, r.Soak.Closes)
 			continue
 		}
 		if len(r.Intervals) == 0 {
@@ -306,6 +346,9 @@ func writeLabTable(w io.Writer, res lab.Result) {
 			r.Name, r.Soak, r.Messages, float64(r.Bytes)/(1<<20), r.DurationS,
 			float64(first.HeapBytes)/(1<<20), float64(last.HeapBytes)/(1<<20), lab.SoakHeapGrowth, first.HeapObjects, last.HeapObjects,
 			first.Goroutines, last.Goroutines, lab.SoakGoroutineSlack, first.Flows, last.Flows, r.Soak.Closes)
+	}
+	if res.Verdict != nil {
+		fmt.Fprintln(w, res.Verdict.Line)
 	}
 }
 
