@@ -180,8 +180,10 @@ func (v Verdict) line(byName map[string]Run) string {
 			p = append(p, "gbn is the best other")
 		}
 		parts = append(parts, sp.Run+" "+strings.Join(p, "; "))
-	} else if _, ok := byName["crem+tcaeth"]; ok {
-		parts = append(parts, "no speedup: crem+tcaeth or every other run did not verify")
+	} else if c, ok := byName["crem+tcaeth"]; ok && c.Interrupted {
+		parts = append(parts, "no comparison: crem+tcaeth was cut short")
+	} else if ok {
+		parts = append(parts, "no comparison: it needs crem+tcaeth and another run verified")
 	}
 	if len(v.Accounts) > 0 {
 		var p []string

@@ -224,6 +224,9 @@ func (s *Sweep) RunContext(ctx context.Context) ([]Result, error) {
 			defer rs.Free()
 			for {
 				mu.Lock()
+				if ctx.Err() != nil {
+					stop.Store(true) // at once, not when AfterFunc's goroutine runs
+				}
 				if next >= len(jobs) || len(errs) > 0 || stop.Load() {
 					mu.Unlock()
 					return
@@ -268,7 +271,7 @@ func (s *Sweep) RunContext(ctx context.Context) ([]Result, error) {
 	}
 	res := make([]Result, len(cells))
 	for i, c := range cells {
-		if !stop.Load() {
+		if !stop.Load() && ctx.Err() == nil {
 			res[i] = Summarize(sc.Name, c, outs[i])
 			continue
 		}

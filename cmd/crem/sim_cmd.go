@@ -223,6 +223,7 @@ func (cfg *simRun) run(s stdio) int {
 	}
 	ctx, sig, stop := signalContext()
 	defer stop()
+	fmt.Fprintf(s.err, "crem sim: running %d cells (SIGINT or SIGTERM stops it and prints what completed)\n", len(sw.ShardCells()))
 	meter, start := startMemoryMeter(200*time.Millisecond), time.Now()
 	res, err := sw.RunContext(ctx)
 	if meter != nil {
