@@ -90,8 +90,20 @@ intervals (one object per line printed: elapsed_s, messages, bytes, bad, posted,
 heap_objects, goroutines, flows, flows_opened, closes, lost, restored, rdma_retx, max_stall_ms)
 and soak
 ({pass, failures, closes}); with --json the interval lines go to standard error.
+
+The table ends with the verdict line, the JSON's verdict ({verified, not_verified,
+interrupted, not_run, speedup, accounts, line}): every byte verified, or which runs did not;
+crem+tcaeth N x faster (or slower) than gbn and than the best other run, in mean and max; and
+per run, the data packets the path lost (data_lost) = restored + RDMA retx, or the difference
+named: retransmissions of packets the path had delivered (resent_delivered), losses made good
+twice, or by neither. A run that did not verify has no goodput (goodput_bps 0, "-" in the table);
+messages_verified counts its messages completed and checked.
+
+SIGINT or SIGTERM cuts the lab short: the run in progress is marked interrupted (its messages
+in flight counted as cancelled, not lost), the others not run (not_run), a soak is not judged
+(soak.interrupted), and the JSON adds interrupted and signal.
 Exit status: 0 when every configuration verified (and every soak passed), 1 when one did not,
-2 for usage errors.
+2 for usage errors, 130 / 143 when SIGINT / SIGTERM cut it short.
 
 Examples:
   crem lab --rtt 20ms --loss 0.01 --rate 500Mbit --messages 16 --size 4MiB

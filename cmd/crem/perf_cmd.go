@@ -65,8 +65,12 @@ bytes, iterations, seconds, verified, data_packets, retransmitted_packets,
 timeout_retransmissions, ack_packets, nak_packets, dropped_packets, dropped_data_packets,
 mode, qps, and more; the figures sum every QP (iterations and bytes too), and per_qp has
 one object per QP with the same figures and its QPNs, initial_psn, next_psn and wrapped.
-With more than one QP the table has a row per QP above the total. Exit status: 0 when every
-message completed and was verified, 1 when not, 2 for usage errors.
+With more than one QP the table has a row per QP above the total. A run that did not verify
+prints no bandwidth ("-" in the table; 0 in the JSON, with error). SIGINT or SIGTERM ends a run
+with what it did, marked interrupted (the verified column, a closing line; the JSON's
+interrupted, cancelled: the messages in flight, neither lost nor failed, sizes_not_run with -a,
+signal). Exit status: 0 when every message completed and was verified, 1 when not, 2 for
+usage errors, 130 / 143 when SIGINT / SIGTERM cut the run short.
 
 Examples:
   crem perf write --loopback --size 4MiB --iters 4 --mtu 1024 --rate 1Gbit --loss 0.02 --delay 10ms --mode tcaeth

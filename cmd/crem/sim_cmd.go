@@ -46,6 +46,10 @@ over, which the resident set size (ps, /usr/bin/time) counts once per mapping.
 takes bursts of 4 packets unless --burst-len says otherwise, and --policy-burst sets the mean
 burst the project's policy assumes (by default the path's; the sender does not measure it).
 
+SIGINT or SIGTERM cuts the sweep short: the table or JSON has each cell over the trials that
+completed, marked interrupted (trials_planned, trials_cancelled; "not run" for a cell with
+none), nothing is written to --out, and the exit status is 130 / 143.
+
 --shard I/N runs the cells whose index is I modulo N (0 <= I < N); each shard writes
 shard-I-of-N.json into its --out (written whole or not at all, so shards may share one folder)
 and, when N > 1, its own CSV and figures into --out/shard-I-of-N/;
