@@ -275,7 +275,7 @@ func simInterrupted(res []sim.Result, asJSON bool, signal string, code int, s st
 		done += r.Trials
 		planned += max(r.TrialsPlanned, r.Trials)
 		cancelled += r.TrialsCancelled
-		if r.Trials == 0 {
+		if r.Trials == 0 && r.TrialsCancelled == 0 {
 			notRun++
 		}
 	}
