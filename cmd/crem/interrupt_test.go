@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"errors"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -119,7 +120,7 @@ func TestPerfSignalReportsInterruptedRun(t *testing.T) {
 			args = append(args, "--json")
 		}
 		p := startCrem(t, args...)
-		p.waitFor(t, "packets in the capture", fileGrows(pcap, 64<<10))
+		p.waitFor(t, "packets in the capture", fileGrows(pcap, 1<<20)) // some 16 messages sent: some completed
 		code := p.signal(t, tc.sig)
 		out, errOut := p.stdout(), p.stderr()
 		if code != tc.code {
@@ -299,6 +300,26 @@ func TestSimSignalReportsInterruptedSweep(t *testing.T) {
 			if c["interrupted"] != true || c["trials_planned"] != 1000.0 {
 				t.Errorf("cell %v %v: interrupted %v, trials planned %v", c["scheme"], c["drop_rate"], c["interrupted"], c["trials_planned"])
 			}
+		}
+	}
+}
+
+// crem perf serve stops on SIGINT and on SIGTERM with status 0, its normal end, and says so.
+func TestPerfServeStopsOnSignals(t *testing.T) {
+	for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGTERM} {
+		c, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)}) // a free setup port
+		if err != nil {
+			t.Fatal(err)
+		}
+		setup := c.LocalAddr().String()
+		c.Close()
+		p := startCrem(t, "perf", "serve", "--listen", setup, "--port", "0")
+		p.waitFor(t, "the server's first line", func() bool { return strings.Contains(p.stderr(), "crem perf serve: setup on") })
+		if code := p.signal(t, sig); code != 0 {
+			t.Fatalf("%v: exit %d: %s", sig, code, p.stderr())
+		}
+		if name := map[syscall.Signal]string{syscall.SIGINT: "SIGINT", syscall.SIGTERM: "SIGTERM"}[sig]; !strings.Contains(p.stderr(), "stopped by "+name) {
+			t.Errorf("%v: %s", sig, p.stderr())
 		}
 	}
 }
