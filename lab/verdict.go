@@ -135,12 +135,17 @@ func (a Account) String() string {
 	return s
 }
 
-// factor says a ratio of the other's time over crem+tcaeth's: "6.2x faster", "1.3x slower".
+// factor says a ratio of the other's time over crem+tcaeth's: "6.2x faster", "1.3x slower",
+// with two decimals near 1 ("1.03x faster", not "1.0x").
 func factor(x float64) string {
-	if x >= 1 {
-		return fmt.Sprintf("%.1fx faster", x)
+	word := "faster"
+	if x < 1 {
+		x, word = 1/x, "slower"
 	}
-	return fmt.Sprintf("%.1fx slower", 1/x)
+	if x < 1.05 {
+		return fmt.Sprintf("%.2fx %s", x, word)
+	}
+	return fmt.Sprintf("%.1fx %s", x, word)
 }
 
 func (v Verdict) line(byName map[string]Run) string {

@@ -248,7 +248,7 @@ func runPerf(args []string, s stdio) int {
 	if res.Warning != "" {
 		fmt.Fprintf(s.err, "crem %s: warning: %s\n", name, res.Warning)
 	}
-	if code := sig.exitCode(); code != 0 {
+	if code := sig.exitCode(); code != 0 && (res.Interrupted || errors.Is(err, perf.ErrInterrupted)) {
 		if err != nil && !errors.Is(err, perf.ErrInterrupted) {
 			fmt.Fprintf(s.err, "crem %s: %v\n", name, err)
 		}

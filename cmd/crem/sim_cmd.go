@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -245,7 +246,7 @@ func (cfg *simRun) run(s stdio) int {
 		}
 		return simExitConfig // Check's, which simConfig ran already
 	}
-	if code := sig.exitCode(); code != 0 {
+	if code := sig.exitCode(); code != 0 && slices.ContainsFunc(res, func(r sim.Result) bool { return r.Interrupted }) {
 		return simInterrupted(res, cfg.asJSON, sig.name(), code, s)
 	}
 	name := sim.ShardFileName(sw.Shard, sw.Shards)
