@@ -20,7 +20,8 @@ type Verdict struct {
 	// Speedup compares crem+tcaeth with gbn and with the best other verified configuration
 	// (the lowest mean completion time); absent when either run is missing or did not verify.
 	Speedup *Speedup `json:"speedup,omitempty"`
-	// Accounts balance the losses of each run that was not cut short.
+	// Accounts balance the losses of each run that verified (one cut short or failed left
+	// losses that nothing made good, and retransmissions the path never carried).
 	Accounts []Account `json:"accounts"`
 	// Line is the verdict in one line, as `crem lab` prints it last.
 	Line string `json:"line"`
@@ -43,7 +44,7 @@ type Speedup struct {
 // Restored (by CREM) + RDMARetx (retransmitted by RDMA). When they differ, ResentDelivered
 // names the retransmissions of packets the path had delivered already, and Twice what is left
 // over: positive, losses made good twice (restored and retransmitted, or restored though a
-// retransmission arrived); negative, losses made good by neither (the run did not finish).
+// retransmission arrived); negative, losses made good by neither.
 // OtherLost counts the path's losses of other datagrams (ACKs, NAKs, READ requests, CREM
 // messages), which nothing restores or retransmits as such.
 type Account struct {
@@ -74,7 +75,7 @@ func Judge(res Result) Verdict {
 			v.Verified = false
 			v.NotVerified = append(v.NotVerified, r.Name)
 		}
-		if !r.Interrupted { // a run cut short has losses still being made good: no balance
+		if r.Verified { // a run cut short or failed has losses never made good: no balance
 			v.Accounts = append(v.Accounts, account(r))
 		}
 	}
