@@ -114,6 +114,23 @@ type Run struct {
 	RDMARetx   uint64  `json:"rdma_retx"`
 	Overhead   float64 `json:"overhead"`
 	Error      string  `json:"error,omitempty"`
+	// GoodputBps is the run's message octets over its time when it verified, and 0 when it did
+	// not (failed, with Error, or interrupted): a run that did not deliver its messages has no
+	// goodput to report. MessagesVerified counts the messages that completed and were checked.
+	MessagesVerified int `json:"messages_verified"`
+	// Interrupted says that the lab was cancelled (SIGINT, SIGTERM) during this run: its
+	// figures are those until then, Verified is false and Error is empty (nothing failed), and
+	// Cancelled counts the messages in flight at the cancel (posted, not completed), which are
+	// neither lost nor corrupted.
+	Interrupted bool `json:"interrupted,omitempty"`
+	Cancelled   int  `json:"cancelled,omitempty"`
+	// DataLost counts the losses on the path of the packets that must arrive (SEND and WRITE
+	// packets, READ responses; Lost counts every datagram, ACKs and CREM messages too), and
+	// ResentDelivered the retransmissions of such packets that the path delivered after it had
+	// delivered the packet once already (go-back-N resends what follows a loss; a retransmission
+	// racing CREM's restoration). The verdict balances DataLost against Restored + RDMARetx.
+	DataLost        uint64 `json:"data_lost"`
+	ResentDelivered uint64 `json:"resent_delivered"`
 	// RepairRequests are the REPAIR_REQUESTs the CSFs received, and RequestsUnknownBlock those
 	// naming a block a CSF no longer held (released by an ACK, or evicted) and so could not
 	// answer.
@@ -161,6 +178,14 @@ type QPRun struct {
 type Result struct {
 	CREMPort int   `json:"crem_port"`
 	Runs     []Run `json:"runs"`
+	// Interrupted says that the lab was cancelled (SIGINT, SIGTERM) before its last run ended;
+	// NotRun names the configurations it did not start.
+	Interrupted bool     `json:"interrupted,omitempty"`
+	NotRun      []string `json:"not_run,omitempty"`
+	// Signal names what interrupted it (SIGINT, SIGTERM), where the caller knows (crem lab).
+	Signal string `json:"signal,omitempty"`
+	// Verdict is what the lab proved (see Judge); set by Lab.
+	Verdict *Verdict `json:"verdict,omitempty"`
 }
 
 // Verified reports whether every run verified.
@@ -359,16 +384,23 @@ func Lab(ctx context.Context, o Options) (Result, error) {
 			return res, err
 		}
 	}
-	for _, name := range o.Runs {
+	for i, name := range o.Runs {
+		if ctx.Err() != nil {
+			res.Interrupted, res.NotRun = true, append([]string(nil), o.Runs[i:]...)
+			break
+		}
 		r, err := runOne(ctx, &o, name, ports, pc)
 		if err != nil {
 			r.Name, r.Error = name, err.Error()
+			if ctx.Err() != nil {
+				r.Interrupted, r.Error = true, ""
+			}
 		}
 		res.Runs = append(res.Runs, r)
-		if ctx.Err() != nil {
-			break
-		}
+		res.Interrupted = res.Interrupted || r.Interrupted
 	}
+	v := Judge(res)
+	res.Verdict = &v
 	if pc != nil {
 		if err := pc.flush(); err != nil {
 			return res, fmt.Errorf("lab: pcap: %w", err)
@@ -649,11 +681,15 @@ func runOne(ctx context.Context, o *Options, name string, ports *Ports, pc *path
 		}
 		w.stop()
 	}
+	finished := false
 	select {
 	case <-w.done:
+		finished = true
 	case <-rctx.Done():
 	}
 	elapsed := time.Since(start)
+	// Cancelled from outside (not the run's own timeout) before the run ended: interrupted.
+	interrupted := !finished && ctx.Err() != nil
 	if w.soak {
 		// The CLOSEs until the last transfer ended, before the gateways stop; a soak that
 		// ended early keeps this last look too.
@@ -674,9 +710,15 @@ func runOne(ctx context.Context, o *Options, name string, ports *Ports, pc *path
 	w.mu.Lock()
 	want := w.want()
 	run.Verified = w.err == nil && w.completed == want && w.checked == want && w.bad == 0 && want > 0
+	run.MessagesVerified = min(w.completed, w.checked)
+	if interrupted {
+		// Cancelled: what completed was checked, the rest was in flight and is neither lost
+		// nor corrupted; a message that failed its check still says so below.
+		run.Verified, run.Interrupted, run.Cancelled = false, true, w.posted-w.completed
+	}
 	if w.err != nil {
 		run.Error = w.err.Error()
-	} else if !run.Verified {
+	} else if w.bad > 0 || !run.Verified && !interrupted {
 		run.Error = fmt.Sprintf("%d of %d messages completed, %d checked, %d bad", w.completed, want, w.checked, w.bad)
 	}
 	if w.soak {
@@ -701,7 +743,9 @@ func runOne(ctx context.Context, o *Options, name string, ports *Ports, pc *path
 		v := judgeSoak(&run, run.Intervals, closes, endedEarly)
 		run.Soak = &v
 	}
-	run.GoodputBps = float64(run.Bytes) * 8 / elapsed.Seconds()
+	if run.Verified {
+		run.GoodputBps = float64(run.Bytes) * 8 / elapsed.Seconds()
+	}
 	gcancel()
 	gwWG.Wait()
 	for _, g := range gws {
@@ -732,6 +776,8 @@ func runOne(ctx context.Context, o *Options, name string, ports *Ports, pc *path
 		for _, qpn := range []uint32{r.RequesterQPN, r.ResponderQPN} {
 			r.Lost += figs[qpn].lost
 			r.RestoredOnly += figs[qpn].restoredOnly
+			run.DataLost += figs[qpn].dataLost
+			run.ResentDelivered += figs[qpn].resent
 		}
 	}
 	var carried uint64

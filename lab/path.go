@@ -58,6 +58,20 @@ type qpTally struct {
 	// sent whose tally was final and taken out of psns.
 	head     psn.PSN
 	onlyDone uint64
+	// dataDropped counts the drops of those PSNs' packets (every transmission lost);
+	// resentDone counts, over the PSNs taken out of psns, the transmissions delivered after
+	// the first delivered one: retransmissions of packets the path had already delivered.
+	dataDropped uint64
+	resentDone  uint64
+}
+
+// resentDelivered is how many of a PSN's transmissions the path delivered after its first
+// delivered one (c: transmissions, losses).
+func resentDelivered(c [2]uint32) uint64 {
+	if c[0] > c[1]+1 {
+		return uint64(c[0] - c[1] - 1)
+	}
+	return 0
 }
 
 // prune takes the PSNs more than window behind head out of the tally, counting those lost
@@ -68,6 +82,7 @@ func (t *qpTally) prune(window uint32) {
 			if c[1] == c[0] {
 				t.onlyDone++
 			}
+			t.resentDone += resentDelivered(c)
 			delete(t.psns, k)
 		}
 	}
@@ -300,6 +315,7 @@ func (t *qpTally) count(p psn.PSN, lost bool) {
 	c[0]++
 	if lost {
 		c[1]++
+		t.dataDropped++
 	}
 	t.psns[uint32(p)] = c
 }
@@ -333,10 +349,13 @@ func (p *path) end() ([2]netem.Stats, map[uint32]qpFigures) {
 			f := figs[qp]
 			f.lost += t.dropped
 			f.restoredOnly += t.onlyDone
+			f.dataLost += t.dataDropped
+			f.resent += t.resentDone
 			for _, c := range t.psns {
 				if c[1] == c[0] {
 					f.restoredOnly++
 				}
+				f.resent += resentDelivered(c)
 			}
 			figs[qp] = f
 		}
@@ -358,9 +377,11 @@ func (p *path) lost() uint64 {
 }
 
 // qpFigures is what the path saw of the datagrams to one QP: those it lost, and the packets it
-// lost every time they were sent (that still arrived: restored by CREM).
+// lost every time they were sent (that still arrived: restored by CREM); dataLost counts the
+// losses of the packets that must arrive (SEND and WRITE packets, READ responses), resent
+// the transmissions of them it delivered after one had been delivered already.
 type qpFigures struct {
-	lost, restoredOnly uint64
+	lost, restoredOnly, dataLost, resent uint64
 }
 
 // close stops the path's goroutines; its sockets stay bound for the next run.

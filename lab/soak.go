@@ -101,6 +101,11 @@ type SoakVerdict struct {
 	// Closes counts the CLOSEs sent or received until the last transfer ended, before the
 	// gateways stopped.
 	Closes uint64 `json:"closes"`
+	// Interrupted says that the soak was cancelled (SIGINT, SIGTERM) before its duration
+	// ended: it is not judged on its duration, heap, goroutines or flows (Pass is false), and
+	// Failures holds only what went wrong before the cancel (a message that failed or failed
+	// its check, a CLOSE).
+	Interrupted bool `json:"interrupted,omitempty"`
 }
 
 // String is the verdict in one line.
@@ -109,6 +114,12 @@ func (v SoakVerdict) String() string {
 		return "pass"
 	}
 	s := "FAIL"
+	if v.Interrupted {
+		if len(v.Failures) == 0 {
+			return "interrupted, not judged (the soak did not run its duration)"
+		}
+		s = "interrupted; FAIL before the cancel"
+	}
 	for i, f := range v.Failures {
 		if i == 0 {
 			s += ": "
@@ -133,6 +144,18 @@ func (iv Interval) Line() string {
 func judgeSoak(r *Run, ivs []Interval, closes uint64, endedEarly string) SoakVerdict {
 	v := SoakVerdict{Closes: closes}
 	fail := func(format string, a ...any) { v.Failures = append(v.Failures, fmt.Sprintf(format, a...)) }
+	if r.Interrupted {
+		// Cut short from outside: the messages in flight were cancelled, not lost; only what
+		// failed before the cancel is a failure, and the bounds are not judged.
+		v.Interrupted = true
+		if r.Error != "" {
+			fail("a message failed or was corrupted before the cancel: %s", r.Error)
+		}
+		if closes > 0 {
+			fail("%d CLOSE before the end", closes)
+		}
+		return v
+	}
 	if !r.Verified {
 		fail("bytes lost or corrupted: %s", r.Error)
 	}

@@ -228,6 +228,18 @@ func WriteTable(w io.Writer, rs []Result) error {
 		if r.Incomplete > 0 {
 			inc = fmt.Sprintf(" (%d incomplete)", r.Incomplete)
 		}
+		switch {
+		case r.Interrupted && r.Trials == 0 && r.TrialsCancelled == 0:
+			inc += fmt.Sprintf(" of %d, not run", r.TrialsPlanned)
+		case r.Interrupted:
+			inc += fmt.Sprintf(" of %d, interrupted (%d cancelled)", r.TrialsPlanned, r.TrialsCancelled)
+		}
+		if r.Trials == 0 {
+			// A cell of a sweep cut short before any of its trials completed: no figures.
+			fmt.Fprintf(tw, "%s\t%s\t%s\t0%s\t-\t-\t-\t-\t-\t-\t-\t-\t-\t-\t-\t-\t-\t\n",
+				r.Scheme, units.FormatFraction(r.DropRate), units.FormatSize(r.MessageBytes), inc)
+			continue
+		}
 		x := func(v float64) string { return fmt.Sprintf("%.3fx", v/r.IdealS) }
 		rec, rec99, blocks := "-", "-", "-"
 		if r.RecoveryBlocks > 0 {

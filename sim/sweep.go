@@ -2,6 +2,7 @@ package sim
 
 import (
 	"cmp"
+	"context"
 	"errors"
 	"fmt"
 	"hash/fnv"
@@ -10,6 +11,7 @@ import (
 	"slices"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -164,7 +166,13 @@ func (e *TrialError) Unwrap() error { return e.Err }
 
 // Run runs the shard's cells and returns one Result per cell, in cell order. A failed trial
 // fails the sweep with a *TrialError (errors.As finds it); no other error comes from a trial.
-func (s *Sweep) Run() ([]Result, error) {
+func (s *Sweep) Run() ([]Result, error) { return s.RunContext(context.Background()) }
+
+// RunContext is Run, cut short when ctx is cancelled: the trials running then are cancelled
+// (sim.ErrCancelled, no outcome), no other starts, and each cell's Result summarises the trials
+// that completed, marked Interrupted with the trials it planned and those cancelled (a cell
+// with no trial done has Trials 0). The error is then nil: nothing failed.
+func (s *Sweep) RunContext(ctx context.Context) ([]Result, error) {
 	if err := s.Check(); err != nil {
 		return nil, err
 	}
@@ -191,6 +199,13 @@ func (s *Sweep) Run() ([]Result, error) {
 	if budget <= 0 {
 		budget = 3 << 30
 	}
+	var stop atomic.Bool
+	defer context.AfterFunc(ctx, func() { stop.Store(true) })()
+	ran := make([][]bool, len(cells))
+	cancelled := make([]int, len(cells))
+	for i := range cells {
+		ran[i] = make([]bool, len(outs[i]))
+	}
 	var (
 		mu      sync.Mutex
 		cond    = sync.NewCond(&mu)
@@ -209,7 +224,10 @@ func (s *Sweep) Run() ([]Result, error) {
 			defer rs.Free()
 			for {
 				mu.Lock()
-				if next >= len(jobs) || len(errs) > 0 {
+				if ctx.Err() != nil {
+					stop.Store(true) // at once, not when AfterFunc's goroutine runs
+				}
+				if next >= len(jobs) || len(errs) > 0 || stop.Load() {
 					mu.Unlock()
 					return
 				}
@@ -224,17 +242,20 @@ func (s *Sweep) Run() ([]Result, error) {
 				running++
 				mu.Unlock()
 
-				p.Regions = rs
+				p.Regions, p.Stop = rs, &stop
 				o, err := Run(p)
 
 				mu.Lock()
 				inUse -= need
 				running--
 				cond.Broadcast()
-				if err != nil {
+				switch {
+				case errors.Is(err, ErrCancelled):
+					cancelled[j.cell]++
+				case err != nil:
 					errs = append(errs, &TrialError{Cell: cells[j.cell], Trial: j.trial, Err: err})
-				} else {
-					outs[j.cell][j.trial] = o
+				default:
+					outs[j.cell][j.trial], ran[j.cell][j.trial] = o, true
 				}
 				done++
 				if s.Progress != nil {
@@ -250,7 +271,20 @@ func (s *Sweep) Run() ([]Result, error) {
 	}
 	res := make([]Result, len(cells))
 	for i, c := range cells {
-		res[i] = Summarize(sc.Name, c, outs[i])
+		if !stop.Load() && ctx.Err() == nil {
+			res[i] = Summarize(sc.Name, c, outs[i])
+			continue
+		}
+		var done []Outcome
+		for t, o := range outs[i] {
+			if ran[i][t] {
+				done = append(done, o)
+			}
+		}
+		res[i] = Summarize(sc.Name, c, done)
+		if len(done) < len(outs[i]) {
+			res[i].Interrupted, res[i].TrialsPlanned, res[i].TrialsCancelled = true, len(outs[i]), cancelled[i]
+		}
 	}
 	return res, nil
 }
@@ -272,6 +306,12 @@ type Result struct {
 	SecondRoundShare     float64 `json:"second_round_share"`
 	RetransmittedPackets float64 `json:"retransmitted_packets"`
 	ReversePackets       float64 `json:"reverse_packets"`
+	// Interrupted marks a cell of a sweep cut short (RunContext): Trials counts the trials that
+	// completed, TrialsPlanned those the cell would have run, TrialsCancelled those running at
+	// the cancel (neither failed nor incomplete); the figures are over the completed trials.
+	Interrupted     bool `json:"interrupted,omitempty"`
+	TrialsPlanned   int  `json:"trials_planned,omitempty"`
+	TrialsCancelled int  `json:"trials_cancelled,omitempty"`
 	// Incomplete counts trials that had not completed within the time limit; their completion
 	// time is the limit, so the statistics are lower bounds when it is not 0.
 	Incomplete int `json:"incomplete"`

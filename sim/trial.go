@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"sync/atomic"
 	"time"
 
 	"github.com/crem-project/crem/netem"
@@ -25,6 +26,9 @@ const (
 
 // Params describe one trial: the path, the message and the scheme.
 type Params struct {
+	// Stop, if set, ends the trial when it becomes true (checked at every event): Run then
+	// returns ErrCancelled, and the trial has no outcome.
+	Stop     *atomic.Bool
 	Scheme   Scheme
 	Rate     int64         // bit/s, both directions, and the QPs' preset rate
 	RTT      time.Duration // twice the one-way propagation delay
@@ -273,6 +277,9 @@ func (p *Params) qpConfigs() (a, b rc.Config) {
 	return a, b
 }
 
+// ErrCancelled is Run's error for a trial that Params.Stop ended before it completed.
+var ErrCancelled = errors.New("sim: trial cancelled")
+
 // Run runs one trial: it posts the message as RDMA WRITEs at time 0 (after the CREM engines'
 // warm-up, when the scheme has them) and runs until the sender's last completion.
 func Run(p Params) (Outcome, error) {
@@ -391,7 +398,7 @@ func Run(p Params) (Outcome, error) {
 		pk, _ := writeShape(p.Size, p.MTU)
 		maxEv = 64*uint64(pk) + 200000
 	}
-	stopped := false
+	stopped, cancelled := false, false
 	var comps []rc.Completion
 	got := 0
 	var last time.Duration
@@ -411,9 +418,15 @@ func Run(p Params) (Outcome, error) {
 		if c.Events > maxEv {
 			stopped = true
 		}
-		return got == n || failed != nil || stopped
+		if p.Stop != nil && p.Stop.Load() {
+			cancelled = true
+		}
+		return got == n || failed != nil || stopped || cancelled
 	}
 	runErr := c.RunUntil(done, limit)
+	if cancelled && got < n && failed == nil {
+		return Outcome{}, ErrCancelled
+	}
 	if failed != nil {
 		if d, ok := shimA.(interface{ debug() string }); ok {
 			failed = fmt.Errorf("%w\n%s\n%s\nA %+v\nB %+v", failed, d.debug(), shimB.(interface{ debug() string }).debug(), a.Stats(), b.Stats())

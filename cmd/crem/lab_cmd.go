@@ -1,14 +1,12 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
 	"os"
-	"os/signal"
-	"syscall"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -92,8 +90,20 @@ intervals (one object per line printed: elapsed_s, messages, bytes, bad, posted,
 heap_objects, goroutines, flows, flows_opened, closes, lost, restored, rdma_retx, max_stall_ms)
 and soak
 ({pass, failures, closes}); with --json the interval lines go to standard error.
+
+The table ends with the verdict line, the JSON's verdict ({verified, not_verified,
+interrupted, not_run, speedup, accounts, line}): every byte verified, or which runs did not;
+crem+tcaeth N x faster (or slower) than gbn and than the best other run, in mean and max; and
+per run, the data packets the path lost (data_lost) = restored + RDMA retx, or the difference
+named: retransmissions of packets the path had delivered (resent_delivered), losses made good
+twice, or by neither. A run that did not verify has no goodput (goodput_bps 0, "-" in the table);
+messages_verified counts its messages completed and checked.
+
+SIGINT or SIGTERM cuts the lab short: the run in progress is marked interrupted (its messages
+in flight counted as cancelled, not lost), the others not run (not_run), a soak is not judged
+(soak.interrupted), and the JSON adds interrupted and signal.
 Exit status: 0 when every configuration verified (and every soak passed), 1 when one did not,
-2 for usage errors.
+2 for usage errors, 130 / 143 when SIGINT / SIGTERM cut it short.
 
 Examples:
   crem lab --rtt 20ms --loss 0.01 --rate 500Mbit --messages 16 --size 4MiB
@@ -205,7 +215,7 @@ func runLab(args []string, s stdio) int {
 	} else if *duration == 0 {
 		o.Progress = finishedLines(s.err, time.Now())
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, sig, stop := signalContext()
 	defer stop()
 	ports, err := lab.ReservePorts(0)
 	if err != nil {
@@ -244,11 +254,17 @@ func runLab(args []string, s stdio) int {
 	if err != nil {
 		fmt.Fprintf(s.err, "crem lab: %v\n", err)
 		if len(res.Runs) == 0 {
+			if code := sig.exitCode(); code != 0 {
+				return code
+			}
 			if ctx.Err() == nil && res.CREMPort == 0 {
 				return 2
 			}
 			return 1
 		}
+	}
+	if res.Interrupted {
+		res.Signal = sig.name()
 	}
 	if *asJSON {
 		b, _ := json.Marshal(res)
@@ -257,12 +273,15 @@ func runLab(args []string, s stdio) int {
 		writeLabTable(s.out, res)
 	}
 	for _, r := range res.Runs {
-		if !r.Verified {
+		if !r.Verified && r.Error != "" {
 			fmt.Fprintf(s.err, "crem lab: %s did not verify: %s\n", r.Name, r.Error)
 		}
 		if r.Soak != nil && !r.Soak.Pass {
 			fmt.Fprintf(s.err, "crem lab: %s soak: %s\n", r.Name, r.Soak)
 		}
+	}
+	if code := sig.exitCode(); code != 0 && res.Interrupted {
+		return code // a signal after the last run ended changes nothing
 	}
 	if !res.Passed() {
 		return 1
@@ -288,12 +307,47 @@ func writeLabTable(w io.Writer, res lab.Result) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "run\tverified\tmean s\tmax s\tgoodput Mbit/s\tlost\trestored\tcoded retx\tRDMA retx\toverhead\treport repair\t")
 	for _, r := range res.Runs {
-		fmt.Fprintf(tw, "%s\t%v\t%.3f\t%.3f\t%.1f\t%d\t%d\t%d\t%d\t%.3f\t%d\t\n", r.Name, r.Verified, r.MeanS, r.MaxS,
-			r.GoodputBps/1e6, r.Lost, r.Restored, r.CodedRetx, r.RDMARetx, r.Overhead, r.ReportRepair)
+		// A run that did not verify has no goodput: "-", not the figure of messages it did not
+		// deliver; an interrupted run says so in place of false.
+		verified, goodput := fmt.Sprint(r.Verified), "-"
+		if r.Interrupted && r.Error == "" {
+			verified = "interrupted"
+		}
+		if r.Verified {
+			goodput = fmt.Sprintf("%.1f", r.GoodputBps/1e6)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%.3f\t%.3f\t%s\t%d\t%d\t%d\t%d\t%.3f\t%d\t\n", r.Name, verified, r.MeanS, r.MaxS,
+			goodput, r.Lost, r.Restored, r.CodedRetx, r.RDMARetx, r.Overhead, r.ReportRepair)
+	}
+	for _, n := range res.NotRun {
+		fmt.Fprintf(tw, "%s\tnot run\t-\t-\t-\t-\t-\t-\t-\t-\t-\t\n", n)
 	}
 	tw.Flush()
+	if res.Interrupted {
+		by := ""
+		if res.Signal != "" {
+			by = " by " + res.Signal
+		}
+		var cut []string
+		for _, r := range res.Runs {
+			if r.Interrupted {
+				cut = append(cut, fmt.Sprintf("%s cut short: %d of %d messages verified, %d in flight cancelled (not lost)",
+					r.Name, r.MessagesVerified, r.Messages, r.Cancelled))
+			}
+		}
+		if len(res.NotRun) > 0 {
+			cut = append(cut, "not run: "+strings.Join(res.NotRun, ", "))
+		}
+		fmt.Fprintf(w, "interrupted%s: %s\n", by, strings.Join(cut, "; "))
+	}
 	for _, r := range res.Runs {
 		if r.Soak == nil {
+			continue
+		}
+		if r.Soak.Interrupted {
+			fmt.Fprintf(w, "soak %s: %s: %d messages verified (%.1f MiB) over %.0f s, %d in flight cancelled, %d CLOSE before the end\n",
+				r.Name, r.Soak, r.MessagesVerified, float64(int64(r.MessagesVerified)*int64(r.Bytes/max(int64(r.Messages), 1)))/(1<<20),
+				r.DurationS, r.Cancelled, r.Soak.Closes)
 			continue
 		}
 		if len(r.Intervals) == 0 {
@@ -306,6 +360,9 @@ func writeLabTable(w io.Writer, res lab.Result) {
 			r.Name, r.Soak, r.Messages, float64(r.Bytes)/(1<<20), r.DurationS,
 			float64(first.HeapBytes)/(1<<20), float64(last.HeapBytes)/(1<<20), lab.SoakHeapGrowth, first.HeapObjects, last.HeapObjects,
 			first.Goroutines, last.Goroutines, lab.SoakGoroutineSlack, first.Flows, last.Flows, r.Soak.Closes)
+	}
+	if res.Verdict != nil {
+		fmt.Fprintln(w, res.Verdict.Line)
 	}
 }
 

@@ -270,3 +270,40 @@ func TestLabReporterTableAndUsage(t *testing.T) {
 		t.Errorf("--help: exit %d: %s %s", code, out, errs)
 	}
 }
+
+// crem lab ends with its verdict line (the JSON's verdict.line too): every byte verified,
+// crem+tcaeth against gbn and the best other run in mean and max, and each run's losses
+// balanced against restored + RDMA retransmitted, the difference named.
+func TestLabEndsWithVerdictLine(t *testing.T) {
+	args := []string{"lab", "--rtt", "2ms", "--loss", "0.02", "--messages", "4", "--size", "256KiB", "--runs", "gbn,tcaeth,crem+tcaeth",
+		"--retry-count", "100"}
+	code, out, errs := runCmd(args...)
+	if code != 0 {
+		t.Fatalf("exit %d: %s %s", code, out, errs)
+	}
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	last := lines[len(lines)-1]
+	re := regexp.MustCompile(`^verdict: every byte verified \(3 runs\)\. crem\+tcaeth [0-9.]+x (faster|slower) than gbn in mean, [0-9.]+x (faster|slower) in max; ` +
+		`(against the best other, tcaeth: [0-9.]+x (faster|slower) in mean, [0-9.]+x (faster|slower) in max|gbn is the best other)\. ` +
+		`lost = restored \+ RDMA retx: gbn \d+ = 0 \+ \d+.*; tcaeth \d+ = 0 \+ \d+.*; crem\+tcaeth \d+ = \d+ \+ \d+`)
+	if !re.MatchString(last) {
+		t.Fatalf("last line %q, want the verdict", last)
+	}
+	code, out, errs = runCmd(append(args, "--json")...)
+	var res struct {
+		Verdict struct {
+			Verified bool   `json:"verified"`
+			Line     string `json:"line"`
+			Accounts []struct {
+				Run      string `json:"run"`
+				DataLost uint64 `json:"data_lost"`
+			} `json:"accounts"`
+		} `json:"verdict"`
+	}
+	if err := json.Unmarshal([]byte(out), &res); code != 0 || err != nil {
+		t.Fatalf("exit %d, %v: %s %s", code, err, out, errs)
+	}
+	if !res.Verdict.Verified || !strings.HasPrefix(res.Verdict.Line, "verdict: every byte verified (3 runs)") || len(res.Verdict.Accounts) != 3 {
+		t.Errorf("JSON verdict %+v", res.Verdict)
+	}
+}

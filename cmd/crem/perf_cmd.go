@@ -3,11 +3,11 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"net"
 	"os"
-	"os/signal"
 	"strconv"
 	"time"
 
@@ -75,8 +75,12 @@ timeout_retransmissions, ack_packets, nak_packets, dropped_packets, dropped_data
 mode, qps, rtt_ms, rtt_source (measured or stated), ack_timeout_code, local_ack_timeout_ms,
 and more; the figures sum every QP (iterations and bytes too), and per_qp has
 one object per QP with the same figures and its QPNs, initial_psn, next_psn and wrapped.
-With more than one QP the table has a row per QP above the total. Exit status: 0 when every
-message completed and was verified, 1 when not, 2 for usage errors.
+With more than one QP the table has a row per QP above the total. A run that did not verify
+prints no bandwidth ("-" in the table; 0 in the JSON, with error). SIGINT or SIGTERM ends a run
+with what it did, marked interrupted (the verified column, a closing line; the JSON's
+interrupted, cancelled: the messages in flight, neither lost nor failed, sizes_not_run with -a,
+signal). Exit status: 0 when every message completed and was verified, 1 when not, 2 for
+usage errors, 130 / 143 when SIGINT / SIGTERM cut the run short.
 
 Examples:
   crem perf write --loopback --size 4MiB --iters 4 --mtu 1024 --rate 1Gbit --loss 0.02 --delay 10ms --mode tcaeth
@@ -240,7 +244,7 @@ func runPerf(args []string, s stdio) int {
 		defer pf.Close()
 		opts.Pcap = pf
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	ctx, sig, stop := signalContext()
 	defer stop()
 	var res perf.Result
 	if *loopback {
@@ -254,7 +258,7 @@ func runPerf(args []string, s stdio) int {
 		}
 	}
 	if *asJSON {
-		b, _ := json.Marshal(res)
+		b, _ := json.Marshal(perfOutput{Result: res, Signal: sig.name()})
 		fmt.Fprintf(s.out, "%s\n", b)
 	} else {
 		if *table != "crem" {
@@ -271,6 +275,7 @@ func runPerf(args []string, s stdio) int {
 				printPerfTable(s, res)
 			}
 		}
+		printPerfInterrupted(s, res, sig.name())
 	}
 	if res.RTTSource != "" && res.RTTMs > 0 {
 		how := "measured on the setup exchange"
@@ -285,6 +290,13 @@ func runPerf(args []string, s stdio) int {
 	if res.Warning != "" {
 		fmt.Fprintf(s.err, "crem %s: warning: %s\n", name, res.Warning)
 	}
+	if code := sig.exitCode(); code != 0 && (res.Interrupted || errors.Is(err, perf.ErrInterrupted)) {
+		if err != nil && !errors.Is(err, perf.ErrInterrupted) {
+			fmt.Fprintf(s.err, "crem %s: %v\n", name, err)
+		}
+		fmt.Fprintf(s.err, "crem %s: interrupted by %s\n", name, sig.name())
+		return code
+	}
 	if err != nil {
 		fmt.Fprintf(s.err, "crem %s: %v\n", name, err)
 		return 1
@@ -293,6 +305,57 @@ func runPerf(args []string, s stdio) int {
 		return 1
 	}
 	return 0
+}
+
+// perfOutput is `crem perf --json`'s object: the result, and the signal that interrupted it.
+type perfOutput struct {
+	perf.Result
+	Signal string `json:"signal,omitempty"`
+}
+
+// printPerfInterrupted closes the table of a run cut short by a signal: what completed, what
+// was cancelled in flight (not lost), and the sizes not run.
+func printPerfInterrupted(s stdio, r perf.Result, sig string) {
+	if !r.Interrupted {
+		return
+	}
+	by := ""
+	if sig != "" {
+		by = " by " + sig
+	}
+	fmt.Fprintf(s.out, "interrupted%s: %d of %d iterations completed and checked, %d in flight cancelled (not lost)",
+		by, r.Completed, r.Iterations, r.Cancelled)
+	if len(r.SizesNotRun) > 0 {
+		fmt.Fprintf(s.out, "; sizes not run: %s", joinInts(r.SizesNotRun))
+	}
+	fmt.Fprintln(s.out)
+}
+
+func joinInts(v []int) string {
+	b := make([]byte, 0, 8*len(v))
+	for i, x := range v {
+		if i > 0 {
+			b = append(b, ", "...)
+		}
+		b = strconv.AppendInt(b, int64(x), 10)
+	}
+	return string(b)
+}
+
+// perfVerified is the verified column: interrupted for a run cut short that nothing failed.
+func perfVerified(interrupted bool, errText string, verified bool) string {
+	if interrupted && errText == "" {
+		return "interrupted"
+	}
+	return strconv.FormatBool(verified)
+}
+
+// gbps is a bandwidth figure in the table, "-" for a run that did not verify (it has none).
+func gbps(verified bool, v float64, format string) string {
+	if !verified {
+		return "-"
+	}
+	return fmt.Sprintf(format, v)
 }
 
 // perfClient runs the client against a remote server on its own data socket.
@@ -366,7 +429,8 @@ func printPerftestBW(s stdio, r perf.Result) {
 	fmt.Fprintln(s.out, perftestRule)
 	fmt.Fprintf(s.out, " %-10s %-14s %-18s %-20s %s\n", "#bytes", "#iterations", "BW peak[Gb/sec]", "BW average[Gb/sec]", "MsgRate[Mpps]")
 	for _, x := range rows {
-		fmt.Fprintf(s.out, " %-10d %-14d %-18.3f %-20.3f %.6f\n", x.Size, x.Iterations, x.PeakGbps, x.AverageGbps, x.MsgRateMpps)
+		fmt.Fprintf(s.out, " %-10d %-14d %-18s %-20s %s\n", x.Size, x.Iterations, gbps(x.Verified, x.PeakGbps, "%.3f"),
+			gbps(x.Verified, x.AverageGbps, "%.3f"), gbps(x.Verified, x.MsgRateMpps, "%.6f"))
 	}
 	fmt.Fprintln(s.out, perftestRule)
 	if !r.Bidirectional {
@@ -380,7 +444,8 @@ func printPerftestBW(s stdio, r perf.Result) {
 			if d.From == "server" {
 				dir = "server->client"
 			}
-			fmt.Fprintf(s.out, "%-16s %-10d %-14d %-18.3f %-20.3f %-14.6f %v\n", dir, x.Size, d.Iterations, d.PeakGbps, d.Gbps, d.MsgRateMpps, d.Verified)
+			fmt.Fprintf(s.out, "%-16s %-10d %-14d %-18s %-20s %-14s %s\n", dir, x.Size, d.Iterations, gbps(d.Verified, d.PeakGbps, "%.3f"),
+				gbps(d.Verified, d.Gbps, "%.3f"), gbps(d.Verified, d.MsgRateMpps, "%.6f"), perfVerified(x.Interrupted, x.Error, d.Verified))
 		}
 	}
 	fmt.Fprintln(s.out)
@@ -409,9 +474,10 @@ func printPerfRows(s stdio, rows []perf.Result) {
 }
 
 func printPerfRow(s stdio, r perf.Result) {
-	fmt.Fprintf(s.out, "%-10d %-7d %-6s %-9.3f %-8.3f %-10d %-8d %-8d %-8d %-7d %-6d %-8d %v\n",
-		r.Bytes, r.Iterations, r.Mode, r.Seconds, r.Gbps, r.DataPackets, r.RetransmittedPackets,
-		r.TimeoutRetransmissions, r.AckPackets, r.NakPackets, r.DroppedPackets, r.DroppedDataPackets, r.Verified)
+	fmt.Fprintf(s.out, "%-10d %-7d %-6s %-9.3f %-8s %-10d %-8d %-8d %-8d %-7d %-6d %-8d %s\n",
+		r.Bytes, r.Iterations, r.Mode, r.Seconds, gbps(r.Verified, r.Gbps, "%.3f"), r.DataPackets, r.RetransmittedPackets,
+		r.TimeoutRetransmissions, r.AckPackets, r.NakPackets, r.DroppedPackets, r.DroppedDataPackets,
+		perfVerified(r.Interrupted, r.Error, r.Verified))
 }
 
 func printPerfTable(s stdio, r perf.Result) {
@@ -422,10 +488,10 @@ func printPerfTable(s stdio, r perf.Result) {
 			"#qp", "qpn", "psn", "remote_qpn", "#iters", "seconds", "Gb/s", "data_pkts", "retx", "timeout", "acks",
 			"naks", "drops", "drops_d", "wrapped", "verified")
 		for _, q := range r.PerQP {
-			fmt.Fprintf(s.out, "%-4d %#-9x %#-9x %#-10x %-7d %-9.3f %-8.3f %-10d %-8d %-8d %-8d %-7d %-6d %-8d %-8v %v\n",
-				q.QP, q.LocalQPN, q.InitialPSN, q.RemoteQPN, q.Iterations, q.Seconds, q.Gbps, q.DataPackets,
+			fmt.Fprintf(s.out, "%-4d %#-9x %#-9x %#-10x %-7d %-9.3f %-8s %-10d %-8d %-8d %-8d %-7d %-6d %-8d %-8v %s\n",
+				q.QP, q.LocalQPN, q.InitialPSN, q.RemoteQPN, q.Iterations, q.Seconds, gbps(q.Verified, q.Gbps, "%.3f"), q.DataPackets,
 				q.RetransmittedPackets, q.TimeoutRetransmissions, q.AckPackets, q.NakPackets, q.DroppedPackets,
-				q.DroppedDataPackets, q.Wrapped, q.Verified)
+				q.DroppedDataPackets, q.Wrapped, perfVerified(r.Interrupted, q.Error, q.Verified))
 		}
 		fmt.Fprintln(s.out)
 	}
@@ -478,12 +544,15 @@ func runPerfServe(args []string, s stdio) int {
 		return 1
 	}
 	defer host.Close()
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	ctx, sig, stop := signalContext()
 	defer stop()
 	fmt.Fprintf(s.err, "crem perf serve: setup on %v, RoCE on %v\n", setup.LocalAddr(), host.LocalAddr())
-	if err := perf.Serve(ctx, setup, host, s.err); err != nil {
+	if err := perf.Serve(ctx, setup, host, s.err); err != nil && sig.received() == nil {
 		fmt.Fprintf(s.err, "crem perf serve: %v\n", err)
 		return 1
+	}
+	if n := sig.name(); n != "" { // a server's normal end: stopped by SIGINT or SIGTERM
+		fmt.Fprintf(s.err, "crem perf serve: stopped by %s\n", n)
 	}
 	return 0
 }

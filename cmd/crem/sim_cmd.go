@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -45,6 +46,10 @@ over, which the resident set size (ps, /usr/bin/time) counts once per mapping.
 --loss, --burst-len and --policy-burst override the loss process: --loss bursty on any scenario
 takes bursts of 4 packets unless --burst-len says otherwise, and --policy-burst sets the mean
 burst the project's policy assumes (by default the path's; the sender does not measure it).
+
+SIGINT or SIGTERM cuts the sweep short: the table or JSON has each cell over the trials that
+completed, marked interrupted (trials_planned, trials_cancelled; "not run" for a cell with
+none), nothing is written to --out, and the exit status is 130 / 143.
 
 --shard I/N runs the cells whose index is I modulo N (0 <= I < N); each shard writes
 shard-I-of-N.json into its --out (written whole or not at all, so shards may share one folder)
@@ -221,11 +226,14 @@ func (cfg *simRun) run(s stdio) int {
 		}
 		defer bar.Finish()
 	}
+	ctx, sig, stop := signalContext()
+	defer stop()
+	fmt.Fprintf(s.err, "crem sim: running %d cells (SIGINT or SIGTERM stops it and prints what completed)\n", len(sw.ShardCells()))
 	meter, start := startMemoryMeter(200*time.Millisecond), time.Now()
-	res, err := sw.Run()
+	res, err := sw.RunContext(ctx)
 	if meter != nil {
 		peak := meter.Stop()
-		if err == nil {
+		if err == nil && sig.received() == nil {
 			fmt.Fprintf(s.err, "crem sim: %d trials in %.1f s, peak memory %d MiB (proportional set size)\n",
 				trialCount(res), time.Since(start).Seconds(), peak>>20)
 		}
@@ -237,6 +245,9 @@ func (cfg *simRun) run(s stdio) int {
 			return simExitTrial
 		}
 		return simExitConfig // Check's, which simConfig ran already
+	}
+	if code := sig.exitCode(); code != 0 && slices.ContainsFunc(res, func(r sim.Result) bool { return r.Interrupted }) {
+		return simInterrupted(res, cfg.asJSON, sig.name(), code, s)
 	}
 	name := sim.ShardFileName(sw.Shard, sw.Shards)
 	if err := writeShardAtomic(dir, name, sw, res); err != nil {
@@ -254,6 +265,35 @@ func (cfg *simRun) run(s stdio) int {
 		return code
 	}
 	return incompleteExit("crem sim", res, cfg.failIncomplete, s)
+}
+
+// simInterrupted prints the partial result of a sweep cut short by a signal, each cell marked
+// with the trials it completed and planned, and returns the signal's exit status. It writes no
+// shard file, CSV or figures: they would pass for a complete sweep.
+func simInterrupted(res []sim.Result, asJSON bool, signal string, code int, s stdio) int {
+	done, planned, cancelled, notRun := 0, 0, 0, 0
+	for _, r := range res {
+		done += r.Trials
+		planned += max(r.TrialsPlanned, r.Trials)
+		cancelled += r.TrialsCancelled
+		if r.Trials == 0 && r.TrialsCancelled == 0 {
+			notRun++
+		}
+	}
+	line := fmt.Sprintf("interrupted by %s: %d of %d trials completed, %d cancelled in flight; %d of %d cells not run",
+		signal, done, planned, cancelled, notRun, len(res))
+	if asJSON {
+		if err := sim.WriteJSON(s.out, res); err != nil {
+			fmt.Fprintf(s.err, "crem sim: %v\n", err)
+		}
+	} else {
+		if err := sim.WriteTable(s.out, res); err != nil {
+			fmt.Fprintf(s.err, "crem sim: %v\n", err)
+		}
+		fmt.Fprintln(s.out, line)
+	}
+	fmt.Fprintf(s.err, "crem sim: %s; no shard file, CSV or figures written\n", line)
+	return code
 }
 
 // writeShardAtomic writes the shard file into dir under a temporary name and renames it: a

@@ -63,6 +63,10 @@ func runOne(ctx context.Context, opts Options, host *udp.Host) (Result, error) {
 			for _, o := range runners[:q] {
 				host.Remove(o.conn)
 			}
+			if errors.Is(ctx.Err(), context.Canceled) {
+				res.Interrupted = true // before the first iteration: nothing ran
+				return res, ErrInterrupted
+			}
 			return res, fmt.Errorf("perf: QP %d: %w", q, err)
 		}
 		runners[q] = r
@@ -85,6 +89,10 @@ func runOne(ctx context.Context, opts Options, host *udp.Host) (Result, error) {
 				err = fmt.Errorf("perf: the server did not start its direction (%s)", ans.App)
 			}
 			if err != nil {
+				if errors.Is(ctx.Err(), context.Canceled) {
+					res.Interrupted = true
+					return res, ErrInterrupted
+				}
 				return res, fmt.Errorf("perf: QP %d: %w", q, err)
 			}
 		}
@@ -122,8 +130,21 @@ func runOne(ctx context.Context, opts Options, host *udp.Host) (Result, error) {
 		}
 	}
 	elapsed := time.Since(start)
+	// Cancelled by the caller (not the run's own timeout) before every QP finished: the
+	// iterations in flight are cancelled, not lost.
+	interrupted := left(runners) && errors.Is(ctx.Err(), context.Canceled)
+	if interrupted {
+		res.Interrupted = true
+		for _, r := range runners {
+			r.conn.Do(func(*rc.QP) {
+				r.interrupted = true
+				res.Cancelled += r.inFlight()
+			})
+		}
+	}
 	// The server reports what it checked and counted, per QP.
 	var firstErr error
+	bad := 0
 	res.Verified = true
 	res.Iterations, res.Bytes = 0, 0
 	var fwd, rev Direction
@@ -132,6 +153,7 @@ func runOne(ctx context.Context, opts Options, host *udp.Host) (Result, error) {
 	var st []*stamps
 	for q, r := range runners {
 		qr, sr, err := r.result(ctx, setup, elapsed)
+		bad += r.bad + r.rbad + sr.Bad + sr.RevBad
 		if err != nil && firstErr == nil {
 			firstErr = fmt.Errorf("perf: QP %d: %w", q, err)
 		}
@@ -193,6 +215,15 @@ func runOne(ctx context.Context, opts Options, host *udp.Host) (Result, error) {
 		res.KernelSocketDrops = &d
 	}
 	res.socketWarning(opts.loopback)
+	if !res.Verified || firstErr != nil {
+		res.noBandwidth()
+	}
+	if interrupted && bad == 0 && res.Error == "" {
+		// The server's answer to a cut-short QP may not come (its direction still runs):
+		// that is the cancel's doing, not a failure.
+		res.Verified, res.Error = false, ""
+		return res, ErrInterrupted
+	}
 	if firstErr != nil {
 		res.Verified = false
 		return res, firstErr
@@ -204,6 +235,39 @@ func runOne(ctx context.Context, opts Options, host *udp.Host) (Result, error) {
 		return res, errors.New("perf: verification failed: " + res.badSummary())
 	}
 	return res, nil
+}
+
+// ErrInterrupted is the error of a run cancelled by its caller's context (not its own
+// timeout) before it ended: Result.Interrupted says so, and nothing in it failed.
+var ErrInterrupted = errors.New("perf: interrupted")
+
+// left reports whether some QP had not finished.
+func left(runners []*runner) bool {
+	for _, r := range runners {
+		n := false
+		r.conn.Do(func(*rc.QP) { n = !r.finished })
+		if n {
+			return true
+		}
+	}
+	return false
+}
+
+// noBandwidth takes the bandwidth figures out of a run that did not verify: they would
+// describe messages it did not deliver.
+func (r *Result) noBandwidth() {
+	r.Gbps, r.PeakGbps, r.AverageGbps, r.MsgRateMpps = 0, 0, 0, 0
+	for i := range r.PerQP {
+		if !r.PerQP[i].Verified {
+			r.PerQP[i].Gbps = 0
+		}
+	}
+	for i := range r.Directions {
+		if !r.Directions[i].Verified {
+			d := &r.Directions[i]
+			d.Gbps, d.PeakGbps, d.MsgRateMpps = 0, 0, 0
+		}
+	}
 }
 
 // badSummary names the QPs that did not verify.
@@ -371,7 +435,7 @@ func (r *runner) result(ctx context.Context, setup *net.UDPConn, elapsed time.Du
 	qr.DataPackets, qr.RetransmittedPackets = st.DataPackets, st.RetransmittedPackets
 	qr.TimeoutRetransmissions, qr.AckPackets, qr.NakPackets = st.TimeoutRetransmissions, st.AckPackets, st.NAKPackets
 	qr.DroppedPackets, qr.DroppedDataPackets = c.Dropped, c.DataDropped
-	if qr.Completed < qr.Iterations && qr.Error == "" {
+	if qr.Completed < qr.Iterations && qr.Error == "" && !r.interrupted {
 		qr.Error = fmt.Sprintf("%d of %d iterations completed in time", qr.Completed, qr.Iterations)
 	}
 	if serr != nil {
@@ -389,14 +453,14 @@ func (r *runner) result(ctx context.Context, setup *net.UDPConn, elapsed time.Du
 	r.socketData = int64(c.DataSent-c.DataDropped) + int64(sr.DataSent-sr.DataDropped)
 	qr.SocketLostDataPackets = int64(c.DataSent-c.DataDropped) - int64(sr.DataRecv) +
 		int64(sr.DataSent-sr.DataDropped) - int64(c.DataReceived)
-	if !qr.Verified && qr.Error == "" {
+	if !qr.Verified && qr.Error == "" && (!r.interrupted || r.bad > 0 || sr.Bad > 0) {
 		qr.Error = fmt.Sprintf("verification failed (client %d bad, server %d checked, %d bad)", r.bad, sr.Messages, sr.Bad)
 	}
 	if opts.Bidirectional {
 		r.got, r.rbad = got, rbad
 		if !r.revOK(sr) {
 			qr.Verified = false
-			if qr.Error == "" {
+			if qr.Error == "" && (!r.interrupted || rbad > 0 || sr.RevBad > 0 || sr.RevErr != "") {
 				qr.Error = fmt.Sprintf("the server's direction: %d completed, %d landed here, %d bad here, %d bad there %s",
 					sr.RevCompleted, got, rbad, sr.RevBad, sr.RevErr)
 			}
@@ -443,6 +507,8 @@ type runner struct {
 	done       chan<- struct{}
 	st         stamps
 	socketData int64
+	// interrupted: the caller cancelled the run before this QP finished.
+	interrupted bool
 
 	// The server's direction: its messages land in rmem's rslots slots (rkey, raddr), with
 	// the data of rseed; got have landed, rbad of them wrong.
@@ -657,7 +723,9 @@ func Loopback(ctx context.Context, opts Options) (Result, error) {
 		host.Close()
 		return Result{}, fmt.Errorf("perf: setup socket: %w", err)
 	}
-	sctx, stop := context.WithCancel(ctx)
+	// The server outlives a cancel of ctx until Run has asked it for its figures: a run cut
+	// short still reports what the server checked.
+	sctx, stop := context.WithCancel(context.WithoutCancel(ctx))
 	served := make(chan struct{})
 	log := opts.ServerLog
 	if log == nil {

@@ -119,6 +119,15 @@ type Result struct {
 	Loss                  string  `json:"loss"`
 	DelayMs               float64 `json:"delay_ms"`
 	Error                 string  `json:"error,omitempty"`
+	// Interrupted says that the run was cancelled (SIGINT, SIGTERM) before it ended: Verified
+	// is false and Error empty (nothing failed), Completed counts the iterations done and
+	// checked, Cancelled those in flight at the cancel (neither lost nor corrupted), and an
+	// AllSizes run lists in SizesNotRun the sizes it did not start. A run that did not verify,
+	// failed or interrupted, reports no bandwidth: its gbit_per_second and the bandwidth and
+	// message-rate figures are 0.
+	Interrupted bool  `json:"interrupted,omitempty"`
+	Cancelled   int   `json:"cancelled,omitempty"`
+	SizesNotRun []int `json:"sizes_not_run,omitempty"`
 	// QPs and PerQP describe the queue pairs (--qps); the figures above sum them, Iterations
 	// and Completed included, and Seconds runs until the last one finished.
 	QPs   int        `json:"qps"`

@@ -2,6 +2,7 @@ package perf
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/crem-project/crem/rc/udp"
@@ -25,7 +26,13 @@ func runSizes(ctx context.Context, opts Options, host *udp.Host) (Result, error)
 	tot.timers(&opts)
 	var kernel int64
 	haveKernel := true
-	for _, size := range Sizes(opts.MaxSize) {
+	sizes := Sizes(opts.MaxSize)
+	for i, size := range sizes {
+		if errors.Is(ctx.Err(), context.Canceled) {
+			tot.Verified, tot.Interrupted, tot.SizesNotRun = false, true, sizes[i:]
+			tot.finishTotals(kernel, haveKernel, opts)
+			return tot, ErrInterrupted
+		}
 		o := opts
 		o.AllSizes, o.Size = false, size
 		r, err := runOne(ctx, o, host)
@@ -52,6 +59,11 @@ func runSizes(ctx context.Context, opts Options, host *udp.Host) (Result, error)
 		} else {
 			haveKernel = false
 		}
+		if errors.Is(err, ErrInterrupted) {
+			tot.Verified, tot.Interrupted, tot.Cancelled, tot.SizesNotRun = false, true, r.Cancelled, sizes[i+1:]
+			tot.finishTotals(kernel, haveKernel, opts)
+			return tot, ErrInterrupted
+		}
 		if err != nil {
 			tot.Verified = false
 			tot.Error = fmt.Sprintf("size %d: %v", size, err)
@@ -73,4 +85,7 @@ func (t *Result) finishTotals(kernel int64, haveKernel bool, opts Options) {
 		t.KernelSocketDrops = &kernel
 	}
 	t.socketWarning(opts.loopback)
+	if !t.Verified {
+		t.noBandwidth()
+	}
 }
