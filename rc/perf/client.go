@@ -38,11 +38,18 @@ func runOne(ctx context.Context, opts Options, host *udp.Host) (Result, error) {
 		Bytes: int64(opts.Size) * int64(opts.Iters) * int64(opts.QPs), MTU: opts.MTU, Rate: opts.Rate,
 		Loss: opts.Loss.String(), DelayMs: float64(opts.Delay) / 1e6, QPs: opts.QPs,
 		DurationSeconds: opts.Duration.Seconds(), Bidirectional: opts.Bidirectional}
+	if opts.Via.IsValid() {
+		res.Via = opts.Via.String()
+	}
 	sa, err := net.ResolveUDPAddr("udp", opts.Server)
 	if err != nil {
 		return res, fmt.Errorf("perf: server %q: %w", opts.Server, err)
 	}
-	setup, err := net.DialUDP("udp", nil, sa)
+	var laddr *net.UDPAddr
+	if opts.Bind.IsValid() {
+		laddr = net.UDPAddrFromAddrPort(netip.AddrPortFrom(opts.Bind, 0))
+	}
+	setup, err := net.DialUDP("udp", laddr, sa)
 	if err != nil {
 		return res, fmt.Errorf("perf: setup: %w", err)
 	}
@@ -121,6 +128,10 @@ func runOne(ctx context.Context, opts Options, host *udp.Host) (Result, error) {
 		}
 	}
 	elapsed := time.Since(start)
+	if d, ok := firstRetransmission(runners); ok {
+		ms := float64(d) / float64(time.Millisecond)
+		res.FirstRetransmissionMs = &ms
+	}
 	// The server reports what it checked and counted, per QP.
 	var firstErr error
 	res.Verified = true
@@ -142,6 +153,7 @@ func runOne(ctx context.Context, opts Options, host *udp.Host) (Result, error) {
 		res.DataPackets += qr.DataPackets
 		res.RetransmittedPackets += qr.RetransmittedPackets
 		res.TimeoutRetransmissions += qr.TimeoutRetransmissions
+		res.Timeouts += qr.Timeouts
 		res.AckPackets += qr.AckPackets
 		res.NakPackets += qr.NakPackets
 		res.DroppedPackets += qr.DroppedPackets
@@ -280,7 +292,11 @@ func connect(ctx context.Context, opts *Options, host *udp.Host, setup *net.UDPC
 			}
 		}
 	}
-	conn, err := host.Add(qp, netip.AddrPortFrom(server, ans.DataPort), impairment(opts.Loss, opts.Delay, seed*2+1), r.complete)
+	to := netip.AddrPortFrom(server, ans.DataPort)
+	if opts.Via.IsValid() {
+		to = opts.Via // a relay's listen; the logical header stays local -> server (R33)
+	}
+	conn, err := host.Add(qp, to, impairment(opts.Loss, opts.Delay, seed*2+1), r.complete)
 	if err != nil {
 		return nil, err
 	}
@@ -351,6 +367,7 @@ func (r *runner) result(ctx context.Context, setup *net.UDPConn, elapsed time.Du
 	qr.Gbps = float64(qr.Bytes) * 8 / elapsed.Seconds() / 1e9
 	qr.DataPackets, qr.RetransmittedPackets = st.DataPackets, st.RetransmittedPackets
 	qr.TimeoutRetransmissions, qr.AckPackets, qr.NakPackets = st.TimeoutRetransmissions, st.AckPackets, st.NAKPackets
+	qr.Timeouts = st.Timeouts
 	qr.DroppedPackets, qr.DroppedDataPackets = c.Dropped, c.DataDropped
 	if qr.Completed < qr.Iterations && qr.Error == "" {
 		qr.Error = fmt.Sprintf("%d of %d iterations completed in time", qr.Completed, qr.Iterations)
@@ -362,6 +379,7 @@ func (r *runner) result(ctx context.Context, setup *net.UDPConn, elapsed time.Du
 	qr.DataPackets += sr.Data
 	qr.RetransmittedPackets += sr.Retx
 	qr.TimeoutRetransmissions += sr.Timeout
+	qr.Timeouts += sr.Timeouts
 	qr.AckPackets += sr.Acks
 	qr.NakPackets += sr.Naks
 	qr.DroppedPackets += sr.Dropped
@@ -653,3 +671,23 @@ func Loopback(ctx context.Context, opts Options) (Result, error) {
 type discard struct{}
 
 func (discard) Write(b []byte) (int, error) { return len(b), nil }
+
+// firstRetransmission is the time from the first data packet of any client QP to the first
+// retransmission of any (host times, exact; false: none).
+func firstRetransmission(runners []*runner) (time.Duration, bool) {
+	var first, retx time.Duration
+	haveData, haveRetx := false, false
+	for _, r := range runners {
+		c := r.conn.Counts()
+		if c.DataSent > 0 && (!haveData || c.FirstDataAt < first) {
+			first, haveData = c.FirstDataAt, true
+		}
+		if c.Retransmitted && (!haveRetx || c.FirstRetransmissionAt < retx) {
+			retx, haveRetx = c.FirstRetransmissionAt, true
+		}
+	}
+	if !haveData || !haveRetx {
+		return 0, false
+	}
+	return max(retx-first, 0), true
+}

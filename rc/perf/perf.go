@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"net/netip"
 	"time"
 
 	"github.com/crem-project/crem/netem"
@@ -63,6 +64,15 @@ type Options struct {
 	// SocketBuffer is the kernel buffer asked for each direction of the data socket of
 	// Loopback (udp.Options; default 8 MiB).
 	SocketBuffer int
+	// Via, when valid, is where the client's RoCEv2 datagrams go instead of the server's data
+	// address: a relay-mode gateway's relay.listen (protocol notes R33). The logical header
+	// (the addresses and ports the ICRC is sealed under) stays the two endpoints'. The setup
+	// exchange then does not take the data path, so no RTT is taken from it: without RTT the
+	// QPs start with their RTT unknown (rc.Config.RTT 0).
+	Via netip.AddrPort
+	// Bind is the client's own address (its setup and data sockets); zero: the address the
+	// kernel picks toward Server, and a data socket on every address.
+	Bind netip.Addr
 
 	loopback bool // both ends in this process (Loopback)
 }
@@ -98,6 +108,14 @@ type Result struct {
 	NakPackets             uint64  `json:"nak_packets"`
 	DroppedPackets         uint64  `json:"dropped_packets"`
 	DroppedDataPackets     uint64  `json:"dropped_data_packets"`
+	// Timeouts counts the timer expiries that retransmitted (rc.Stats.Timeouts), both ends'.
+	Timeouts uint64 `json:"timeouts"`
+	// FirstRetransmissionMs is the time from the client's first data packet to its first
+	// retransmission, in milliseconds, as the client's host stamped them (the times of its
+	// pcap); absent when there was none. For --all-sizes, each row's.
+	FirstRetransmissionMs *float64 `json:"first_retransmission_ms,omitempty"`
+	// Via is Options.Via, where the client's datagrams went (absent: to the server).
+	Via string `json:"via,omitempty"`
 	// SocketLostDataPackets are data packets that passed the impairment but never reached
 	// the peer's QP: lost in the sockets (a receiver that cannot keep up), or in flight at the
 	// end.
@@ -193,6 +211,7 @@ type QPResult struct {
 	DroppedPackets         uint64  `json:"dropped_packets"`
 	DroppedDataPackets     uint64  `json:"dropped_data_packets"`
 	SocketLostDataPackets  int64   `json:"socket_lost_data_packets"`
+	Timeouts               uint64  `json:"timeouts"`
 	Error                  string  `json:"error,omitempty"`
 }
 
@@ -260,6 +279,9 @@ func (o *Options) defaults() error {
 func (o *Options) rtt() time.Duration {
 	if o.RTT > 0 {
 		return o.RTT
+	}
+	if o.Via.IsValid() {
+		return 0 // the data path is not the setup's: unknown (R33)
 	}
 	d := 2*o.Delay + time.Millisecond
 	if o.Bidirectional {
@@ -380,6 +402,7 @@ type serverResult struct {
 	Data        uint64 `json:"data"`
 	Retx        uint64 `json:"retx"`
 	Timeout     uint64 `json:"timeout"`
+	Timeouts    uint64 `json:"timeouts,omitempty"` // timer expiries (absent from older servers: 0)
 	Acks        uint64 `json:"acks"`
 	Naks        uint64 `json:"naks"`
 	Dropped     uint64 `json:"dropped"`
@@ -408,7 +431,7 @@ func impairment(loss netem.LossSpec, delay time.Duration, seed uint64) *netem.Co
 }
 
 func countsInto(s *serverResult, st rc.Stats, c udp.Counts) {
-	s.Data, s.Retx, s.Timeout = st.DataPackets, st.RetransmittedPackets, st.TimeoutRetransmissions
+	s.Data, s.Retx, s.Timeout, s.Timeouts = st.DataPackets, st.RetransmittedPackets, st.TimeoutRetransmissions, st.Timeouts
 	s.Acks, s.Naks = st.AckPackets, st.NAKPackets
 	s.Dropped, s.DataDropped = c.Dropped, c.DataDropped
 }

@@ -139,6 +139,25 @@ func (p *pusher) complete(qp *rc.QP, c rc.Completion) {
 // Serve answers setup requests on setup and runs their QPs on host until ctx ends. Each
 // session's data is checked as it is placed; the RESULT answers the client's DONE.
 func Serve(ctx context.Context, setup *net.UDPConn, host *udp.Host, log io.Writer) error {
+	return ServeWith(ctx, setup, host, ServeOptions{Log: log})
+}
+
+// ServeOptions are the server's options beyond its sockets.
+type ServeOptions struct {
+	// Log receives a line per session and per error (nil: discarded).
+	Log io.Writer
+	// Via, when valid, is where every session's RoCEv2 datagrams go instead of the client's
+	// data address: a relay-mode gateway's relay.listen (R33). The logical header stays the
+	// endpoints'.
+	Via netip.AddrPort
+}
+
+// ServeWith is Serve with options.
+func ServeWith(ctx context.Context, setup *net.UDPConn, host *udp.Host, o ServeOptions) error {
+	log := o.Log
+	if log == nil {
+		log = discard{}
+	}
 	var mu sync.Mutex
 	sessions := map[uint64]*session{}
 	linger := map[uint64]*time.Timer{} // the finished sessions' removals, stopped when Serve returns
@@ -176,7 +195,7 @@ func Serve(ctx context.Context, setup *net.UDPConn, host *udp.Host, log io.Write
 		case rc.SetupRequest:
 			if s == nil {
 				nextQPN++
-				s, err = newSession(host, &m, from, nextQPN)
+				s, err = newSession(host, &m, from, nextQPN, o.Via)
 				if err != nil {
 					fmt.Fprintf(log, "perf serve: %v: %v\n", from, err)
 					rej := rc.SetupMsg{Type: rc.SetupReject, Nonce: m.Nonce, App: []byte(trim(err.Error()))}
@@ -272,7 +291,7 @@ func trim(s string) string {
 	return s
 }
 
-func newSession(host *udp.Host, m *rc.SetupMsg, from netip.AddrPort, qpn uint32) (*session, error) {
+func newSession(host *udp.Host, m *rc.SetupMsg, from netip.AddrPort, qpn uint32, via netip.AddrPort) (*session, error) {
 	var req request
 	if err := json.Unmarshal(m.App, &req); err != nil {
 		return nil, fmt.Errorf("request data: %w", err)
@@ -320,6 +339,9 @@ func newSession(host *udp.Host, m *rc.SetupMsg, from netip.AddrPort, qpn uint32)
 		}
 	}
 	peer := netip.AddrPortFrom(from.Addr(), m.DataPort)
+	if via.IsValid() {
+		peer = via
+	}
 	conn, err := host.Add(qp, peer, impairment(loss, time.Duration(req.DelayNs), s.seed*2+2),
 		func(c rc.Completion) { s.check(qp, c) })
 	if err != nil {
