@@ -60,7 +60,9 @@ peer's data address; the setup exchange still goes straight to --server, and the
 sealed under the endpoints' own addresses and ports (the logical header the gateways check).
 The client gives --via its gateway A's listen, the server (crem perf serve --via) its gateway
 B's. As the setup does not cross the WAN, no round trip is taken from it: the QPs start with
-the RTT unknown. --bind IP is the client's own address (the gateways' local_endpoint or
+the RTT unknown. --reorder-window (5ms, say) lets a tcaeth or sr sender wait for CREM's
+restoration of a lost packet before it retransmits (the default, T_thresh, is far shorter
+than a block's span). --bind IP is the client's own address (the gateways' local_endpoint or
 remote_endpoint): its setup and RoCE sockets are bound to it. scripts/perf-relay.sh runs the
 whole pair on loopback.
 
@@ -162,6 +164,7 @@ func runPerf(args []string, s stdio) int {
 	fs.Var(&sockBuf, "socket-buffer", "kernel buffer asked for each direction of the data socket (default 8MiB; the kernel caps it)")
 	table := fs.String("table", "both", "the table: perftest (perftest's columns), crem (crem's lines only, as before) or both")
 	via := fs.String("via", "", "send the RoCE datagrams to this `ADDR` (host:port: a relay-mode gateway's relay.listen) instead of to the server; the RTT starts unknown")
+	reorder := fs.Duration("reorder-window", 0, "tcaeth and sr: how long a gap may wait before its PSNs count as lost (T5; 0: T_thresh); through CREM gateways, a block's span and more (5ms)")
 	bind := fs.String("bind", "", "the client's own `IP` (setup and RoCE sockets); default: the address the kernel picks, RoCE on every address")
 	if code, done := parseFlags(fs, args[1:]); done {
 		return code
@@ -210,7 +213,11 @@ func runPerf(args []string, s stdio) int {
 	}
 	portSet := false
 	fs.Visit(func(f *flag.Flag) { portSet = portSet || f.Name == "port" || f.Name == "p" })
-	opts := perf.Options{Via: viaAddr, Bind: bindAddr, Op: op, Size: int(size), Iters: *iters, MTU: *mtu, Mode: m, SRNoNAK: !*srNAK,
+	if *reorder < 0 || *reorder > time.Second {
+		fmt.Fprintf(s.err, "crem %s: --reorder-window %v: want 0 to 1s\n", name, *reorder)
+		return 2
+	}
+	opts := perf.Options{Via: viaAddr, Bind: bindAddr, ReorderWindow: *reorder, Op: op, Size: int(size), Iters: *iters, MTU: *mtu, Mode: m, SRNoNAK: !*srNAK,
 		Rate: int64(rate), Loss: loss, Delay: *delay, Seed: *seed, Port: *port, Server: *server, Timeout: *timeout,
 		RetryCount: *retries, QPs: *qps, AllSizes: *allSizes, MaxSize: int(maxSize), Duration: time.Duration(dur),
 		Bidirectional: *bidir, Latency: lat, SocketBuffer: int(sockBuf)}

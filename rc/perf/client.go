@@ -244,7 +244,8 @@ func connect(ctx context.Context, opts *Options, host *udp.Host, setup *net.UDPC
 		RequesterAddr: local, ResponderAddr: server,
 		App: mustJSON(request{Op: opts.Op, Size: opts.Size, Iters: opts.Iters, Seed: opts.Seed,
 			Loss: opts.Loss.String(), DelayNs: int64(opts.Delay), QPs: opts.QPs, QP: q,
-			DurationNs: int64(opts.Duration), Bidir: opts.Bidirectional, Lat: opts.Latency, RetryCount: opts.RetryCount})}
+			DurationNs: int64(opts.Duration), Bidir: opts.Bidirectional, Lat: opts.Latency, RetryCount: opts.RetryCount,
+			ReorderWindowNs: int64(opts.ReorderWindow)})}
 	ans, err := exchange(ctx, setup, &req, rc.SetupAccept)
 	if err != nil {
 		return nil, err
@@ -255,7 +256,7 @@ func connect(ctx context.Context, opts *Options, host *udp.Host, setup *net.UDPC
 	}
 	cfg := rc.Config{QPN: qpn, RemoteQPN: ans.QPN, SendPSN: req.StartPSN, RecvPSN: ans.StartPSN, MTU: opts.MTU,
 		Mode: opts.Mode, SRNoNAK: req.SRNoNAK, Rate: req.Rate, RTT: req.RTT, Burst: time.Millisecond,
-		RetryCount: opts.RetryCount, NotifyWrites: opts.Bidirectional || opts.Latency,
+		RetryCount: opts.RetryCount, NotifyWrites: opts.Bidirectional || opts.Latency, ReorderWindow: opts.ReorderWindow,
 		LocalAddr: local, RemoteAddr: server, LocalPort: host.LocalAddr().Port(), RemotePort: ans.FlowPort}
 	qp, err := rc.NewQP(cfg)
 	if err != nil {

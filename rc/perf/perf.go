@@ -70,6 +70,10 @@ type Options struct {
 	// exchange then does not take the data path, so no RTT is taken from it: without RTT the
 	// QPs start with their RTT unknown (rc.Config.RTT 0).
 	Via netip.AddrPort
+	// ReorderWindow is the QPs' T5 reorder window (rc.Config; default T_thresh): through a CREM
+	// gateway pair, long enough to cover a restoration (a block's span and the repair's flight,
+	// R33), so that the sender does not race CREM. The server's QPs take the client's.
+	ReorderWindow time.Duration
 	// Bind is the client's own address (its setup and data sockets); zero: the address the
 	// kernel picks toward Server, and a data socket on every address.
 	Bind netip.Addr
@@ -254,6 +258,9 @@ func (o *Options) defaults() error {
 	if o.RTT < 0 {
 		o.RTT = 0 // rtt's default
 	}
+	if o.ReorderWindow < 0 || o.ReorderWindow > time.Second {
+		return fmt.Errorf("perf: reorder window %v: want 0 (the default) to 1s", o.ReorderWindow)
+	}
 	if o.RetryCount < 0 {
 		return fmt.Errorf("perf: retry count %d: want 0 (the default, 7) or more", o.RetryCount)
 	}
@@ -375,6 +382,9 @@ type request struct {
 	Lat   bool `json:"lat,omitempty"`
 	// RetryCount is the client's, for the server's own requests (R28; absent: the default).
 	RetryCount int `json:"retry_count,omitempty"`
+	// ReorderWindowNs is the client's reorder window, for the server's QPs too (R33; absent:
+	// the default).
+	ReorderWindowNs int64 `json:"reorder_window_ns,omitempty"`
 }
 
 // doneMsg is the App of the client's DONE messages (absent: the final DONE of a run of Iters

@@ -306,6 +306,9 @@ func newSession(host *udp.Host, m *rc.SetupMsg, from netip.AddrPort, qpn uint32,
 		return nil, fmt.Errorf("duration %d ns, bidirectional %v, latency %v, retry count %d: not a run",
 			req.DurationNs, req.Bidir, req.Lat, req.RetryCount)
 	}
+	if req.ReorderWindowNs < 0 || req.ReorderWindowNs > int64(time.Second) {
+		return nil, fmt.Errorf("reorder window %d ns: want 0 to 1 s", req.ReorderWindowNs)
+	}
 	if req.QPs < 1 || req.QPs > MaxQPs || req.QP < 0 || req.QP >= req.QPs {
 		return nil, fmt.Errorf("queue pair %d of %d out of range (at most %d)", req.QP, req.QPs, MaxQPs)
 	}
@@ -316,7 +319,7 @@ func newSession(host *udp.Host, m *rc.SetupMsg, from netip.AddrPort, qpn uint32,
 	s := &session{req: req, size: req.Size, slots: slots(req.Size, req.Iters, req.QPs), seed: qpSeed(req.Seed, req.QP)}
 	cfg := rc.Config{QPN: qpn, RemoteQPN: m.QPN, SendPSN: serverPSN(req.Seed, req.QP), RecvPSN: m.StartPSN,
 		MTU: m.MTU, Mode: m.Mode, SRNoNAK: m.SRNoNAK, Rate: m.Rate, RTT: m.RTT, Burst: time.Millisecond,
-		NotifyWrites: true, RetryCount: req.RetryCount, LocalAddr: m.ResponderAddr, RemoteAddr: m.RequesterAddr,
+		NotifyWrites: true, RetryCount: req.RetryCount, ReorderWindow: time.Duration(req.ReorderWindowNs), LocalAddr: m.ResponderAddr, RemoteAddr: m.RequesterAddr,
 		LocalPort: host.LocalAddr().Port(), RemotePort: m.FlowPort}
 	qp, err := rc.NewQP(cfg)
 	if err != nil {
