@@ -23,7 +23,7 @@
 #               18515), ROCE_PORT the endpoints' and relays' RoCE port (default 4791), WAN_PORT the
 #               relayed data's port between the gateways (default 4792), METRICS_PORT the
 #               gateways' /metrics (default 9100; saved in the directory when curl is there)
-#   MODE        gbn, sr or tcaeth (default tcaeth); RATE (default 200Mbit), SIZE (default 1MiB),
+#   MODE        gbn, sr or tcaeth (default tcaeth); RATE (default 100Mbit), SIZE (default 1MiB),
 #               ITERS (default 16), MTU (default 1024), SEED (default 1), REORDER the senders'
 #               reorder window (default 5ms: longer than CREM takes to restore a lost packet)
 #   PERF_ARGS   more flags for crem perf write (--retry-count 100, ...)
@@ -45,7 +45,7 @@ ROCE_PORT=${ROCE_PORT:-4791}
 WAN_PORT=${WAN_PORT:-4792}
 METRICS_PORT=${METRICS_PORT:-9100}
 MODE=${MODE:-tcaeth}
-RATE=${RATE:-200Mbit}
+RATE=${RATE:-100Mbit}
 SIZE=${SIZE:-1MiB}
 ITERS=${ITERS:-16}
 MTU=${MTU:-1024}
