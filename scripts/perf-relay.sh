@@ -216,9 +216,13 @@ first=$(json first_retransmission_ms)
 data_lost=$(($(lost ab forward "$GWA:$WAN_PORT") + $(lost ba forward "$GWB:$WAN_PORT")))
 crem_lost=$(($(lost ab forward "$GWA:$CREM_PORT") + $(lost ab reverse "$GWA:$CREM_PORT") +
 	$(lost ba forward "$GWB:$CREM_PORT") + $(lost ba reverse "$GWB:$CREM_PORT")))
-restored=$(($(gw a crf_restored) + $(gw b crf_restored)))
-mismatch=$(($(gw a crf_icrc_mismatch) + $(gw b crf_icrc_mismatch)))
-repair=$(($(gw a csf_repair_sent) + $(gw b csf_repair_sent)))
+why=""
+for g in a b; do
+	grep -q "gateway stopped" "$DIR/gateway-$g.err" || why="$why gateway $g logged no final counters (see $DIR/gateway-$g.err);"
+done
+restored=$(($(gw a crf_restored) + $(gw b crf_restored) + 0))
+mismatch=$(($(gw a crf_icrc_mismatch) + $(gw b crf_icrc_mismatch) + 0))
+repair=$(($(gw a csf_repair_sent) + $(gw b csf_repair_sent) + 0))
 
 echo "verified=${verified:-none}"
 echo "roce_lost=$data_lost"
@@ -233,7 +237,6 @@ echo "first_retransmission_ms=${first:-none}"
 
 # The verdict: every byte verified, RDMA retransmissions at most 1.3 x the RoCEv2 datagrams the
 # WAN lost plus 2 per timeout, restorations, and no restored packet failing its ICRC check.
-why=""
 [ "$perf_status" -eq 0 ] && [ "$verified" = true ] || why="$why not every byte verified (crem perf exit $perf_status: $(tail -n 1 "$DIR/perf.err"));"
 if [ -n "$retx" ] && [ -n "$timeouts" ]; then
 	bound=$(awk -v l="$data_lost" -v t="$timeouts" 'BEGIN { printf "%d", 1.3 * l + 2 * t }')
