@@ -213,7 +213,9 @@ retx=$(json retransmitted_packets)
 timeouts=$(json timeouts)
 acks=$(json ack_packets)
 first=$(json first_retransmission_ms)
-data_lost=$(($(lost ab forward "$GWA:$WAN_PORT") + $(lost ba forward "$GWB:$WAN_PORT")))
+lost_ab=$(lost ab forward "$GWA:$WAN_PORT") # the client's data
+lost_ba=$(lost ba forward "$GWB:$WAN_PORT") # the server's ACKs
+data_lost=$((lost_ab + lost_ba))
 crem_lost=$(($(lost ab forward "$GWA:$CREM_PORT") + $(lost ab reverse "$GWA:$CREM_PORT") +
 	$(lost ba forward "$GWB:$CREM_PORT") + $(lost ba reverse "$GWB:$CREM_PORT")))
 why=""
@@ -226,6 +228,8 @@ repair=$(($(gw a csf_repair_sent) + $(gw b csf_repair_sent) + 0))
 
 echo "verified=${verified:-none}"
 echo "roce_lost=$data_lost"
+echo "roce_lost_a_to_b=$lost_ab"
+echo "roce_lost_b_to_a=$lost_ba"
 echo "crem_lost=$crem_lost"
 echo "repair_sent=$repair"
 echo "restored=$restored"
