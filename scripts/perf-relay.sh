@@ -27,6 +27,7 @@
 #               ITERS (default 16), MTU (default 1024), SEED (default 1), REORDER the senders'
 #               reorder window (default 5ms: longer than CREM takes to restore a lost packet)
 #   PERF_ARGS   more flags for crem perf write (--retry-count 100, ...)
+#   SERVE_ARGS  more flags for crem perf serve (--pcap FILE, ...)
 #   KEEP        a directory to keep the configurations and logs in (default: a temporary one,
 #               removed at the end)
 # Output: the figures (KEY=VALUE lines) and a verdict line, PASS or FAIL; exit status 0 for PASS,
