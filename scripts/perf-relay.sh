@@ -125,6 +125,9 @@ k               = 32
 m               = 4
 initial_rtt     = "$RTT"
 max_open_blocks = 256
+# The flows' own RDMA MTU: another one makes the CSF start its session again once it sees the
+# flow's (E33), a HELLO round later.
+rdma_mtu        = $MTU
 EOF
 }
 gateway_config a "$GWA" "$WANA" "$CLIENT" "$CLIENT" "$SERVER"
