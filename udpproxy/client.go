@@ -13,10 +13,11 @@ import (
 // carries its datagrams to the forward address and brings the answers back.
 type client struct {
 	addr   netip.AddrPort
-	conn   *net.UDPConn // connected to the forward address
-	rio    *batchIO     // used by the client's reader
-	wio    *batchIO     // used by the forward direction's loop
-	last   atomic.Int64 // proxy time of the last datagram either way, in ns
+	fwd    netip.AddrPort // where its datagrams go: the forward address, or its route's
+	conn   *net.UDPConn   // connected to fwd
+	rio    *batchIO       // used by the client's reader
+	wio    *batchIO       // used by the forward direction's loop
+	last   atomic.Int64   // proxy time of the last datagram either way, in ns
 	closed atomic.Bool
 }
 
@@ -48,31 +49,35 @@ func (p *Proxy) client(addr netip.AddrPort, now time.Duration) (*client, error) 
 		t.evicted.Add(1)
 		p.logger.Info("client evicted", "client", oldest.addr, "for", addr)
 	}
-	conn, err := net.DialUDP(p.fwdNet, nil, net.UDPAddrFromAddrPort(p.fwdAddr))
+	fwd := p.fwdAddr
+	if to, ok := p.routes[netip.AddrPortFrom(addr.Addr().Unmap(), addr.Port())]; ok {
+		fwd = to
+	}
+	conn, err := net.DialUDP(p.fwdNet, nil, net.UDPAddrFromAddrPort(fwd))
 	if err != nil {
-		return nil, fmt.Errorf("opening a socket to %v: %w", p.fwdAddr, err)
+		return nil, fmt.Errorf("opening a socket to %v: %w", fwd, err)
 	}
 	conn.SetReadBuffer(socketBuffer)
 	conn.SetWriteBuffer(socketBuffer)
-	c := &client{addr: addr, conn: conn}
+	c := &client{addr: addr, fwd: fwd, conn: conn}
 	c.last.Store(int64(now))
 	sock6, err := socketIs6(conn)
 	if err == nil {
 		err = enableTOS(conn, sock6)
 	}
 	if err == nil {
-		c.rio, err = newBatchIO(conn, min(p.cfg.Batch, 8), sock6, p.fwdAddr.Addr().Is4())
+		c.rio, err = newBatchIO(conn, min(p.cfg.Batch, 8), sock6, fwd.Addr().Is4())
 	}
 	if err == nil {
-		c.wio, err = newBatchIO(conn, p.cfg.Batch, sock6, p.fwdAddr.Addr().Is4())
+		c.wio, err = newBatchIO(conn, p.cfg.Batch, sock6, fwd.Addr().Is4())
 	}
 	if err != nil {
 		conn.Close()
-		return nil, fmt.Errorf("socket to %v: %w", p.fwdAddr, err)
+		return nil, fmt.Errorf("socket to %v: %w", fwd, err)
 	}
 	t.m[addr] = c
 	t.opened.Add(1)
-	p.logger.Info("client", "client", addr, "upstream", conn.LocalAddr())
+	p.logger.Info("client", "client", addr, "upstream", conn.LocalAddr(), "forward", fwd)
 	p.wg.Add(1)
 	go p.readClient(c)
 	return c, nil

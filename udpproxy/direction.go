@@ -306,12 +306,12 @@ func (d *direction) rejected(n int) {
 }
 
 // frameEnds returns the datagram's source and destination as the proxy stands for them:
-// client and forward address.
+// client and its forward address.
 func (d *direction) frameEnds(pk *pkt) (ends [2]netip.AddrPort) {
 	if d == d.p.fwd {
-		return [2]netip.AddrPort{pk.cl.addr, d.p.fwdAddr}
+		return [2]netip.AddrPort{pk.cl.addr, pk.cl.fwd}
 	}
-	return [2]netip.AddrPort{d.p.fwdAddr, pk.cl.addr}
+	return [2]netip.AddrPort{pk.cl.fwd, pk.cl.addr}
 }
 
 func (d *direction) stats() DirStats {

@@ -36,6 +36,10 @@ type Config struct {
 	// Forward is the address datagrams from clients are forwarded to; its answers go back to
 	// the client they answer.
 	Forward string
+	// Routes forwards the datagrams of the clients it names to an address of their own instead
+	// of Forward, through the same links (one queue and one delay for every client): the
+	// answers from there go back to that client. The addresses must be of Forward's family.
+	Routes map[netip.AddrPort]netip.AddrPort
 	// ForwardLink impairs the datagrams from the clients to Forward; ReverseLink those coming
 	// back. Each is a netem.Config whose Loss model the proxy's link then owns; give each
 	// direction its own model (and seed). OnDrop, if set, is called as well as the proxy's own
@@ -75,6 +79,7 @@ type Proxy struct {
 	lr      *batchIO // the listen reader's
 	lw      *batchIO // the reverse loop's
 	fwdAddr netip.AddrPort
+	routes  map[netip.AddrPort]netip.AddrPort // client -> its own forward address (Config.Routes)
 	fwdNet  string
 
 	fwd, rev *direction
@@ -132,6 +137,15 @@ func New(cfg Config) (*Proxy, error) {
 	p.fwdNet = "udp6"
 	if p.fwdAddr.Addr().Is4() {
 		p.fwdNet = "udp4"
+	}
+	p.routes = make(map[netip.AddrPort]netip.AddrPort, len(cfg.Routes))
+	for c, to := range cfg.Routes {
+		c = netip.AddrPortFrom(c.Addr().Unmap(), c.Port())
+		to = netip.AddrPortFrom(to.Addr().Unmap(), to.Port())
+		if !c.IsValid() || !to.IsValid() || to.Port() == 0 || to.Addr().IsUnspecified() || to.Addr().Is4() != p.fwdAddr.Addr().Is4() {
+			return nil, fmt.Errorf("udpproxy: route %v -> %v: want a client address and a forward address with a port, of the forward address's family", c, to)
+		}
+		p.routes[c] = to
 	}
 
 	p.fwd, err = newDirection(p, "forward", cfg.ForwardLink)
@@ -413,7 +427,7 @@ func (p *Proxy) readClient(c *client) {
 		c.last.Store(int64(now))
 		for i := range ms[:n] {
 			m := &ms[i]
-			if !m.trunc && (!m.addr.IsValid() || m.addr == p.fwdAddr) {
+			if !m.trunc && (!m.addr.IsValid() || m.addr == c.fwd) {
 				p.rev.in <- p.pools.newPkt(m, c)
 			}
 		}

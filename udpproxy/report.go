@@ -458,7 +458,7 @@ func addMarking(a, b altmark.Stats) altmark.Stats {
 // flowKey names the flow of a datagram as the path sees it: forward, the client's address to
 // the forward address; reverse, the other way. Mixed families are both written as IPv6.
 func (d *direction) flowKey(pk *pkt, qp uint32) reporter.FlowKey {
-	c, f := pk.cl.addr.Addr().Unmap(), d.p.fwdAddr.Addr()
+	c, f := pk.cl.addr.Addr().Unmap(), pk.cl.fwd.Addr()
 	if c.Is4() != f.Is4() {
 		c, f = netip.AddrFrom16(c.As16()), netip.AddrFrom16(f.As16())
 	}

@@ -30,6 +30,10 @@ kernel has no netem qdisc. Clients send their datagrams to --listen; the proxy s
 --forward through an emulated path, and the answers from --forward come back to the client
 they answer through a second emulated path, the reverse direction. Each client (source
 address) gets its own socket toward --forward, so several clients can share the proxy.
+--route CLIENT=ADDR (repeatable) sends the datagrams of the client at CLIENT to ADDR instead,
+through the same emulated path (one queue, one delay, one loss model for every client), and
+ADDR's answers back to CLIENT: two gateways' CREM messages and relayed data cross one WAN so,
+in order (scripts/perf-relay.sh).
 
 A path is a bottleneck queue drained at --rate, then a propagation delay (--delay, one way,
 plus --jitter), with losses from a loss model. Both directions get the same impairment by
@@ -140,6 +144,38 @@ func (q *queueLimit) Set(v string) error {
 		return fmt.Errorf("%s is too large", v)
 	}
 	*q = queueLimit{octets: int(n)}
+	return nil
+}
+
+// routeFlags is --route CLIENT=ADDR, repeatable.
+type routeFlags map[netip.AddrPort]netip.AddrPort
+
+func (r routeFlags) String() string {
+	var b []string
+	for c, to := range r {
+		b = append(b, c.String()+"="+to.String())
+	}
+	return strings.Join(b, ",")
+}
+
+func (r routeFlags) Set(v string) error {
+	c, to, ok := strings.Cut(v, "=")
+	if !ok {
+		return fmt.Errorf("%q: want CLIENT=ADDR (127.0.0.2:61234=127.0.0.5:61234)", v)
+	}
+	ca, err := netip.ParseAddrPort(strings.TrimSpace(c))
+	if err != nil {
+		return fmt.Errorf("route %q: the client: %w", v, err)
+	}
+	ta, err := netip.ParseAddrPort(strings.TrimSpace(to))
+	if err != nil {
+		return fmt.Errorf("route %q: the address: %w", v, err)
+	}
+	ca = netip.AddrPortFrom(ca.Addr().Unmap(), ca.Port())
+	if _, dup := r[ca]; dup {
+		return fmt.Errorf("route %q: client %v has a route already", v, ca)
+	}
+	r[ca] = netip.AddrPortFrom(ta.Addr().Unmap(), ta.Port())
 	return nil
 }
 
@@ -437,9 +473,11 @@ func runNetem(args []string, s stdio) int {
 		repMerge          bool
 		repMergeFrom      string
 		repAggregation    = durationFlag(50 * time.Microsecond)
+		routes            = routeFlags{}
 	)
 	fs.StringVar(&listen, "listen", "", "`ADDR` (host:port) clients send to (required)")
 	fs.StringVar(&forward, "forward", "", "`ADDR` (host:port) datagrams are forwarded to (required)")
+	fs.Var(routes, "route", "datagrams from the client at `CLIENT=ADDR` (host:port each) go to ADDR instead of --forward, through the same path; repeatable")
 	fwdF.register(fs, "")
 	revF.register(fs, "reverse-") // zero defaults: what is not given is inherited below
 	fs.Uint64Var(&seed, "seed", 1, "`SEED` of the forward direction's loss, jitter and reordering draws")
@@ -547,6 +585,7 @@ func runNetem(args []string, s stdio) int {
 	cfg := udpproxy.Config{
 		Listen:      listen,
 		Forward:     forward,
+		Routes:      routes,
 		ForwardLink: fwdCfg,
 		ReverseLink: revCfg,
 		MaxClients:  maxClients,
@@ -583,6 +622,9 @@ func runNetem(args []string, s stdio) int {
 		defer cancel()
 	}
 	fmt.Fprintf(s.err, "crem netem: listening on %v, forwarding to %v\n", p.Addr(), p.ForwardAddr())
+	for c, to := range routes {
+		fmt.Fprintf(s.err, "crem netem: route: %v to %v\n", c, to)
+	}
 	fmt.Fprintf(s.err, "crem netem: forward: %s\n", fwdDesc)
 	fmt.Fprintf(s.err, "crem netem: reverse: %s\n", revDesc)
 	if report != nil {

@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"net"
+	"net/netip"
 	"os"
 	"strconv"
 	"time"
@@ -62,6 +63,18 @@ timeout without progress doubles the next, up to 64 times, and progress resets i
 --retry-count (default 7) bounds the time without progress (191 timeouts' length), not timer
 ticks. The round trip and the timeout chosen are printed on standard error.
 
+Through a relay-mode gateway pair (docs/user-guide.md, "crem perf through a relay pair"):
+--via ADDR sends the RoCEv2 datagrams to ADDR, the gateway's relay.listen, instead of to the
+peer's data address; the setup exchange still goes straight to --server, and the ICRC stays
+sealed under the endpoints' own addresses and ports (the logical header the gateways check).
+The client gives --via its gateway A's listen, the server (crem perf serve --via) its gateway
+B's. As the setup does not cross the WAN, no round trip is taken from it: the QPs start with
+the RTT unknown. --reorder-window (5ms, say) lets a tcaeth or sr sender wait for CREM's
+restoration of a lost packet before it retransmits (the default, T_thresh, is far shorter
+than a block's span). --bind IP is the client's own address (the gateways' local_endpoint or
+remote_endpoint): its setup and RoCE sockets are bound to it. scripts/perf-relay.sh runs the
+whole pair on loopback.
+
 The table: perftest's (#bytes #iterations BW peak[Gb/sec] BW average[Gb/sec] MsgRate[Mpps],
 between dashed lines; BW peak is the best rate of any run of consecutive messages, from the
 post of the first to the completion of the last), then crem's own lines as before (--table
@@ -72,8 +85,9 @@ the path carries), a warning goes to standard error and to the JSON's warning.
 Output: a table, or with --json one JSON object and nothing else on standard output:
 bytes, iterations, seconds, verified, data_packets, retransmitted_packets,
 timeout_retransmissions, ack_packets, nak_packets, dropped_packets, dropped_data_packets,
-mode, qps, rtt_ms, rtt_source (measured or stated), ack_timeout_code, local_ack_timeout_ms,
-and more; the figures sum every QP (iterations and bytes too), and per_qp has
+mode, qps, rtt_ms, rtt_source (measured, stated, or unknown with --via), ack_timeout_code, local_ack_timeout_ms,
+timeouts (timer expiries that retransmitted), first_retransmission_ms, and more; the figures
+sum every QP (iterations and bytes too), and per_qp has
 one object per QP with the same figures and its QPNs, initial_psn, next_psn and wrapped.
 With more than one QP the table has a row per QP above the total. A run that did not verify
 prints no bandwidth ("-" in the table; 0 in the JSON, with error). SIGINT or SIGTERM ends a run
@@ -169,6 +183,9 @@ func runPerf(args []string, s stdio) int {
 	sockBuf := units.Size(0)
 	fs.Var(&sockBuf, "socket-buffer", "kernel buffer asked for each direction of the data socket (default 8MiB; the kernel caps it)")
 	table := fs.String("table", "both", "the table: perftest (perftest's columns), crem (crem's lines only, as before) or both")
+	via := fs.String("via", "", "send the RoCE datagrams to this `ADDR` (host:port: a relay-mode gateway's relay.listen) instead of to the server; the RTT starts unknown")
+	reorder := fs.Duration("reorder-window", 0, "tcaeth and sr: how long a gap may wait before its PSNs count as lost (T5; 0: T_thresh); through CREM gateways, a block's span and more (5ms)")
+	bind := fs.String("bind", "", "the client's own `IP` (setup and RoCE sockets); default: the address the kernel picks, RoCE on every address")
 	if code, done := parseFlags(fs, args[1:]); done {
 		return code
 	}
@@ -226,9 +243,18 @@ func runPerf(args []string, s stdio) int {
 		fmt.Fprintf(s.err, "crem perf %s: --qps %d: want 1 to %d\n", op, *qps, perf.MaxQPs)
 		return 2
 	}
+	viaAddr, bindAddr, err := perfViaBind(*via, *bind, *loopback)
+	if err != nil {
+		fmt.Fprintf(s.err, "crem %s: %v\n", name, err)
+		return 2
+	}
 	portSet := false
 	fs.Visit(func(f *flag.Flag) { portSet = portSet || f.Name == "port" || f.Name == "p" })
-	opts := perf.Options{Op: op, Size: int(size), Iters: *iters, MTU: *mtu, Mode: m, SRNoNAK: !*srNAK,
+	if *reorder < 0 || *reorder > time.Second {
+		fmt.Fprintf(s.err, "crem %s: --reorder-window %v: want 0 to 1s\n", name, *reorder)
+		return 2
+	}
+	opts := perf.Options{Via: viaAddr, Bind: bindAddr, ReorderWindow: *reorder, Op: op, Size: int(size), Iters: *iters, MTU: *mtu, Mode: m, SRNoNAK: !*srNAK,
 		Rate: int64(rate), Loss: loss, Delay: *delay, Seed: *seed, Port: *port, Server: *server, Timeout: timeout.run,
 		RTT: *rttFlag, AckTimeoutCode: *ackCode, RetryCount: *retries, QPs: *qps, AllSizes: *allSizes, MaxSize: int(maxSize), Duration: time.Duration(dur),
 		Bidirectional: *bidir, Latency: lat, SocketBuffer: int(sockBuf)}
@@ -274,10 +300,14 @@ func runPerf(args []string, s stdio) int {
 			} else {
 				printPerfTable(s, res)
 			}
+			printPerfVia(s, res)
 		}
 		printPerfInterrupted(s, res, sig.name())
 	}
-	if res.RTTSource != "" && res.RTTMs > 0 {
+	if res.RTTSource == perf.RTTUnknown {
+		fmt.Fprintf(s.err, "crem %s: rtt unknown at start (the setup exchange does not take --via's path), learned from the first ACK; local ACK timeout %.1f ms (code %d)\n",
+			name, res.LocalAckTimeoutMs, res.AckTimeoutCode)
+	} else if res.RTTSource != "" && res.RTTMs > 0 {
 		how := "measured on the setup exchange"
 		if res.RTTSource == perf.RTTStated {
 			how = "stated (--rtt)"
@@ -360,7 +390,11 @@ func gbps(verified bool, v float64, format string) string {
 
 // perfClient runs the client against a remote server on its own data socket.
 func perfClient(ctx context.Context, opts perf.Options) (perf.Result, error) {
-	host, err := udp.Listen(fmt.Sprintf(":%d", opts.Port), udp.Options{Pcap: opts.Pcap, SocketBuffer: opts.SocketBuffer})
+	at := fmt.Sprintf(":%d", opts.Port)
+	if opts.Bind.IsValid() {
+		at = netip.AddrPortFrom(opts.Bind, uint16(opts.Port)).String()
+	}
+	host, err := udp.Listen(at, udp.Options{Pcap: opts.Pcap, SocketBuffer: opts.SocketBuffer})
 	if err != nil {
 		return perf.Result{}, err
 	}
@@ -394,6 +428,31 @@ func (t *timeoutFlag) Set(v string) error {
 	}
 	t.run = d
 	return nil
+}
+
+// perfViaBind checks --via and --bind: an address with a port, an IP; neither with --loopback.
+func perfViaBind(via, bind string, loopback bool) (netip.AddrPort, netip.Addr, error) {
+	var v netip.AddrPort
+	var b netip.Addr
+	if loopback && (via != "" || bind != "") {
+		return v, b, fmt.Errorf("--via and --bind are for a client of a remote server, not --loopback")
+	}
+	if via != "" {
+		ua, err := net.ResolveUDPAddr("udp", via)
+		if err != nil || ua.Port == 0 || ua.IP == nil {
+			return v, b, fmt.Errorf("--via %q: want HOST:PORT, the relay.listen of a gateway (%v)", via, err)
+		}
+		v = ua.AddrPort()
+		v = netip.AddrPortFrom(v.Addr().Unmap(), v.Port())
+	}
+	if bind != "" {
+		a, err := netip.ParseAddr(bind)
+		if err != nil {
+			return v, b, fmt.Errorf("--bind %q: want an IP address: %w", bind, err)
+		}
+		b = a.Unmap()
+	}
+	return v, b, nil
 }
 
 // secondsFlag is perftest's -D: whole seconds (10), or a duration (1.5s, 500ms).
@@ -501,13 +560,32 @@ func printPerfTable(s stdio, r perf.Result) {
 	printPerfRow(s, r)
 }
 
+// printPerfVia says, for a run through relays (--via), where the datagrams went and how the
+// timers fared with the RTT unknown at the start.
+func printPerfVia(s stdio, r perf.Result) {
+	if r.Via == "" {
+		return
+	}
+	first := "none"
+	if r.FirstRetransmissionMs != nil {
+		first = fmt.Sprintf("%.1f ms after the start", *r.FirstRetransmissionMs)
+	}
+	fmt.Fprintf(s.out, "via %s (RTT unknown at the start): %d timeouts, first retransmission %s\n", r.Via, r.Timeouts, first)
+}
+
 func runPerfServe(args []string, s stdio) int {
 	fs := newFlagSet("perf serve", "crem perf serve --listen ADDR [--port N]", perfDescription, s)
 	listen := fs.String("listen", "", "setup address to listen on (host:port; not the RoCE port)")
 	port := fs.Int("port", udp.DefaultPort, "UDP port of the RoCE traffic")
 	pcapFile := fs.String("pcap", "", "write every packet sent to this pcap `FILE`")
+	via := fs.String("via", "", "send the RoCE datagrams to this `ADDR` (host:port: a relay-mode gateway's relay.listen) instead of to each client")
 	if code, done := parseFlags(fs, args); done {
 		return code
+	}
+	viaAddr, _, err := perfViaBind(*via, "", false)
+	if err != nil {
+		fmt.Fprintf(s.err, "crem perf serve: %v\n", err)
+		return 2
 	}
 	if *listen == "" || fs.NArg() > 0 {
 		fmt.Fprintln(s.err, "crem perf serve: need --listen ADDR and no arguments")
@@ -546,8 +624,12 @@ func runPerfServe(args []string, s stdio) int {
 	defer host.Close()
 	ctx, sig, stop := signalContext()
 	defer stop()
-	fmt.Fprintf(s.err, "crem perf serve: setup on %v, RoCE on %v\n", setup.LocalAddr(), host.LocalAddr())
-	if err := perf.Serve(ctx, setup, host, s.err); err != nil && sig.received() == nil {
+	if viaAddr.IsValid() {
+		fmt.Fprintf(s.err, "crem perf serve: setup on %v, RoCE on %v, sending via %v\n", setup.LocalAddr(), host.LocalAddr(), viaAddr)
+	} else {
+		fmt.Fprintf(s.err, "crem perf serve: setup on %v, RoCE on %v\n", setup.LocalAddr(), host.LocalAddr())
+	}
+	if err := perf.ServeWith(ctx, setup, host, perf.ServeOptions{Log: s.err, Via: viaAddr}); err != nil && sig.received() == nil {
 		fmt.Fprintf(s.err, "crem perf serve: %v\n", err)
 		return 1
 	}

@@ -39,11 +39,18 @@ func runOne(ctx context.Context, opts Options, host *udp.Host) (Result, error) {
 		Loss: opts.Loss.String(), DelayMs: float64(opts.Delay) / 1e6, QPs: opts.QPs,
 		DurationSeconds: opts.Duration.Seconds(), Bidirectional: opts.Bidirectional}
 	res.timers(&opts)
+	if opts.Via.IsValid() {
+		res.Via = opts.Via.String()
+	}
 	sa, err := net.ResolveUDPAddr("udp", opts.Server)
 	if err != nil {
 		return res, fmt.Errorf("perf: server %q: %w", opts.Server, err)
 	}
-	setup, err := net.DialUDP("udp", nil, sa)
+	var laddr *net.UDPAddr
+	if opts.Bind.IsValid() {
+		laddr = net.UDPAddrFromAddrPort(netip.AddrPortFrom(opts.Bind, 0))
+	}
+	setup, err := net.DialUDP("udp", laddr, sa)
 	if err != nil {
 		return res, fmt.Errorf("perf: setup: %w", err)
 	}
@@ -130,6 +137,10 @@ func runOne(ctx context.Context, opts Options, host *udp.Host) (Result, error) {
 		}
 	}
 	elapsed := time.Since(start)
+	if d, ok := firstRetransmission(runners); ok {
+		ms := float64(d) / float64(time.Millisecond)
+		res.FirstRetransmissionMs = &ms
+	}
 	// Cancelled by the caller (not the run's own timeout) before every QP finished: the
 	// iterations in flight are cancelled, not lost.
 	interrupted := left(runners) && errors.Is(ctx.Err(), context.Canceled)
@@ -165,6 +176,7 @@ func runOne(ctx context.Context, opts Options, host *udp.Host) (Result, error) {
 		res.DataPackets += qr.DataPackets
 		res.RetransmittedPackets += qr.RetransmittedPackets
 		res.TimeoutRetransmissions += qr.TimeoutRetransmissions
+		res.Timeouts += qr.Timeouts
 		res.AckPackets += qr.AckPackets
 		res.NakPackets += qr.NakPackets
 		res.DroppedPackets += qr.DroppedPackets
@@ -306,7 +318,7 @@ func connect(ctx context.Context, opts *Options, host *udp.Host, setup *net.UDPC
 		App: mustJSON(request{Op: opts.Op, Size: opts.Size, Iters: opts.Iters, Seed: opts.Seed,
 			Loss: opts.Loss.String(), DelayNs: int64(opts.Delay + opts.unseenDelay), QPs: opts.QPs, QP: q,
 			DurationNs: int64(opts.Duration), Bidir: opts.Bidirectional, Lat: opts.Latency, RetryCount: opts.RetryCount,
-			AckTimeoutCode: opts.AckTimeoutCode})}
+			AckTimeoutCode: opts.AckTimeoutCode, ReorderWindowNs: int64(opts.ReorderWindow)})}
 	ans, setupRTT, err := exchangeRTT(ctx, setup, &req, rc.SetupAccept)
 	if err != nil {
 		return nil, err
@@ -326,7 +338,7 @@ func connect(ctx context.Context, opts *Options, host *udp.Host, setup *net.UDPC
 	cfg := rc.Config{QPN: qpn, RemoteQPN: ans.QPN, SendPSN: req.StartPSN, RecvPSN: ans.StartPSN, MTU: opts.MTU,
 		Mode: opts.Mode, SRNoNAK: req.SRNoNAK, Rate: req.Rate, RTT: rtt, RTTProvisional: opts.RTT <= 0,
 		LocalAckTimeout: lat, Burst: time.Millisecond,
-		RetryCount: opts.RetryCount, NotifyWrites: opts.Bidirectional || opts.Latency,
+		RetryCount: opts.RetryCount, NotifyWrites: opts.Bidirectional || opts.Latency, ReorderWindow: opts.ReorderWindow,
 		LocalAddr: local, RemoteAddr: server, LocalPort: host.LocalAddr().Port(), RemotePort: ans.FlowPort}
 	qp, err := rc.NewQP(cfg)
 	if err != nil {
@@ -363,7 +375,11 @@ func connect(ctx context.Context, opts *Options, host *udp.Host, setup *net.UDPC
 			}
 		}
 	}
-	conn, err := host.Add(qp, netip.AddrPortFrom(server, ans.DataPort), impairment(opts.Loss, opts.Delay+opts.unseenDelay, seed*2+1), r.complete)
+	to := netip.AddrPortFrom(server, ans.DataPort)
+	if opts.Via.IsValid() {
+		to = opts.Via // a relay's listen; the logical header stays local -> server (R36)
+	}
+	conn, err := host.Add(qp, to, impairment(opts.Loss, opts.Delay+opts.unseenDelay, seed*2+1), r.complete)
 	if err != nil {
 		return nil, err
 	}
@@ -434,6 +450,7 @@ func (r *runner) result(ctx context.Context, setup *net.UDPConn, elapsed time.Du
 	qr.Gbps = float64(qr.Bytes) * 8 / elapsed.Seconds() / 1e9
 	qr.DataPackets, qr.RetransmittedPackets = st.DataPackets, st.RetransmittedPackets
 	qr.TimeoutRetransmissions, qr.AckPackets, qr.NakPackets = st.TimeoutRetransmissions, st.AckPackets, st.NAKPackets
+	qr.Timeouts = st.Timeouts
 	qr.DroppedPackets, qr.DroppedDataPackets = c.Dropped, c.DataDropped
 	if qr.Completed < qr.Iterations && qr.Error == "" && !r.interrupted {
 		qr.Error = fmt.Sprintf("%d of %d iterations completed in time", qr.Completed, qr.Iterations)
@@ -445,6 +462,7 @@ func (r *runner) result(ctx context.Context, setup *net.UDPConn, elapsed time.Du
 	qr.DataPackets += sr.Data
 	qr.RetransmittedPackets += sr.Retx
 	qr.TimeoutRetransmissions += sr.Timeout
+	qr.Timeouts += sr.Timeouts
 	qr.AckPackets += sr.Acks
 	qr.NakPackets += sr.Naks
 	qr.DroppedPackets += sr.Dropped
@@ -749,3 +767,23 @@ func Loopback(ctx context.Context, opts Options) (Result, error) {
 type discard struct{}
 
 func (discard) Write(b []byte) (int, error) { return len(b), nil }
+
+// firstRetransmission is the time from the first data packet of any client QP to the first
+// retransmission of any (host times, exact; false: none).
+func firstRetransmission(runners []*runner) (time.Duration, bool) {
+	var first, retx time.Duration
+	haveData, haveRetx := false, false
+	for _, r := range runners {
+		c := r.conn.Counts()
+		if c.DataSent > 0 && (!haveData || c.FirstDataAt < first) {
+			first, haveData = c.FirstDataAt, true
+		}
+		if c.Retransmitted && (!haveRetx || c.FirstRetransmissionAt < retx) {
+			retx, haveRetx = c.FirstRetransmissionAt, true
+		}
+	}
+	if !haveData || !haveRetx {
+		return 0, false
+	}
+	return max(retx-first, 0), true
+}

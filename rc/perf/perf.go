@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"net/netip"
 	"time"
 
 	"github.com/crem-project/crem/netem"
@@ -72,6 +73,19 @@ type Options struct {
 	// SocketBuffer is the kernel buffer asked for each direction of the data socket of
 	// Loopback (udp.Options; default 8 MiB).
 	SocketBuffer int
+	// Via, when valid, is where the client's RoCEv2 datagrams go instead of the server's data
+	// address: a relay-mode gateway's relay.listen (protocol notes R36). The logical header
+	// (the addresses and ports the ICRC is sealed under) stays the two endpoints'. The setup
+	// exchange then does not take the data path, so no RTT is taken from it: without RTT the
+	// QPs start with their RTT unknown (rc.Config.RTT 0).
+	Via netip.AddrPort
+	// ReorderWindow is the QPs' T5 reorder window (rc.Config; default T_thresh): through a CREM
+	// gateway pair, long enough to cover a restoration (a block's span and the repair's flight,
+	// R36), so that the sender does not race CREM. The server's QPs take the client's.
+	ReorderWindow time.Duration
+	// Bind is the client's own address (its setup and data sockets); zero: the address the
+	// kernel picks toward Server, and a data socket on every address.
+	Bind netip.Addr
 
 	loopback bool // both ends in this process (Loopback)
 	// unseenDelay is a one-way delay each end adds to its direction that the client's RTT
@@ -110,6 +124,14 @@ type Result struct {
 	NakPackets             uint64  `json:"nak_packets"`
 	DroppedPackets         uint64  `json:"dropped_packets"`
 	DroppedDataPackets     uint64  `json:"dropped_data_packets"`
+	// Timeouts counts the timer expiries that retransmitted (rc.Stats.Timeouts), both ends'.
+	Timeouts uint64 `json:"timeouts"`
+	// FirstRetransmissionMs is the time from the client's first data packet to its first
+	// retransmission, in milliseconds, as the client's host stamped them (the times of its
+	// pcap); absent when there was none. For --all-sizes, each row's.
+	FirstRetransmissionMs *float64 `json:"first_retransmission_ms,omitempty"`
+	// Via is Options.Via, where the client's datagrams went (absent: to the server).
+	Via string `json:"via,omitempty"`
 	// SocketLostDataPackets are data packets that passed the impairment but never reached
 	// the peer's QP: lost in the sockets (a receiver that cannot keep up), or in flight at the
 	// end.
@@ -175,6 +197,9 @@ type Result struct {
 const (
 	RTTMeasured = "measured"
 	RTTStated   = "stated"
+	// RTTUnknown: through a relay (Via) the setup exchange does not take the data path, so the
+	// QPs start with no estimate and learn the round trip from their first ACK (R36).
+	RTTUnknown = "unknown"
 )
 
 // Direction is one direction of a bidirectional run.
@@ -228,6 +253,7 @@ type QPResult struct {
 	DroppedPackets         uint64  `json:"dropped_packets"`
 	DroppedDataPackets     uint64  `json:"dropped_data_packets"`
 	SocketLostDataPackets  int64   `json:"socket_lost_data_packets"`
+	Timeouts               uint64  `json:"timeouts"`
 	Error                  string  `json:"error,omitempty"`
 }
 
@@ -276,6 +302,9 @@ func (o *Options) defaults() error {
 	if _, err := rc.LocalAckTimeoutOf(o.AckTimeoutCode); err != nil {
 		return fmt.Errorf("perf: %w", err)
 	}
+	if o.ReorderWindow < 0 || o.ReorderWindow > time.Second {
+		return fmt.Errorf("perf: reorder window %v: want 0 (the default) to 1s", o.ReorderWindow)
+	}
 	if o.RetryCount < 0 {
 		return fmt.Errorf("perf: retry count %d: want 0 (the default, 7) or more", o.RetryCount)
 	}
@@ -307,6 +336,9 @@ func (o *Options) rttFrom(base time.Duration) time.Duration {
 	if o.RTT > 0 {
 		return o.RTT
 	}
+	if o.Via.IsValid() {
+		return 0 // the data path is not the setup's: unknown (R36)
+	}
 	d := 2*o.Delay + base
 	if o.Bidirectional {
 		bits := float64(slots(o.Size, o.Iters, o.QPs)) * float64(o.Size) * 8
@@ -318,8 +350,11 @@ func (o *Options) rttFrom(base time.Duration) time.Duration {
 // timers fills in the Result's local ACK timeout and where its RTT comes from (R35).
 func (r *Result) timers(o *Options) {
 	r.RTTSource = RTTMeasured
-	if o.RTT > 0 {
+	switch {
+	case o.RTT > 0:
 		r.RTTSource = RTTStated
+	case o.Via.IsValid():
+		r.RTTSource = RTTUnknown
 	}
 	r.AckTimeoutCode = o.AckTimeoutCode
 	if d, err := rc.LocalAckTimeoutOf(o.AckTimeoutCode); err == nil {
@@ -414,6 +449,9 @@ type request struct {
 	// AckTimeoutCode is the client's local ACK timeout code, for the server's QP too (R35;
 	// absent: the default, 14).
 	AckTimeoutCode int `json:"ack_timeout_code,omitempty"`
+	// ReorderWindowNs is the client's reorder window, for the server's QPs too (R36; absent:
+	// the default).
+	ReorderWindowNs int64 `json:"reorder_window_ns,omitempty"`
 }
 
 // doneMsg is the App of the client's DONE messages (absent: the final DONE of a run of Iters
@@ -444,6 +482,7 @@ type serverResult struct {
 	Data        uint64 `json:"data"`
 	Retx        uint64 `json:"retx"`
 	Timeout     uint64 `json:"timeout"`
+	Timeouts    uint64 `json:"timeouts,omitempty"` // timer expiries (absent from older servers: 0)
 	Acks        uint64 `json:"acks"`
 	Naks        uint64 `json:"naks"`
 	Dropped     uint64 `json:"dropped"`
@@ -472,7 +511,7 @@ func impairment(loss netem.LossSpec, delay time.Duration, seed uint64) *netem.Co
 }
 
 func countsInto(s *serverResult, st rc.Stats, c udp.Counts) {
-	s.Data, s.Retx, s.Timeout = st.DataPackets, st.RetransmittedPackets, st.TimeoutRetransmissions
+	s.Data, s.Retx, s.Timeout, s.Timeouts = st.DataPackets, st.RetransmittedPackets, st.TimeoutRetransmissions, st.Timeouts
 	s.Acks, s.Naks = st.AckPackets, st.NAKPackets
 	s.Dropped, s.DataDropped = c.Dropped, c.DataDropped
 }

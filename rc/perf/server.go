@@ -139,6 +139,25 @@ func (p *pusher) complete(qp *rc.QP, c rc.Completion) {
 // Serve answers setup requests on setup and runs their QPs on host until ctx ends. Each
 // session's data is checked as it is placed; the RESULT answers the client's DONE.
 func Serve(ctx context.Context, setup *net.UDPConn, host *udp.Host, log io.Writer) error {
+	return ServeWith(ctx, setup, host, ServeOptions{Log: log})
+}
+
+// ServeOptions are the server's options beyond its sockets.
+type ServeOptions struct {
+	// Log receives a line per session and per error (nil: discarded).
+	Log io.Writer
+	// Via, when valid, is where every session's RoCEv2 datagrams go instead of the client's
+	// data address: a relay-mode gateway's relay.listen (R36). The logical header stays the
+	// endpoints'.
+	Via netip.AddrPort
+}
+
+// ServeWith is Serve with options.
+func ServeWith(ctx context.Context, setup *net.UDPConn, host *udp.Host, o ServeOptions) error {
+	log := o.Log
+	if log == nil {
+		log = discard{}
+	}
 	var mu sync.Mutex
 	sessions := map[uint64]*session{}
 	linger := map[uint64]*time.Timer{} // the finished sessions' removals, stopped when Serve returns
@@ -176,7 +195,7 @@ func Serve(ctx context.Context, setup *net.UDPConn, host *udp.Host, log io.Write
 		case rc.SetupRequest:
 			if s == nil {
 				nextQPN++
-				s, err = newSession(host, &m, from, nextQPN)
+				s, err = newSession(host, &m, from, nextQPN, o.Via)
 				if err != nil {
 					fmt.Fprintf(log, "perf serve: %v: %v\n", from, err)
 					rej := rc.SetupMsg{Type: rc.SetupReject, Nonce: m.Nonce, App: []byte(trim(err.Error()))}
@@ -272,7 +291,7 @@ func trim(s string) string {
 	return s
 }
 
-func newSession(host *udp.Host, m *rc.SetupMsg, from netip.AddrPort, qpn uint32) (*session, error) {
+func newSession(host *udp.Host, m *rc.SetupMsg, from netip.AddrPort, qpn uint32, via netip.AddrPort) (*session, error) {
 	begin := time.Now()
 	var req request
 	if err := json.Unmarshal(m.App, &req); err != nil {
@@ -287,6 +306,9 @@ func newSession(host *udp.Host, m *rc.SetupMsg, from netip.AddrPort, qpn uint32)
 	if req.DurationNs < 0 || req.Bidir && req.Lat || req.RetryCount < 0 || req.RetryCount > 1000 {
 		return nil, fmt.Errorf("duration %d ns, bidirectional %v, latency %v, retry count %d: not a run",
 			req.DurationNs, req.Bidir, req.Lat, req.RetryCount)
+	}
+	if req.ReorderWindowNs < 0 || req.ReorderWindowNs > int64(time.Second) {
+		return nil, fmt.Errorf("reorder window %d ns: want 0 to 1 s", req.ReorderWindowNs)
 	}
 	if req.QPs < 1 || req.QPs > MaxQPs || req.QP < 0 || req.QP >= req.QPs {
 		return nil, fmt.Errorf("queue pair %d of %d out of range (at most %d)", req.QP, req.QPs, MaxQPs)
@@ -309,7 +331,7 @@ func newSession(host *udp.Host, m *rc.SetupMsg, from netip.AddrPort, qpn uint32)
 	// ACK (R35).
 	cfg := rc.Config{QPN: qpn, RemoteQPN: m.QPN, SendPSN: serverPSN(req.Seed, req.QP), RecvPSN: m.StartPSN,
 		MTU: m.MTU, Mode: m.Mode, SRNoNAK: m.SRNoNAK, Rate: m.Rate, RTT: m.RTT, LocalAckTimeout: lat, Burst: time.Millisecond,
-		NotifyWrites: true, RetryCount: req.RetryCount, LocalAddr: m.ResponderAddr, RemoteAddr: m.RequesterAddr,
+		NotifyWrites: true, RetryCount: req.RetryCount, ReorderWindow: time.Duration(req.ReorderWindowNs), LocalAddr: m.ResponderAddr, RemoteAddr: m.RequesterAddr,
 		LocalPort: host.LocalAddr().Port(), RemotePort: m.FlowPort}
 	qp, err := rc.NewQP(cfg)
 	if err != nil {
@@ -332,6 +354,9 @@ func newSession(host *udp.Host, m *rc.SetupMsg, from netip.AddrPort, qpn uint32)
 		}
 	}
 	peer := netip.AddrPortFrom(from.Addr(), m.DataPort)
+	if via.IsValid() {
+		peer = via
+	}
 	conn, err := host.Add(qp, peer, impairment(loss, time.Duration(req.DelayNs), s.seed*2+2),
 		func(c rc.Completion) { s.check(qp, c) })
 	if err != nil {

@@ -42,6 +42,10 @@ type Counts struct {
 	// Received and DataReceived count the datagrams the socket handed to this QP: with the
 	// peer's counts they tell what the sockets lost beyond the impairment.
 	Received, DataReceived uint64
+	// FirstDataAt is when (host time: since the host started) the QP sent its first data
+	// packet; FirstRetransmissionAt when it sent its first retransmission, if Retransmitted.
+	FirstDataAt, FirstRetransmissionAt time.Duration
+	Retransmitted                      bool
 }
 
 // Host is a UDP socket and the QPs it carries. Its methods are safe for concurrent use.
@@ -202,6 +206,7 @@ func (h *Host) kick() {
 // hands out its completions.
 func (c *Conn) flush(now time.Duration) {
 	c.qp.Drain(func(pkt []byte) { c.send(now, pkt) })
+	c.noteRetransmission(now)
 	for c.onComp != nil { // without a callback the owner polls the QP itself, under Do
 		c.comps = c.qp.PollCompletions(c.comps[:0])
 		if len(c.comps) == 0 {
@@ -213,6 +218,14 @@ func (c *Conn) flush(now time.Duration) {
 		// Work posted by the callback goes out now.
 		c.qp.Tick(now)
 		c.qp.Drain(func(pkt []byte) { c.send(now, pkt) })
+		c.noteRetransmission(now)
+	}
+}
+
+// noteRetransmission records the time of the QP's first retransmission, once it has made one.
+func (c *Conn) noteRetransmission(now time.Duration) {
+	if !c.counts.Retransmitted && c.qp.Stats().RetransmittedPackets > 0 {
+		c.counts.Retransmitted, c.counts.FirstRetransmissionAt = true, now
 	}
 }
 
@@ -222,6 +235,9 @@ func (c *Conn) send(now time.Duration, pkt []byte) {
 	c.counts.Sent++
 	if data {
 		c.counts.DataSent++
+		if c.counts.DataSent == 1 {
+			c.counts.FirstDataAt = now
+		}
 	} else {
 		c.counts.AckSent++
 	}
