@@ -307,7 +307,7 @@ cmd_run() {
 	for ((i = 1; i <= runs; i++)); do
 		# shellcheck disable=SC2086
 		if out=$(in_ns "$ns_client" "$crem" perf write --server $server:$setup_port --size "$size" --iters "$iters" \
-			--mtu 4096 --rate "$rate" --delay "$delay" --mode tcaeth --retry-count 1000 --table crem ${CREM_LAB_PERF_FLAGS:-} 2>&1); then
+			--mtu 4096 --rate "$rate" --delay "$delay" --mode tcaeth --table crem ${CREM_LAB_PERF_FLAGS:-} 2>&1); then
 			verified=$((verified + 1))
 		else
 			failed=$((failed + 1))
