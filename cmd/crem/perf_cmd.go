@@ -121,8 +121,9 @@ func runPerf(args []string, s stdio) int {
 	fs.IntVar(mtu, "m", 1024, "RDMA MTU (perftest's -m; --mtu)")
 	mode := fs.String("mode", "tcaeth", "reliability mode: gbn, sr or tcaeth")
 	srNAK := fs.Bool("sr-nak", true, "sr: the responder NAKs missing PSNs (false: recovery by timers alone)")
-	rate := units.Rate(1e9)
-	fs.Var(&rate, "rate", "preset rate the sender paces at (500Mbit, 2Gbit)")
+	rate := units.Rate(0)
+	fs.Var(&rate, "rate", fmt.Sprintf("preset rate the sender paces at (500Mbit, 2Gbit; default %s with --loopback, half each way with -b, %s with --server)",
+		units.FormatRate(perf.DefaultLoopbackRate), units.FormatRate(perf.DefaultRate)))
 	var loss netem.LossSpec
 	fs.Var(&loss, "loss", "in-process loss on each direction: a fraction (0.01) or a netem loss model")
 	delay := fs.Duration("delay", 0, "in-process one-way delay (10ms)")
@@ -182,7 +183,7 @@ func runPerf(args []string, s stdio) int {
 		fmt.Fprintf(s.err, "crem perf %s: give exactly one of --server ADDR and --loopback\n", op)
 		return 2
 	}
-	if !rc.ValidMTU(*mtu) || size <= 0 || *iters <= 0 || rate <= 0 || *retries <= 0 || sockBuf < 0 {
+	if !rc.ValidMTU(*mtu) || size <= 0 || *iters <= 0 || rate < 0 || *retries <= 0 || sockBuf < 0 {
 		fmt.Fprintf(s.err, "crem perf %s: need --mtu 256..4096 (a power of two) and positive --size, --iters, --rate, --retry-count\n", op)
 		return 2
 	}
@@ -190,8 +191,27 @@ func runPerf(args []string, s stdio) int {
 		fmt.Fprintf(s.err, "crem perf %s: --qps %d: want 1 to %d\n", op, *qps, perf.MaxQPs)
 		return 2
 	}
-	portSet := false
-	fs.Visit(func(f *flag.Flag) { portSet = portSet || f.Name == "port" || f.Name == "p" })
+	portSet, rateSet := false, false
+	fs.Visit(func(f *flag.Flag) {
+		portSet = portSet || f.Name == "port" || f.Name == "p"
+		rateSet = rateSet || f.Name == "rate"
+	})
+	if rateSet && rate <= 0 {
+		fmt.Fprintf(s.err, "crem perf %s: --rate %s: want a positive rate\n", op, units.FormatRate(int64(rate)))
+		return 2
+	}
+	if !rateSet {
+		// The default, said once: the run's figures depend on it.
+		def, why := perf.DefaultRateFor(*loopback, *bidir), "the default with --server"
+		if *loopback {
+			why = "the default with --loopback, which a 2-core host's loopback carries without socket drops"
+			if *bidir {
+				why = fmt.Sprintf("each way: the default with --loopback, %s in all, which a 2-core host's loopback carries without socket drops",
+					units.FormatRate(perf.DefaultLoopbackRate))
+			}
+		}
+		fmt.Fprintf(s.err, "crem %s: --rate %s (%s; give --rate to change it)\n", name, units.FormatRate(def), why)
+	}
 	opts := perf.Options{Op: op, Size: int(size), Iters: *iters, MTU: *mtu, Mode: m, SRNoNAK: !*srNAK,
 		Rate: int64(rate), Loss: loss, Delay: *delay, Seed: *seed, Port: *port, Server: *server, Timeout: *timeout,
 		RetryCount: *retries, QPs: *qps, AllSizes: *allSizes, MaxSize: int(maxSize), Duration: time.Duration(dur),

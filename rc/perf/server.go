@@ -31,6 +31,9 @@ type session struct {
 	writes  int
 	recvs   int
 	recvBuf [][]byte
+	// drops0 is the kernel's drop count of the data socket when the session began.
+	drops0     uint64
+	dropsKnown bool
 	// rev is the server's own direction (bidirectional runs) or its answers (latency WRITE and
 	// SEND), from the client's GO.
 	rev *pusher
@@ -211,6 +214,8 @@ func Serve(ctx context.Context, setup *net.UDPConn, host *udp.Host, log io.Write
 				continue
 			}
 			if s.result == nil {
+				// What the socket still holds is not lost: count it in first (R29).
+				host.Settle(settleTime)
 				var r serverResult
 				busy := false
 				s.conn.Do(func(qp *rc.QP) {
@@ -237,6 +242,11 @@ func Serve(ctx context.Context, setup *net.UDPConn, host *udp.Host, log io.Write
 				c := s.conn.Counts()
 				r.Dropped, r.DataDropped = c.Dropped, c.DataDropped
 				r.DataSent, r.DataRecv = c.DataSent, c.DataReceived
+				r.Sent, r.Recv = c.Sent, c.Received
+				if k := host.Socket(); k.DropsKnown && s.dropsKnown {
+					d := k.Drops - min(s.drops0, k.Drops)
+					r.SocketDrops, r.SocketBuffer = &d, k.Read
+				}
 				want := s.req.Iters
 				if s.req.DurationNs > 0 {
 					want = dm.Messages // a run of --duration: as many as the client sent
@@ -295,6 +305,8 @@ func newSession(host *udp.Host, m *rc.SetupMsg, from netip.AddrPort, qpn uint32)
 		return nil, err
 	}
 	s := &session{req: req, size: req.Size, slots: slots(req.Size, req.Iters, req.QPs), seed: qpSeed(req.Seed, req.QP)}
+	k := host.Socket()
+	s.drops0, s.dropsKnown = k.Drops, k.DropsKnown
 	cfg := rc.Config{QPN: qpn, RemoteQPN: m.QPN, SendPSN: serverPSN(req.Seed, req.QP), RecvPSN: m.StartPSN,
 		MTU: m.MTU, Mode: m.Mode, SRNoNAK: m.SRNoNAK, Rate: m.Rate, RTT: m.RTT, Burst: time.Millisecond,
 		NotifyWrites: true, RetryCount: req.RetryCount, LocalAddr: m.ResponderAddr, RemoteAddr: m.RequesterAddr,

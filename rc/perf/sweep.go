@@ -21,9 +21,10 @@ func Sizes(max int) []int {
 func runSizes(ctx context.Context, opts Options, host *udp.Host) (Result, error) {
 	tot := Result{Op: opts.Op, Mode: opts.Mode.String(), MTU: opts.MTU, Rate: opts.Rate, Loss: opts.Loss.String(),
 		DelayMs: float64(opts.Delay) / 1e6, QPs: opts.QPs, DurationSeconds: opts.Duration.Seconds(),
-		Bidirectional: opts.Bidirectional, AllSizes: true, Verified: true, PerQP: []QPResult{}}
+		Bidirectional: opts.Bidirectional, AllSizes: true, Verified: true, PerQP: []QPResult{}, RateDefault: opts.rateDefault}
 	var kernel int64
 	haveKernel := true
+	var split lossSplit
 	for _, size := range Sizes(opts.MaxSize) {
 		o := opts
 		o.AllSizes, o.Size = false, size
@@ -44,6 +45,11 @@ func runSizes(ctx context.Context, opts Options, host *udp.Host) (Result, error)
 		tot.DroppedDataPackets += r.DroppedDataPackets
 		tot.SocketLostDataPackets += r.SocketLostDataPackets
 		tot.SocketDataPackets += r.SocketDataPackets
+		tot.SocketPackets += r.SocketPackets
+		split.add(r)
+		tot.SocketReceiveBuffer, tot.SocketBufferForced = r.SocketReceiveBuffer, r.SocketBufferForced
+		tot.ServerSocketReceiveBuffer = max(tot.ServerSocketReceiveBuffer, r.ServerSocketReceiveBuffer)
+		tot.RmemMax, tot.socketAsked, tot.RateDefault = r.RmemMax, r.socketAsked, r.RateDefault
 		tot.PeakGbps = max(tot.PeakGbps, r.PeakGbps)
 		if r.KernelSocketDrops != nil {
 			kernel += *r.KernelSocketDrops
@@ -53,10 +59,12 @@ func runSizes(ctx context.Context, opts Options, host *udp.Host) (Result, error)
 		if err != nil {
 			tot.Verified = false
 			tot.Error = fmt.Sprintf("size %d: %v", size, err)
+			split.into(&tot)
 			tot.finishTotals(kernel, haveKernel, opts)
 			return tot, fmt.Errorf("perf: size %d: %w", size, err)
 		}
 	}
+	split.into(&tot)
 	tot.finishTotals(kernel, haveKernel, opts)
 	return tot, nil
 }
@@ -71,4 +79,43 @@ func (t *Result) finishTotals(kernel int64, haveKernel bool, opts Options) {
 		t.KernelSocketDrops = &kernel
 	}
 	t.socketWarning(opts.loopback)
+}
+
+// lossSplit sums the rows' split of the loss (R29): each figure only when every row has it.
+type lossSplit struct {
+	n                              int
+	sock, server, path, pathData   int64
+	haveSock, haveServer, havePath int
+}
+
+func (l *lossSplit) add(r Result) {
+	l.n++
+	if r.SocketDroppedPackets != nil {
+		l.sock += *r.SocketDroppedPackets
+		l.haveSock++
+	}
+	if r.ServerSocketDroppedPackets != nil {
+		l.server += *r.ServerSocketDroppedPackets
+		l.haveServer++
+	}
+	if r.PathLostPackets != nil && r.PathLostDataPackets != nil {
+		l.path += *r.PathLostPackets
+		l.pathData += *r.PathLostDataPackets
+		l.havePath++
+	}
+}
+
+func (l *lossSplit) into(t *Result) {
+	if l.n == 0 {
+		return
+	}
+	if l.haveSock == l.n {
+		t.SocketDroppedPackets = &l.sock
+	}
+	if l.haveServer == l.n {
+		t.ServerSocketDroppedPackets = &l.server
+	}
+	if l.havePath == l.n {
+		t.PathLostPackets, t.PathLostDataPackets = &l.path, &l.pathData
+	}
 }
