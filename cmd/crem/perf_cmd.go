@@ -56,9 +56,18 @@ microseconds; --size defaults to 2 octets there.
 The table: perftest's (#bytes #iterations BW peak[Gb/sec] BW average[Gb/sec] MsgRate[Mpps],
 between dashed lines; BW peak is the best rate of any run of consecutive messages, from the
 post of the first to the completion of the last), then crem's own lines as before (--table
-crem prints only those, --table perftest only perftest's). When the sockets dropped more than
-1 percent of the data packets (the receivers could not keep up: the preset rate is more than
-the path carries), a warning goes to standard error and to the JSON's warning.
+crem prints only those, --table perftest only perftest's).
+
+--rate is the preset rate the senders pace at. Without it --loopback takes 200 Mbit/s (with -b
+100 Mbit/s each way), which a 2-core host's loopback carries without socket drops beside other
+work, and --server 1 Gbit/s; the rate taken is said on standard error and in the JSON
+(rate_default). When more than 1 percent of the data packets were lost between the queue
+pairs, a warning on standard error (and the JSON's warning) says where, from the kernel's own
+count of the drops on each data socket (the server reports its own): dropped by the sockets
+(the receiver could not keep up: lower --rate, or raise the socket buffers with the sysctl it
+names, or --socket-buffer), or lost on the path (a proxy, a rate limiter or the network: --rate
+is above the path's bottleneck). The JSON has the counts: socket_dropped_packets,
+path_lost_packets, path_lost_data_packets, and the buffer granted, socket_receive_buffer.
 
 Output: a table, or with --json one JSON object and nothing else on standard output:
 bytes, iterations, seconds, verified, data_packets, retransmitted_packets,
@@ -149,7 +158,7 @@ func runPerf(args []string, s stdio) int {
 		fs.BoolVar(bidir, "b", false, "both directions at once (perftest's -b; --bidirectional)")
 	}
 	sockBuf := units.Size(0)
-	fs.Var(&sockBuf, "socket-buffer", "kernel buffer asked for each direction of the data socket (default 8MiB; the kernel caps it)")
+	fs.Var(&sockBuf, "socket-buffer", "kernel buffer asked for each direction of the data socket (default 8MiB; the kernel caps it at net.core.rmem_max unless run as root)")
 	table := fs.String("table", "both", "the table: perftest (perftest's columns), crem (crem's lines only, as before) or both")
 	if code, done := parseFlags(fs, args[1:]); done {
 		return code

@@ -513,7 +513,7 @@ func TestPerfSocketLossWarningR28(t *testing.T) {
 	}
 }
 
-// Without --rate the run takes the default a 2-core host's loopback carries (R29) and says so,
+// Without --rate the run takes the default a 2-core host's loopback carries (R30) and says so,
 // on standard error and in the JSON (rate_bps, rate_default); -b shares it between the two
 // directions; a --rate given is used as it is, and nothing is said.
 func TestPerfDefaultRateSaid(t *testing.T) {

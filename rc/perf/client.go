@@ -126,7 +126,7 @@ func runOne(ctx context.Context, opts Options, host *udp.Host) (Result, error) {
 		}
 	}
 	elapsed := time.Since(start)
-	host.Settle(settleTime) // the packets still queued in the socket are not lost (R29)
+	host.Settle(settleTime) // the packets still queued in the socket are not lost (R30)
 	// The server reports what it checked and counted, per QP.
 	var firstErr error
 	res.Verified = true

@@ -192,7 +192,7 @@ func TestSocketWarningText(t *testing.T) {
 	r.socketWarning(true)
 	want := "500 of 1000 data packets (50.0%) were dropped by this host's sockets: --rate 1Gbit/s is more than this path carries; " +
 		"the retransmissions below are the kernel's drops, not a transport fault; lower --rate, or raise the socket buffers: " +
-		"sysctl -w net.core.rmem_max=8388608 net.core.wmem_max=8388608 (now 4194304; this host's socket has 8388608)"
+		"sysctl -w net.core.rmem_max=8388608 net.core.wmem_max=8388608 (now 4194304 here; this host's socket has 8388608)"
 	if r.Warning != want || r.SocketLossFraction != 0.5 {
 		t.Errorf("warning %q (fraction %v), want %q", r.Warning, r.SocketLossFraction, want)
 	}

@@ -77,7 +77,7 @@ const (
 // DefaultRate is the preset rate of a client of a remote server when none is given, and
 // DefaultLoopbackRate that of Loopback, whose one process carries both ends' packets through
 // one socket and one read loop: the rate a 2-core host's loopback carries without socket drops
-// with room to spare, beside other work (R29).
+// with room to spare, beside other work (R30).
 const (
 	DefaultRate         = 1e9
 	DefaultLoopbackRate = 200e6
@@ -124,7 +124,7 @@ type Result struct {
 	// SocketLostDataPackets are data packets that passed the impairment but never reached
 	// the peer's QP: lost in the sockets (a receiver that cannot keep up), on the path between
 	// the sockets (a proxy, a rate limiter, the network), or in flight at the end. The kernel's
-	// count splits it (SocketDroppedPackets, PathLostDataPackets; R29).
+	// count splits it (SocketDroppedPackets, PathLostDataPackets; R30).
 	SocketLostDataPackets int64   `json:"socket_lost_data_packets"`
 	MTU                   int     `json:"mtu"`
 	Rate                  int64   `json:"rate_bps"`
@@ -151,7 +151,7 @@ type Result struct {
 	SocketDataPackets  int64   `json:"socket_data_packets"`
 	SocketLossFraction float64 `json:"socket_loss_fraction"`
 	KernelSocketDrops  *int64  `json:"kernel_socket_drops,omitempty"`
-	// The split of the loss between the queue pairs (R29). SocketPackets are the packets (data
+	// The split of the loss between the queue pairs (R30). SocketPackets are the packets (data
 	// and ACKs) the impairment passed to the sockets, both ways. SocketDroppedPackets is what
 	// the kernels counted as dropped on the data sockets during the run (SO_RXQ_OVFL, data and
 	// ACKs), both ends: in loopback the one socket they share, against a server this host's
@@ -442,7 +442,7 @@ type serverResult struct {
 	// Sent and Recv count every packet (data and ACKs) the server's QP sent (before its
 	// impairment) and received; SocketDrops is what the kernel counted as dropped on the
 	// server's data socket during the session (SO_RXQ_OVFL; absent where unknown, and from
-	// servers that predate it), SocketBuffer its receive buffer as granted (R29).
+	// servers that predate it), SocketBuffer its receive buffer as granted (R30).
 	Sent         uint64  `json:"sent,omitempty"`
 	Recv         uint64  `json:"received,omitempty"`
 	SocketDrops  *uint64 `json:"socket_drops,omitempty"`

@@ -214,10 +214,13 @@ func Serve(ctx context.Context, setup *net.UDPConn, host *udp.Host, log io.Write
 				continue
 			}
 			if s.result == nil {
-				// What the socket still holds is not lost: count it in first (R29).
-				host.Settle(settleTime)
 				var r serverResult
 				busy := false
+				s.conn.Do(func(*rc.QP) { busy = s.rev != nil && !s.rev.answer && s.rev.started && !s.rev.done })
+				if !busy {
+					// What the socket still holds is not lost: count it in first (R30).
+					host.Settle(settleTime)
+				}
 				s.conn.Do(func(qp *rc.QP) {
 					if p := s.rev; p != nil && !p.answer && p.started && !p.done {
 						busy = true

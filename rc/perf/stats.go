@@ -161,7 +161,7 @@ func rmemMax() int64 {
 
 // splitLoss splits the packets lost between the queue pairs (lost: sent into the sockets and
 // never received, both ways) into those the kernels dropped on the data sockets (local: this
-// host's count; server: the server's, when remote) and those lost on the path (R29).
+// host's count; server: the server's, when remote) and those lost on the path (R30).
 func (r *Result) splitLoss(local, server int64, remote bool, lost int64) {
 	k := local
 	if remote {
@@ -242,8 +242,12 @@ func (r *Result) bufferAdvice(local bool) string {
 		// The kernel did not cap what was asked: ask for more.
 		return fmt.Sprintf("ask for larger socket buffers: --socket-buffer %s (%s)", units.FormatSize(int64(2*asked)), have)
 	}
-	return fmt.Sprintf("raise the socket buffers: sysctl -w net.core.rmem_max=%d net.core.wmem_max=%d (now %d; %s)",
-		asked, asked, r.RmemMax, have)
+	where := ""
+	if !local {
+		where = " on the host that dropped them"
+	}
+	return fmt.Sprintf("raise the socket buffers%s: sysctl -w net.core.rmem_max=%d net.core.wmem_max=%d (now %d here; %s)",
+		where, asked, asked, r.RmemMax, have)
 }
 
 // dirSeed is the seed of the data of the server's direction of QP seed's QP.

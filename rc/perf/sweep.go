@@ -81,7 +81,7 @@ func (t *Result) finishTotals(kernel int64, haveKernel bool, opts Options) {
 	t.socketWarning(opts.loopback)
 }
 
-// lossSplit sums the rows' split of the loss (R29): each figure only when every row has it.
+// lossSplit sums the rows' split of the loss (R30): each figure only when every row has it.
 type lossSplit struct {
 	n                              int
 	sock, server, path, pathData   int64
