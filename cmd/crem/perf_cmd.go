@@ -78,10 +78,10 @@ With more than one QP the table has a row per QP above the total. Exit status: 0
 message completed and was verified, 1 when not, 2 for usage errors.
 
 Examples:
-  crem perf write --loopback --size 4MiB --iters 4 --mtu 1024 --rate 1Gbit --loss 0.02 --delay 10ms --mode tcaeth
-  crem perf write --loopback --qps 8 --size 1MiB --iters 16 --rate 400Mbit --loss 0.01 --delay 5ms
-  crem perf write --loopback -a -n 4 --rate 400Mbit
-  crem perf write --loopback -b -D 5 --size 64KiB --rate 400Mbit
+  crem perf write --loopback --size 4MiB --iters 4 --mtu 1024 --loss 0.02 --delay 10ms --mode tcaeth
+  crem perf write --loopback --qps 8 --size 1MiB --iters 16 --loss 0.01 --delay 5ms
+  crem perf write --loopback -a -n 4
+  crem perf write --loopback -b -D 5 --size 64KiB
   crem perf lat write --loopback -n 10000`
 
 func runPerf(args []string, s stdio) int {
