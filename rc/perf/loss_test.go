@@ -40,6 +40,7 @@ func newDropProxy(t *testing.T, server string, every int) *dropProxy {
 			t.Fatal(err)
 		}
 	}
+	p.data.SetReadBuffer(4 << 20)
 	p.wg.Add(3)
 	go p.setupDown()
 	go p.setupUp()
@@ -145,6 +146,11 @@ func TestPathDropsNotBlamedOnSockets(t *testing.T) {
 	p.mu.Lock()
 	dropped := int64(p.dropped)
 	p.mu.Unlock()
+	// A proxy slower than the client (the race detector) also overflows its own socket: those
+	// are the path's drops too.
+	if d, ok := kernelDrops(p.data.LocalAddr().(*net.UDPAddr).AddrPort().Port()); ok {
+		dropped += d
+	}
 	if dropped < 50 {
 		t.Fatalf("the proxy dropped %d data packets: too few to judge", dropped)
 	}
