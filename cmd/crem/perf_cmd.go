@@ -78,9 +78,18 @@ whole pair on loopback.
 The table: perftest's (#bytes #iterations BW peak[Gb/sec] BW average[Gb/sec] MsgRate[Mpps],
 between dashed lines; BW peak is the best rate of any run of consecutive messages, from the
 post of the first to the completion of the last), then crem's own lines as before (--table
-crem prints only those, --table perftest only perftest's). When the sockets dropped more than
-1 percent of the data packets (the receivers could not keep up: the preset rate is more than
-the path carries), a warning goes to standard error and to the JSON's warning.
+crem prints only those, --table perftest only perftest's).
+
+--rate is the preset rate the senders pace at. Without it --loopback takes 200 Mbit/s (with -b
+100 Mbit/s each way), which a 2-core host's loopback carries without socket drops beside other
+work, and --server 1 Gbit/s; the rate taken is said on standard error and in the JSON
+(rate_default). When more than 1 percent of the data packets were lost between the queue
+pairs, a warning on standard error (and the JSON's warning) says where, from the kernel's own
+count of the drops on each data socket (the server reports its own): dropped by the sockets
+(the receiver could not keep up: lower --rate, or raise the socket buffers with the sysctl it
+names, or --socket-buffer), or lost on the path (a proxy, a rate limiter or the network: --rate
+is above the path's bottleneck). The JSON has the counts: socket_dropped_packets,
+path_lost_packets, path_lost_data_packets, and the buffer granted, socket_receive_buffer.
 
 Output: a table, or with --json one JSON object and nothing else on standard output:
 bytes, iterations, seconds, verified, data_packets, retransmitted_packets,
@@ -97,12 +106,12 @@ signal). Exit status: 0 when every message completed and was verified, 1 when no
 usage errors, 130 / 143 when SIGINT / SIGTERM cut the run short.
 
 Examples:
-  crem perf write --loopback --size 4MiB --iters 4 --mtu 1024 --rate 1Gbit --loss 0.02 --delay 10ms --mode tcaeth
-  crem perf write --loopback --qps 8 --size 1MiB --iters 16 --rate 400Mbit --loss 0.01 --delay 5ms
-  crem perf write --loopback -a -n 4 --rate 400Mbit
-  crem perf write --loopback -b -D 5 --size 64KiB --rate 400Mbit
+  crem perf write --loopback --size 4MiB --iters 4 --mtu 1024 --loss 0.02 --delay 10ms --mode tcaeth
+  crem perf write --loopback --qps 8 --size 1MiB --iters 16 --loss 0.01 --delay 5ms
+  crem perf write --loopback -a -n 4
+  crem perf write --loopback -b -D 5 --size 64KiB
   crem perf lat write --loopback -n 10000
-  crem perf write --server 198.51.100.7:18515 --rate 200Mbit --size 4MiB --rtt 20ms --qp-timeout 16`
+  crem perf write --server 198.51.100.7:18515 --size 4MiB --rtt 20ms --qp-timeout 16`
 
 func runPerf(args []string, s stdio) int {
 	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" {
@@ -150,8 +159,9 @@ func runPerf(args []string, s stdio) int {
 	fs.IntVar(mtu, "m", 1024, "RDMA MTU (perftest's -m; --mtu)")
 	mode := fs.String("mode", "tcaeth", "reliability mode: gbn, sr or tcaeth")
 	srNAK := fs.Bool("sr-nak", true, "sr: the responder NAKs missing PSNs (false: recovery by timers alone)")
-	rate := units.Rate(1e9)
-	fs.Var(&rate, "rate", "preset rate the sender paces at (500Mbit, 2Gbit)")
+	rate := units.Rate(0)
+	fs.Var(&rate, "rate", fmt.Sprintf("preset rate the sender paces at (500Mbit, 2Gbit; default %s with --loopback, half each way with -b, %s with --server)",
+		units.FormatRate(perf.DefaultLoopbackRate), units.FormatRate(perf.DefaultRate)))
 	var loss netem.LossSpec
 	fs.Var(&loss, "loss", "in-process loss on each direction: a fraction (0.01) or a netem loss model")
 	delay := fs.Duration("delay", 0, "in-process one-way delay (10ms)")
@@ -181,7 +191,7 @@ func runPerf(args []string, s stdio) int {
 		fs.BoolVar(bidir, "b", false, "both directions at once (perftest's -b; --bidirectional)")
 	}
 	sockBuf := units.Size(0)
-	fs.Var(&sockBuf, "socket-buffer", "kernel buffer asked for each direction of the data socket (default 8MiB; the kernel caps it)")
+	fs.Var(&sockBuf, "socket-buffer", "kernel buffer asked for each direction of the data socket (default 8MiB; the kernel caps it at net.core.rmem_max unless run as root)")
 	table := fs.String("table", "both", "the table: perftest (perftest's columns), crem (crem's lines only, as before) or both")
 	via := fs.String("via", "", "send the RoCE datagrams to this `ADDR` (host:port: a relay-mode gateway's relay.listen) instead of to the server; the RTT starts unknown")
 	reorder := fs.Duration("reorder-window", 0, "tcaeth and sr: how long a gap may wait before its PSNs count as lost (T5; 0: T_thresh); through CREM gateways, a block's span and more (5ms)")
@@ -218,7 +228,7 @@ func runPerf(args []string, s stdio) int {
 		fmt.Fprintf(s.err, "crem perf %s: give exactly one of --server ADDR and --loopback\n", op)
 		return 2
 	}
-	if !rc.ValidMTU(*mtu) || size <= 0 || *iters <= 0 || rate <= 0 || *retries <= 0 || sockBuf < 0 {
+	if !rc.ValidMTU(*mtu) || size <= 0 || *iters <= 0 || rate < 0 || *retries <= 0 || sockBuf < 0 {
 		fmt.Fprintf(s.err, "crem perf %s: need --mtu 256..4096 (a power of two) and positive --size, --iters, --rate, --retry-count\n", op)
 		return 2
 	}
@@ -248,8 +258,27 @@ func runPerf(args []string, s stdio) int {
 		fmt.Fprintf(s.err, "crem %s: %v\n", name, err)
 		return 2
 	}
-	portSet := false
-	fs.Visit(func(f *flag.Flag) { portSet = portSet || f.Name == "port" || f.Name == "p" })
+	portSet, rateSet := false, false
+	fs.Visit(func(f *flag.Flag) {
+		portSet = portSet || f.Name == "port" || f.Name == "p"
+		rateSet = rateSet || f.Name == "rate"
+	})
+	if rateSet && rate <= 0 {
+		fmt.Fprintf(s.err, "crem perf %s: --rate %s: want a positive rate\n", op, units.FormatRate(int64(rate)))
+		return 2
+	}
+	if !rateSet {
+		// The default, said once: the run's figures depend on it.
+		def, why := perf.DefaultRateFor(*loopback, *bidir), "the default with --server"
+		if *loopback {
+			why = "the default with --loopback, which a 2-core host's loopback carries without socket drops"
+			if *bidir {
+				why = fmt.Sprintf("each way: the default with --loopback, %s in all, which a 2-core host's loopback carries without socket drops",
+					units.FormatRate(perf.DefaultLoopbackRate))
+			}
+		}
+		fmt.Fprintf(s.err, "crem %s: --rate %s (%s; give --rate to change it)\n", name, units.FormatRate(def), why)
+	}
 	if *reorder < 0 || *reorder > time.Second {
 		fmt.Fprintf(s.err, "crem %s: --reorder-window %v: want 0 to 1s\n", name, *reorder)
 		return 2

@@ -200,7 +200,7 @@ func TestPerfUsageAndFailure(t *testing.T) {
 	// without progress (T7), each resending the message's four packets.
 	for _, n := range []int{2, 5} {
 		code, out, _ := runPerfCLI("write", "--loopback", "--loss", "1", "--retry-count", strconv.Itoa(n), "--iters", "1",
-			"--size", "4KiB", "--mtu", "1024", "--timeout", "10s", "--json")
+			"--size", "4KiB", "--mtu", "1024", "--timeout", "10s", "--json", "--rate", "1Gbit")
 		var res struct {
 			Timeouts uint64 `json:"timeout_retransmissions"`
 			Error    string `json:"error"`
@@ -559,5 +559,25 @@ func TestPerfTimeoutAndRTTFlags(t *testing.T) {
 	}
 	if _, _, errOut := runPerfCLI("write", "--help"); !strings.Contains(errOut, "--qp-timeout") || !strings.Contains(errOut, "-rtt") {
 		t.Errorf("--help says nothing of --qp-timeout and --rtt")
+	}
+}
+
+// Without --rate the run takes the default a 2-core host's loopback carries (R30) and says so,
+// on standard error and in the JSON (rate_bps, rate_default); -b shares it between the two
+// directions; a --rate given is used as it is, and nothing is said.
+func TestPerfDefaultRateSaid(t *testing.T) {
+	code, res, errOut := perfJSON(t, "write", "--loopback", "-s", "16KiB", "-n", "8", "--retry-count", "100")
+	if code != 0 || res["rate_bps"].(float64) != perf.DefaultLoopbackRate || res["rate_default"] != true ||
+		!strings.Contains(errOut, "crem perf write: --rate 200Mbit/s (the default with --loopback") {
+		t.Errorf("default: exit %d, rate %v, rate_default %v, stderr %q", code, res["rate_bps"], res["rate_default"], errOut)
+	}
+	code, res, errOut = perfJSON(t, "write", "--loopback", "-b", "-s", "16KiB", "-n", "8", "--retry-count", "100")
+	if code != 0 || res["rate_bps"].(float64) != perf.DefaultLoopbackRate/2 || res["rate_default"] != true ||
+		!strings.Contains(errOut, "--rate 100Mbit/s (each way: the default with --loopback, 200Mbit/s in all") {
+		t.Errorf("-b: exit %d, rate %v, stderr %q", code, res["rate_bps"], errOut)
+	}
+	code, res, errOut = perfJSON(t, "write", "--loopback", "-s", "16KiB", "-n", "8", "--rate", "50Mbit", "--retry-count", "100")
+	if code != 0 || res["rate_bps"].(float64) != 50e6 || res["rate_default"] != nil || strings.Contains(errOut, "--rate") {
+		t.Errorf("--rate 50Mbit: exit %d, rate %v, rate_default %v, stderr %q", code, res["rate_bps"], res["rate_default"], errOut)
 	}
 }

@@ -29,6 +29,10 @@ func Run(ctx context.Context, opts Options, host *udp.Host) (Result, error) {
 	return runOne(ctx, opts, host)
 }
 
+// settleTime bounds the wait for a data socket's receive queue to empty before the counts of a
+// run are taken.
+const settleTime = 250 * time.Millisecond
+
 // pingPongStall is how long a ping-pong waits for an answer.
 const pingPongStall = 20 * time.Second
 
@@ -37,7 +41,7 @@ func runOne(ctx context.Context, opts Options, host *udp.Host) (Result, error) {
 	res := Result{Op: opts.Op, Mode: opts.Mode.String(), Size: opts.Size, Iterations: opts.Iters * opts.QPs,
 		Bytes: int64(opts.Size) * int64(opts.Iters) * int64(opts.QPs), MTU: opts.MTU, Rate: opts.Rate,
 		Loss: opts.Loss.String(), DelayMs: float64(opts.Delay) / 1e6, QPs: opts.QPs,
-		DurationSeconds: opts.Duration.Seconds(), Bidirectional: opts.Bidirectional}
+		DurationSeconds: opts.Duration.Seconds(), Bidirectional: opts.Bidirectional, RateDefault: opts.rateDefault}
 	res.timers(&opts)
 	if opts.Via.IsValid() {
 		res.Via = opts.Via.String()
@@ -58,6 +62,7 @@ func runOne(ctx context.Context, opts Options, host *udp.Host) (Result, error) {
 	local := setup.LocalAddr().(*net.UDPAddr).AddrPort().Addr().Unmap()
 	server := sa.AddrPort().Addr().Unmap()
 	k0, kok := kernelDrops(host.LocalAddr().Port())
+	s0 := host.Socket()
 
 	// One setup exchange per QP, each its own session at the server.
 	base := opts.Seed*0x9e3779b97f4a7c15 ^ uint64(time.Now().UnixNano())
@@ -153,6 +158,7 @@ func runOne(ctx context.Context, opts Options, host *udp.Host) (Result, error) {
 			})
 		}
 	}
+	host.Settle(settleTime) // the packets still queued in the socket are not lost (R30)
 	// The server reports what it checked and counted, per QP.
 	var firstErr error
 	bad := 0
@@ -162,6 +168,9 @@ func runOne(ctx context.Context, opts Options, host *udp.Host) (Result, error) {
 	fwd.From, rev.From, fwd.Verified, rev.Verified = "client", "server", true, true
 	var lat []time.Duration
 	var st []*stamps
+	var lostAll int64             // packets sent into the sockets and never received, both ways
+	var serverDrops uint64        // the most any of the server's sessions counted
+	serverKnown := !opts.loopback // loopback: the server's socket is this one
 	for q, r := range runners {
 		qr, sr, err := r.result(ctx, setup, elapsed)
 		bad += r.bad + r.rbad + sr.Bad + sr.RevBad
@@ -184,6 +193,16 @@ func runOne(ctx context.Context, opts Options, host *udp.Host) (Result, error) {
 		res.SocketLostDataPackets += qr.SocketLostDataPackets
 		res.SocketDataPackets += r.socketData
 		res.RTTMs = max(res.RTTMs, float64(r.rtt)/1e6)
+		res.SocketPackets += r.socketPkts
+		lostAll += r.lostPkts
+		if !opts.loopback {
+			if sr.SocketDrops == nil || sr.Sent == 0 {
+				serverKnown = false
+			} else {
+				serverDrops = max(serverDrops, *sr.SocketDrops)
+			}
+			res.ServerSocketReceiveBuffer = max(res.ServerSocketReceiveBuffer, sr.SocketBuffer)
+		}
 		if qr.Error != "" && res.Error == "" {
 			res.Error = qr.Error
 			if opts.QPs > 1 {
@@ -222,7 +241,16 @@ func runOne(ctx context.Context, opts Options, host *udp.Host) (Result, error) {
 	if opts.Latency {
 		res.Latency = latencyOf(lat, opts.Op != "read")
 	}
-	if k1, ok := kernelDrops(host.LocalAddr().Port()); ok && kok {
+	s1 := host.Socket()
+	res.SocketReceiveBuffer, res.SocketBufferForced, res.RmemMax = s1.Read, s1.ReadForced, rmemMax()
+	res.socketAsked = s1.Asked
+	if s0.DropsKnown && s1.DropsKnown {
+		d := int64(s1.Drops - min(s0.Drops, s1.Drops))
+		res.KernelSocketDrops = &d
+		if opts.loopback || serverKnown {
+			res.splitLoss(d, int64(serverDrops), !opts.loopback, lostAll)
+		}
+	} else if k1, ok := kernelDrops(host.LocalAddr().Port()); ok && kok {
 		d := max(k1-k0, 0)
 		res.KernelSocketDrops = &d
 	}
@@ -469,6 +497,11 @@ func (r *runner) result(ctx context.Context, setup *net.UDPConn, elapsed time.Du
 	qr.DroppedDataPackets += sr.DataDropped
 	qr.Verified = qr.Verified && sr.Verified
 	r.socketData = int64(c.DataSent-c.DataDropped) + int64(sr.DataSent-sr.DataDropped)
+	r.socketPkts = int64(c.Sent-c.Dropped) + int64(sr.Sent-sr.Dropped)
+	r.lostPkts = int64(c.Sent-c.Dropped) - int64(sr.Recv) + int64(sr.Sent-sr.Dropped) - int64(c.Received)
+	if sr.Sent == 0 { // a server that does not count every packet: the data packets alone
+		r.socketPkts, r.lostPkts = r.socketData, qr.SocketLostDataPackets
+	}
 	qr.SocketLostDataPackets = int64(c.DataSent-c.DataDropped) - int64(sr.DataRecv) +
 		int64(sr.DataSent-sr.DataDropped) - int64(c.DataReceived)
 	if !qr.Verified && qr.Error == "" && (!r.interrupted || r.bad > 0 || sr.Bad > 0) {
@@ -527,6 +560,8 @@ type runner struct {
 	socketData int64
 	// interrupted: the caller cancelled the run before this QP finished.
 	interrupted bool
+	socketPkts  int64 // packets (data and ACKs) passed to the sockets, both ways
+	lostPkts    int64 // of them, never received by the peer's QP
 
 	// The server's direction: its messages land in rmem's rslots slots (rkey, raddr), with
 	// the data of rseed; got have landed, rbad of them wrong.
@@ -728,10 +763,10 @@ func exchangeRTT(ctx context.Context, sock *net.UDPConn, m *rc.SetupMsg, want rc
 // Loopback runs a server and the client in this process over real UDP sockets on 127.0.0.1,
 // sharing one data socket (opts.Port, 0 picks one).
 func Loopback(ctx context.Context, opts Options) (Result, error) {
+	opts.loopback = true
 	if err := opts.defaults(); err != nil {
 		return Result{}, err
 	}
-	opts.loopback = true
 	host, err := udp.Listen(fmt.Sprintf("127.0.0.1:%d", opts.Port), udp.Options{Pcap: opts.Pcap, SocketBuffer: opts.SocketBuffer})
 	if err != nil {
 		return Result{}, err

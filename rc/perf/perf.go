@@ -87,7 +87,8 @@ type Options struct {
 	// kernel picks toward Server, and a data socket on every address.
 	Bind netip.Addr
 
-	loopback bool // both ends in this process (Loopback)
+	rateDefault bool // Rate was 0: the default was taken
+	loopback    bool // both ends in this process (Loopback)
 	// unseenDelay is a one-way delay each end adds to its direction that the client's RTT
 	// does not count, as a path's the client knows nothing of (tests of R35).
 	unseenDelay time.Duration
@@ -98,6 +99,28 @@ const (
 	MinSize        = 2
 	DefaultMaxSize = 8 << 20
 )
+
+// DefaultRate is the preset rate of a client of a remote server when none is given, and
+// DefaultLoopbackRate that of Loopback, whose one process carries both ends' packets through
+// one socket and one read loop: the rate a 2-core host's loopback carries without socket drops
+// with room to spare, beside other work (R30).
+const (
+	DefaultRate         = 1e9
+	DefaultLoopbackRate = 200e6
+)
+
+// DefaultRateFor is the preset rate a run takes when none is given: DefaultLoopbackRate for
+// Loopback, shared by the two directions of a bidirectional one (its one socket and read loop
+// carry both), DefaultRate against a server.
+func DefaultRateFor(loopback, bidirectional bool) int64 {
+	if !loopback {
+		return DefaultRate
+	}
+	if bidirectional {
+		return DefaultLoopbackRate / 2
+	}
+	return DefaultLoopbackRate
+}
 
 // SocketLossWarnFraction is the share of the data packets handed to the sockets that, lost in
 // them, makes Result.Warning.
@@ -133,8 +156,9 @@ type Result struct {
 	// Via is Options.Via, where the client's datagrams went (absent: to the server).
 	Via string `json:"via,omitempty"`
 	// SocketLostDataPackets are data packets that passed the impairment but never reached
-	// the peer's QP: lost in the sockets (a receiver that cannot keep up), or in flight at the
-	// end.
+	// the peer's QP: lost in the sockets (a receiver that cannot keep up), on the path between
+	// the sockets (a proxy, a rate limiter, the network), or in flight at the end. The kernel's
+	// count splits it (SocketDroppedPackets, PathLostDataPackets; R30).
 	SocketLostDataPackets int64   `json:"socket_lost_data_packets"`
 	MTU                   int     `json:"mtu"`
 	Rate                  int64   `json:"rate_bps"`
@@ -170,8 +194,37 @@ type Result struct {
 	SocketDataPackets  int64   `json:"socket_data_packets"`
 	SocketLossFraction float64 `json:"socket_loss_fraction"`
 	KernelSocketDrops  *int64  `json:"kernel_socket_drops,omitempty"`
-	// Warning says, when the sockets lost more than SocketLossWarnFraction of the data packets,
-	// that the preset rate is more than the path carries.
+	// The split of the loss between the queue pairs (R30). SocketPackets are the packets (data
+	// and ACKs) the impairment passed to the sockets, both ways. SocketDroppedPackets is what
+	// the kernels counted as dropped on the data sockets during the run (SO_RXQ_OVFL, data and
+	// ACKs), both ends: in loopback the one socket they share, against a server this host's
+	// plus the server's (ServerSocketDroppedPackets; the most any of its sessions saw).
+	// PathLostPackets are the packets sent into the sockets and never received less those
+	// drops: lost on the path between the sockets (a proxy, a rate limiter, the network) or in
+	// flight at the end; PathLostDataPackets the data packets among them, at least
+	// (socket_lost_data_packets less every packet the kernels dropped). All three are absent
+	// where a kernel count is unknown (not Linux, or a server that does not report it).
+	SocketPackets              int64  `json:"socket_packets"`
+	SocketDroppedPackets       *int64 `json:"socket_dropped_packets,omitempty"`
+	ServerSocketDroppedPackets *int64 `json:"server_socket_dropped_packets,omitempty"`
+	PathLostPackets            *int64 `json:"path_lost_packets,omitempty"`
+	PathLostDataPackets        *int64 `json:"path_lost_data_packets,omitempty"`
+	// SocketReceiveBuffer is the receive buffer the kernel granted this host's data socket (as
+	// its getsockopt reports it: Linux doubles what it accepted), SocketBufferForced whether
+	// it was asked past net.core.rmem_max (SO_RCVBUFFORCE, with CAP_NET_ADMIN);
+	// ServerSocketReceiveBuffer the server's; RmemMax is net.core.rmem_max (Linux).
+	SocketReceiveBuffer       int   `json:"socket_receive_buffer,omitempty"`
+	SocketBufferForced        bool  `json:"socket_buffer_forced,omitempty"`
+	ServerSocketReceiveBuffer int   `json:"server_socket_receive_buffer,omitempty"`
+	RmemMax                   int64 `json:"rmem_max,omitempty"`
+	// RateDefault says that --rate was not given: Rate is the default (DefaultLoopbackRate
+	// or DefaultRate).
+	RateDefault bool `json:"rate_default,omitempty"`
+	socketAsked int  // the socket buffer asked for (udp.Buffers.Asked)
+	// Warning names where more than SocketLossWarnFraction of the data packets were lost
+	// between the queue pairs: in the sockets (the kernel counted them: lower --rate or raise
+	// the socket buffers) or on the path (a proxy, a rate limiter or the network dropped
+	// them: --rate is above the path's bottleneck).
 	Warning string `json:"warning,omitempty"`
 	// Rows has one Result per size of an AllSizes run; the figures above sum them (size is the
 	// largest, seconds the sum, per_qp is in each row).
@@ -291,7 +344,7 @@ func (o *Options) defaults() error {
 		return fmt.Errorf("perf: MTU %d: want 256, 512, 1024, 2048 or 4096", o.MTU)
 	}
 	if o.Rate <= 0 {
-		o.Rate = 1e9
+		o.Rate, o.rateDefault = DefaultRateFor(o.loopback, o.Bidirectional), true
 	}
 	if o.RTT < 0 {
 		o.RTT = 0 // rtt's default
@@ -489,6 +542,14 @@ type serverResult struct {
 	DataDropped uint64 `json:"data_dropped"`
 	DataSent    uint64 `json:"data_sent"`
 	DataRecv    uint64 `json:"data_received"`
+	// Sent and Recv count every packet (data and ACKs) the server's QP sent (before its
+	// impairment) and received; SocketDrops is what the kernel counted as dropped on the
+	// server's data socket during the session (SO_RXQ_OVFL; absent where unknown, and from
+	// servers that predate it), SocketBuffer its receive buffer as granted (R30).
+	Sent         uint64  `json:"sent,omitempty"`
+	Recv         uint64  `json:"received,omitempty"`
+	SocketDrops  *uint64 `json:"socket_drops,omitempty"`
+	SocketBuffer int     `json:"socket_receive_buffer,omitempty"`
 	// Started answers a GO; Busy a DONE that came while the server's direction still runs
 	// (the client asks again); Final the one result.
 	Started bool `json:"started,omitempty"`

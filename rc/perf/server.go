@@ -31,6 +31,9 @@ type session struct {
 	writes  int
 	recvs   int
 	recvBuf [][]byte
+	// drops0 is the kernel's drop count of the data socket when the session began.
+	drops0     uint64
+	dropsKnown bool
 	// rev is the server's own direction (bidirectional runs) or its answers (latency WRITE and
 	// SEND), from the client's GO.
 	rev *pusher
@@ -232,6 +235,11 @@ func ServeWith(ctx context.Context, setup *net.UDPConn, host *udp.Host, o ServeO
 			if s.result == nil {
 				var r serverResult
 				busy := false
+				s.conn.Do(func(*rc.QP) { busy = s.rev != nil && !s.rev.answer && s.rev.started && !s.rev.done })
+				if !busy {
+					// What the socket still holds is not lost: count it in first (R30).
+					host.Settle(settleTime)
+				}
 				s.conn.Do(func(qp *rc.QP) {
 					if p := s.rev; p != nil && !p.answer && p.started && !p.done {
 						busy = true
@@ -256,6 +264,11 @@ func ServeWith(ctx context.Context, setup *net.UDPConn, host *udp.Host, o ServeO
 				c := s.conn.Counts()
 				r.Dropped, r.DataDropped = c.Dropped, c.DataDropped
 				r.DataSent, r.DataRecv = c.DataSent, c.DataReceived
+				r.Sent, r.Recv = c.Sent, c.Received
+				if k := host.Socket(); k.DropsKnown && s.dropsKnown {
+					d := k.Drops - min(s.drops0, k.Drops)
+					r.SocketDrops, r.SocketBuffer = &d, k.Read
+				}
 				want := s.req.Iters
 				if s.req.DurationNs > 0 {
 					want = dm.Messages // a run of --duration: as many as the client sent
@@ -326,6 +339,8 @@ func newSession(host *udp.Host, m *rc.SetupMsg, from netip.AddrPort, qpn uint32,
 		return nil, err
 	}
 	s := &session{req: req, size: req.Size, slots: slots(req.Size, req.Iters, req.QPs), seed: qpSeed(req.Seed, req.QP)}
+	k := host.Socket()
+	s.drops0, s.dropsKnown = k.Drops, k.DropsKnown
 	// The client's stated RTT is a sample for this QP too; 0 (the client measures its own at
 	// setup) leaves it unsampled, its timers at least the local ACK timeout until its first
 	// ACK (R35).

@@ -146,28 +146,108 @@ func kernelDrops(port uint16) (n int64, ok bool) {
 	return n, ok
 }
 
-// socketWarning fills the socket-loss figures of r and, past SocketLossWarnFraction, its
-// warning. local says whether both ends ran on this host (loopback).
+// rmemMax is net.core.rmem_max, 0 where unknown.
+func rmemMax() int64 {
+	b, err := os.ReadFile("/proc/sys/net/core/rmem_max")
+	if err != nil {
+		return 0
+	}
+	n, err := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
+	if err != nil {
+		return 0
+	}
+	return n
+}
+
+// splitLoss splits the packets lost between the queue pairs (lost: sent into the sockets and
+// never received, both ways) into those the kernels dropped on the data sockets (local: this
+// host's count; server: the server's, when remote) and those lost on the path (R30).
+func (r *Result) splitLoss(local, server int64, remote bool, lost int64) {
+	k := local
+	if remote {
+		s := server
+		r.ServerSocketDroppedPackets = &s
+		k += server
+	}
+	path := max(lost-k, 0)
+	pathData := max(r.SocketLostDataPackets-k, 0)
+	r.SocketDroppedPackets, r.PathLostPackets, r.PathLostDataPackets = &k, &path, &pathData
+}
+
+// socketWarning fills the loss figures of r and, past SocketLossWarnFraction of the data
+// packets handed to the sockets, its warning: where the packets were lost (the kernel's
+// drops on the sockets, or the path) and what to do about it. local says whether both ends
+// ran on this host (loopback).
 func (r *Result) socketWarning(local bool) {
 	r.SocketLossFraction = 0
 	if r.SocketDataPackets > 0 {
 		r.SocketLossFraction = float64(max(r.SocketLostDataPackets, 0)) / float64(r.SocketDataPackets)
 	}
 	r.Warning = ""
-	if r.SocketLostDataPackets <= 2 || r.SocketLossFraction <= SocketLossWarnFraction {
-		return
+	over := func(n int64) bool {
+		return n > 2 && r.SocketDataPackets > 0 && float64(n)/float64(r.SocketDataPackets) > SocketLossWarnFraction
 	}
-	where := "this host's sockets"
-	if !local {
-		where = "the sockets (this host's or the server's)"
-	}
+	pct := func(n int64) float64 { return 100 * float64(n) / float64(max(r.SocketDataPackets, 1)) }
 	rate := units.FormatRate(r.Rate)
 	if r.Bidirectional {
 		rate += " each way"
 	}
-	r.Warning = fmt.Sprintf("%d of %d data packets (%.1f%%) were dropped by %s: --rate %s is more than this path carries; "+
-		"the retransmissions below are the kernel's drops, not a transport fault",
-		r.SocketLostDataPackets, r.SocketDataPackets, 100*r.SocketLossFraction, where, rate)
+	lost := max(r.SocketLostDataPackets, 0)
+	if r.SocketDroppedPackets == nil || r.PathLostDataPackets == nil {
+		// No kernel count for one of the sockets: the loss cannot be placed.
+		if !over(lost) {
+			return
+		}
+		unknown := "the kernel's count of socket drops is unknown"
+		if !local {
+			unknown += " (this host's, or the server's: it does not report it)"
+		}
+		r.Warning = fmt.Sprintf("%d of %d data packets (%.1f%%) were lost between the queue pairs, in the sockets or on the path "+
+			"(a proxy, a rate limiter or the network): %s; --rate %s is more than this path carries: lower it",
+			lost, r.SocketDataPackets, pct(lost), unknown, rate)
+		return
+	}
+	k := *r.SocketDroppedPackets
+	var w []string
+	if sd := min(k, lost); over(sd) {
+		where := "this host's sockets"
+		if !local {
+			var srv int64
+			if r.ServerSocketDroppedPackets != nil {
+				srv = *r.ServerSocketDroppedPackets
+			}
+			where = fmt.Sprintf("the sockets (this host's %d, the server's %d)", k-srv, srv)
+		}
+		w = append(w, fmt.Sprintf("%d of %d data packets (%.1f%%) were dropped by %s: --rate %s is more than this path carries; "+
+			"the retransmissions below are the kernel's drops, not a transport fault; lower --rate, or %s",
+			sd, r.SocketDataPackets, pct(sd), where, rate, r.bufferAdvice(local)))
+	}
+	if pd := *r.PathLostDataPackets; over(pd) {
+		w = append(w, fmt.Sprintf("%d of %d data packets (%.1f%%) were lost on the path between the sockets, not in them "+
+			"(the kernels dropped %d packets): a proxy, a rate limiter or the network dropped them; "+
+			"--rate %s above the path's bottleneck causes this: lower it to the path's rate",
+			pd, r.SocketDataPackets, pct(pd), k, rate))
+	}
+	r.Warning = strings.Join(w, "; ")
+}
+
+// bufferAdvice says how to give the sockets more buffer, with what they have now.
+func (r *Result) bufferAdvice(local bool) string {
+	have := fmt.Sprintf("this host's socket has %d", r.SocketReceiveBuffer)
+	if !local && r.ServerSocketReceiveBuffer > 0 {
+		have += fmt.Sprintf(", the server's %d", r.ServerSocketReceiveBuffer)
+	}
+	asked := max(r.socketAsked, 8<<20)
+	if r.SocketBufferForced || r.RmemMax >= int64(asked) {
+		// The kernel did not cap what was asked: ask for more.
+		return fmt.Sprintf("ask for larger socket buffers: --socket-buffer %s (%s)", units.FormatSize(int64(2*asked)), have)
+	}
+	where := ""
+	if !local {
+		where = " on the host that dropped them"
+	}
+	return fmt.Sprintf("raise the socket buffers%s: sysctl -w net.core.rmem_max=%d net.core.wmem_max=%d (now %d here; %s)",
+		where, asked, asked, r.RmemMax, have)
 }
 
 // dirSeed is the seed of the data of the server's direction of QP seed's QP.

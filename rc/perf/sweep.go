@@ -22,14 +22,16 @@ func Sizes(max int) []int {
 func runSizes(ctx context.Context, opts Options, host *udp.Host) (Result, error) {
 	tot := Result{Op: opts.Op, Mode: opts.Mode.String(), MTU: opts.MTU, Rate: opts.Rate, Loss: opts.Loss.String(),
 		DelayMs: float64(opts.Delay) / 1e6, QPs: opts.QPs, DurationSeconds: opts.Duration.Seconds(),
-		Bidirectional: opts.Bidirectional, AllSizes: true, Verified: true, PerQP: []QPResult{}}
+		Bidirectional: opts.Bidirectional, AllSizes: true, Verified: true, PerQP: []QPResult{}, RateDefault: opts.rateDefault}
 	tot.timers(&opts)
 	var kernel int64
 	haveKernel := true
+	var split lossSplit
 	sizes := Sizes(opts.MaxSize)
 	for i, size := range sizes {
 		if errors.Is(ctx.Err(), context.Canceled) {
 			tot.Verified, tot.Interrupted, tot.SizesNotRun = false, true, sizes[i:]
+			split.into(&tot)
 			tot.finishTotals(kernel, haveKernel, opts)
 			return tot, ErrInterrupted
 		}
@@ -52,6 +54,11 @@ func runSizes(ctx context.Context, opts Options, host *udp.Host) (Result, error)
 		tot.DroppedDataPackets += r.DroppedDataPackets
 		tot.SocketLostDataPackets += r.SocketLostDataPackets
 		tot.SocketDataPackets += r.SocketDataPackets
+		tot.SocketPackets += r.SocketPackets
+		split.add(r)
+		tot.SocketReceiveBuffer, tot.SocketBufferForced = r.SocketReceiveBuffer, r.SocketBufferForced
+		tot.ServerSocketReceiveBuffer = max(tot.ServerSocketReceiveBuffer, r.ServerSocketReceiveBuffer)
+		tot.RmemMax, tot.socketAsked, tot.RateDefault = r.RmemMax, r.socketAsked, r.RateDefault
 		tot.PeakGbps = max(tot.PeakGbps, r.PeakGbps)
 		tot.RTTMs = max(tot.RTTMs, r.RTTMs)
 		if r.KernelSocketDrops != nil {
@@ -61,16 +68,19 @@ func runSizes(ctx context.Context, opts Options, host *udp.Host) (Result, error)
 		}
 		if errors.Is(err, ErrInterrupted) {
 			tot.Verified, tot.Interrupted, tot.Cancelled, tot.SizesNotRun = false, true, r.Cancelled, sizes[i+1:]
+			split.into(&tot)
 			tot.finishTotals(kernel, haveKernel, opts)
 			return tot, ErrInterrupted
 		}
 		if err != nil {
 			tot.Verified = false
 			tot.Error = fmt.Sprintf("size %d: %v", size, err)
+			split.into(&tot)
 			tot.finishTotals(kernel, haveKernel, opts)
 			return tot, fmt.Errorf("perf: size %d: %w", size, err)
 		}
 	}
+	split.into(&tot)
 	tot.finishTotals(kernel, haveKernel, opts)
 	return tot, nil
 }
@@ -87,5 +97,44 @@ func (t *Result) finishTotals(kernel int64, haveKernel bool, opts Options) {
 	t.socketWarning(opts.loopback)
 	if !t.Verified {
 		t.noBandwidth()
+	}
+}
+
+// lossSplit sums the rows' split of the loss (R30): each figure only when every row has it.
+type lossSplit struct {
+	n                              int
+	sock, server, path, pathData   int64
+	haveSock, haveServer, havePath int
+}
+
+func (l *lossSplit) add(r Result) {
+	l.n++
+	if r.SocketDroppedPackets != nil {
+		l.sock += *r.SocketDroppedPackets
+		l.haveSock++
+	}
+	if r.ServerSocketDroppedPackets != nil {
+		l.server += *r.ServerSocketDroppedPackets
+		l.haveServer++
+	}
+	if r.PathLostPackets != nil && r.PathLostDataPackets != nil {
+		l.path += *r.PathLostPackets
+		l.pathData += *r.PathLostDataPackets
+		l.havePath++
+	}
+}
+
+func (l *lossSplit) into(t *Result) {
+	if l.n == 0 {
+		return
+	}
+	if l.haveSock == l.n {
+		t.SocketDroppedPackets = &l.sock
+	}
+	if l.haveServer == l.n {
+		t.ServerSocketDroppedPackets = &l.server
+	}
+	if l.havePath == l.n {
+		t.PathLostPackets, t.PathLostDataPackets = &l.path, &l.pathData
 	}
 }

@@ -29,8 +29,37 @@ type Options struct {
 	// Ethernet, IPv4 or IPv6 and UDP under each flow's logical header (so that the ICRCs verify
 	// and decoders see port 4791), including the packets the impairment drops.
 	Pcap io.Writer
-	// SocketBuffer is the kernel buffer size asked for each direction (default 8 MiB).
+	// SocketBuffer is the kernel buffer size asked for each direction (default 8 MiB): with
+	// CAP_NET_ADMIN beyond net.core.rmem_max and wmem_max (SO_RCVBUFFORCE, SO_SNDBUFFORCE),
+	// otherwise capped by them. Host.Socket says what the kernel granted.
 	SocketBuffer int
+}
+
+// Buffers is what a host asked of the kernel for its socket and what it got.
+type Buffers struct {
+	Asked int // octets asked for each direction
+	// Read and Write are the buffers granted, as the kernel reports them (Linux doubles what
+	// it accepted, for its bookkeeping); 0 where unknown.
+	Read, Write int
+	// ReadForced and WriteForced: the kernel took SO_RCVBUFFORCE / SO_SNDBUFFORCE (the process
+	// has CAP_NET_ADMIN), so net.core.rmem_max / wmem_max did not cap the buffer.
+	ReadForced, WriteForced bool
+	// DropsCounted: every datagram read carries the socket's drop count (SO_RXQ_OVFL).
+	DropsCounted bool
+}
+
+// SocketStats is what the kernel says of a host's socket.
+type SocketStats struct {
+	Buffers
+	// Drops is the kernel's count of datagrams it dropped on the socket since it was opened
+	// (its receive queue was full: the reader did not keep up), from the count the datagrams
+	// carry (SO_RXQ_OVFL) and, on Linux, the socket's own counter (SO_MEMINFO), which also
+	// has the drops after the last datagram read. DropsKnown is false where there is none.
+	Drops      uint64
+	DropsKnown bool
+	// Queued is the memory the socket's receive queue holds now, datagrams not yet read
+	// (Linux's SK_MEMINFO_RMEM_ALLOC, which counts the kernel's bookkeeping; 0 where unknown).
+	Queued int
 }
 
 // Counts counts what a QP's outbound path did.
@@ -62,6 +91,10 @@ type Host struct {
 
 	// Counters of datagrams no QP took.
 	unknownQP, runts uint64
+	// The socket: its buffers, and the latest drop count a datagram carried.
+	bufs         Buffers
+	ctlDrops     uint32
+	ctlDropsSeen bool
 
 	wake      chan struct{}
 	closed    chan struct{}
@@ -96,9 +129,8 @@ func Listen(addr string, opt Options) (*Host, error) {
 	if sz <= 0 {
 		sz = 8 << 20
 	}
-	_ = sock.SetReadBuffer(sz) // best effort: the kernel caps it
-	_ = sock.SetWriteBuffer(sz)
-	h := &Host{sock: sock, local: sock.LocalAddr().(*net.UDPAddr).AddrPort(), start: time.Now(),
+	bufs := setBuffers(sock, sz) // best effort
+	h := &Host{sock: sock, local: sock.LocalAddr().(*net.UDPAddr).AddrPort(), start: time.Now(), bufs: bufs,
 		conns: map[uint32]*Conn{}, wake: make(chan struct{}, 1), closed: make(chan struct{})}
 	if opt.Pcap != nil {
 		h.pbuf = bufio.NewWriterSize(opt.Pcap, 1<<20)
@@ -139,6 +171,38 @@ func (h *Host) Dropped() (unknownQP, runts uint64) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return h.unknownQP, h.runts
+}
+
+// Socket returns the socket's buffers and the kernel's count of the datagrams it dropped there.
+func (h *Host) Socket() SocketStats {
+	h.mu.Lock()
+	st := SocketStats{Buffers: h.bufs, Drops: uint64(h.ctlDrops), DropsKnown: h.ctlDropsSeen}
+	h.mu.Unlock()
+	if d, q, ok := socketMem(h.sock); ok {
+		st.Drops, st.DropsKnown, st.Queued = max(st.Drops, uint64(d)), true, q
+	}
+	return st
+}
+
+// Settle waits, at most max, until the socket's receive queue is empty: every datagram that
+// reached the socket has been read, so that counts taken after it do not miss those still
+// queued (a reader behind the senders holds many). It reports whether the queue emptied
+// (false too where the queue cannot be seen).
+func (h *Host) Settle(max time.Duration) bool {
+	deadline := time.Now().Add(max)
+	for {
+		_, q, ok := socketMem(h.sock)
+		if !ok {
+			return false
+		}
+		if q == 0 {
+			return true
+		}
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(time.Millisecond)
+	}
 }
 
 // Add puts qp on the host, sending to peer. impair, if not nil, configures the in-process
@@ -271,9 +335,10 @@ func (c *Conn) write(pkt []byte) {
 func (h *Host) readLoop() {
 	defer h.wg.Done()
 	buf := make([]byte, 65536)
+	oob := make([]byte, oobSize)
 	pause := time.Duration(0)
 	for {
-		n, _, err := h.sock.ReadFromUDPAddrPort(buf)
+		n, oobn, _, _, err := h.sock.ReadMsgUDPAddrPort(buf, oob)
 		if err != nil {
 			if errors.Is(err, net.ErrClosed) {
 				return
@@ -289,7 +354,11 @@ func (h *Host) readLoop() {
 		}
 		pause = 0
 		pkt := buf[:n]
+		drops, dropsOK := controlDrops(oob[:oobn])
 		h.mu.Lock()
+		if dropsOK {
+			h.ctlDrops, h.ctlDropsSeen = drops, true
+		}
 		if n < roce.BTHLen+roce.ICRCLen {
 			h.runts++
 			h.mu.Unlock()
