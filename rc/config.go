@@ -81,6 +81,12 @@ type Config struct {
 	// probe, tcaeth's T7 fallback, the READ and atomic retry) is at least this long. Default
 	// LocalAckTimeoutOf(DefaultLocalAckTimeoutCode), 67.1 ms; negative turns the floor off.
 	LocalAckTimeout time.Duration
+	// MinTimeout is the least any timer of the QP runs, after its first RTT sample too: for
+	// drivers on a general-purpose host's sockets, whose scheduling stalls of milliseconds are
+	// no part of the path's round trip and would otherwise fire T7's SRTT + 3 T_thresh (under a
+	// millisecond on a short path) without a loss (protocol notes R37). Default MinRTO, 1 ms:
+	// the QP's timers as T7 and R16 have them.
+	MinTimeout time.Duration
 	// TThresh is the tcaeth batch time threshold (T6); default max(100 us, RTT/64).
 	TThresh time.Duration
 	// ReorderWindow is the RACK reorder window of the tcaeth loss decision (T5), and how long
@@ -166,6 +172,9 @@ func LocalAckTimeoutOf(code int) (time.Duration, error) {
 func (c *Config) setDefaults() {
 	if c.RTT <= 0 {
 		c.RTT = 10 * time.Millisecond
+	}
+	if c.MinTimeout <= 0 {
+		c.MinTimeout = MinRTO
 	}
 	if c.LocalAckTimeout == 0 {
 		c.LocalAckTimeout, _ = LocalAckTimeoutOf(DefaultLocalAckTimeoutCode)

@@ -274,8 +274,10 @@ func (r *requester) ackTimeout() time.Duration {
 	return r.floor(r.srtt + 3*r.cfg.TThresh)
 }
 
-// floor keeps a timeout at least the local ACK timeout until the QP has an RTT sample (R33).
+// floor keeps a timeout at least the local ACK timeout until the QP has an RTT sample (R33),
+// and at least the driver's MinTimeout always (R37).
 func (r *requester) floor(d time.Duration) time.Duration {
+	d = max(d, r.cfg.MinTimeout)
 	if !r.sampled {
 		d = max(d, r.cfg.LocalAckTimeout)
 	}

@@ -61,7 +61,9 @@ shorter than the local ACK timeout, --qp-timeout CODE (perftest's -u; a bare COD
 means the same), 4.096 us x 2^CODE, default 14 = 67.1 ms. --rtt is taken as a sample. Each
 timeout without progress doubles the next, up to 64 times, and progress resets it, so that
 --retry-count (default 7) bounds the time without progress (191 timeouts' length), not timer
-ticks. The round trip and the timeout chosen are printed on standard error.
+ticks. No timer runs under 10 ms, after the first sample too: a busy host's stalls of a few
+milliseconds are not the path's round trip. The round trip and the timeouts chosen are printed
+on standard error (and rtt_ms, local_ack_timeout_ms, min_timeout_ms in the JSON).
 
 Through a relay-mode gateway pair (docs/user-guide.md, "crem perf through a relay pair"):
 --via ADDR sends the RoCEv2 datagrams to ADDR, the gateway's relay.listen, instead of to the
@@ -334,8 +336,8 @@ func runPerf(args []string, s stdio) int {
 		printPerfInterrupted(s, res, sig.name())
 	}
 	if res.RTTSource == perf.RTTUnknown {
-		fmt.Fprintf(s.err, "crem %s: rtt unknown at start (the setup exchange does not take --via's path), learned from the first ACK; local ACK timeout %.1f ms (code %d)\n",
-			name, res.LocalAckTimeoutMs, res.AckTimeoutCode)
+		fmt.Fprintf(s.err, "crem %s: rtt unknown at start (the setup exchange does not take --via's path), learned from the first ACK; local ACK timeout %.1f ms (code %d); no timer under %.0f ms\n",
+			name, res.LocalAckTimeoutMs, res.AckTimeoutCode, res.MinTimeoutMs)
 	} else if res.RTTSource != "" && res.RTTMs > 0 {
 		how := "measured on the setup exchange"
 		if res.RTTSource == perf.RTTStated {
@@ -343,8 +345,8 @@ func runPerf(args []string, s stdio) int {
 		} else if *delay > 0 {
 			how += " plus 2 x --delay"
 		}
-		fmt.Fprintf(s.err, "crem %s: rtt %.3f ms, %s; local ACK timeout %.1f ms (code %d)\n",
-			name, res.RTTMs, how, res.LocalAckTimeoutMs, res.AckTimeoutCode)
+		fmt.Fprintf(s.err, "crem %s: rtt %.3f ms, %s; local ACK timeout %.1f ms (code %d); no timer under %.0f ms\n",
+			name, res.RTTMs, how, res.LocalAckTimeoutMs, res.AckTimeoutCode, res.MinTimeoutMs)
 	}
 	if res.Warning != "" {
 		fmt.Fprintf(s.err, "crem %s: warning: %s\n", name, res.Warning)

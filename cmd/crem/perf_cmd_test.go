@@ -541,6 +541,7 @@ func TestPerfTimeoutAndRTTFlags(t *testing.T) {
 			t.Fatalf("%v: %v: %s", c.args, err, out)
 		}
 		if res["rtt_source"] != c.source || res["ack_timeout_code"] != c.code || res["local_ack_timeout_ms"] != c.timeoutM ||
+			res["min_timeout_ms"] != 10.0 ||
 			c.rtt > 0 && res["rtt_ms"] != c.rtt || c.rtt == 0 && !(res["rtt_ms"].(float64) > 0) {
 			t.Errorf("%v: rtt_ms %v, rtt_source %v, ack_timeout_code %v, local_ack_timeout_ms %v", c.args,
 				res["rtt_ms"], res["rtt_source"], res["ack_timeout_code"], res["local_ack_timeout_ms"])

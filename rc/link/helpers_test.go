@@ -19,6 +19,8 @@ type setup struct {
 	delay   time.Duration // one way
 	loss    float64       // each direction
 	reorder float64
+	jitter  time.Duration // spread of each direction's delay (never reorders): uniform, or
+	normal  bool          // normal with jitter the standard deviation
 	seed    uint64
 	lossAB  netem.LossModel // overrides loss for A to B
 	lossBA  netem.LossModel // overrides loss for B to A
@@ -56,7 +58,10 @@ func newPair(t testing.TB, s setup) *Pair {
 		t.Fatal(err)
 	}
 	mk := func(seed uint64, lm netem.LossModel) netem.Config {
-		c := netem.Config{Delay: s.delay, Seed: seed}
+		c := netem.Config{Delay: s.delay, Jitter: s.jitter, Seed: seed}
+		if s.normal {
+			c.JitterDist = netem.JitterNormal
+		}
 		if lm != nil {
 			c.Loss = lm
 		} else if s.loss > 0 {

@@ -365,7 +365,7 @@ func connect(ctx context.Context, opts *Options, host *udp.Host, setup *net.UDPC
 	}
 	cfg := rc.Config{QPN: qpn, RemoteQPN: ans.QPN, SendPSN: req.StartPSN, RecvPSN: ans.StartPSN, MTU: opts.MTU,
 		Mode: opts.Mode, SRNoNAK: req.SRNoNAK, Rate: req.Rate, RTT: rtt, RTTProvisional: opts.RTT <= 0,
-		LocalAckTimeout: lat, Burst: time.Millisecond,
+		LocalAckTimeout: lat, MinTimeout: HostMinTimeout, Burst: time.Millisecond,
 		RetryCount: opts.RetryCount, NotifyWrites: opts.Bidirectional || opts.Latency, ReorderWindow: opts.ReorderWindow,
 		LocalAddr: local, RemoteAddr: server, LocalPort: host.LocalAddr().Port(), RemotePort: ans.FlowPort}
 	qp, err := rc.NewQP(cfg)

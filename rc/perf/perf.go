@@ -244,7 +244,18 @@ type Result struct {
 	RTTSource         string  `json:"rtt_source"`
 	AckTimeoutCode    int     `json:"ack_timeout_code"`
 	LocalAckTimeoutMs float64 `json:"local_ack_timeout_ms"`
+	// MinTimeoutMs is the least any timer of the QPs runs, after their first RTT sample too
+	// (HostMinTimeout, R37).
+	MinTimeoutMs float64 `json:"min_timeout_ms"`
 }
+
+// HostMinTimeout is the least any timer of crem perf's QPs runs (rc.Config.MinTimeout), on
+// either end: a host's scheduler stalls its read loop for milliseconds now and then (a busy
+// core, a garbage collection), and on loopback T7's SRTT + 3 T_thresh is a fraction of a
+// millisecond, so the QP's own timers resent what was only late: 10 to 14 percent of the packets
+// of a lossless run beside two busy loops, and now and then a retry exceeded with nothing lost.
+// 10 ms is far below any WAN's round trip, where the adaptive timers are longer anyway (R37).
+const HostMinTimeout = 10 * time.Millisecond
 
 // The values of Result.RTTSource.
 const (
@@ -413,6 +424,7 @@ func (r *Result) timers(o *Options) {
 	if d, err := rc.LocalAckTimeoutOf(o.AckTimeoutCode); err == nil {
 		r.LocalAckTimeoutMs = float64(d) / 1e6
 	}
+	r.MinTimeoutMs = float64(HostMinTimeout) / 1e6
 }
 
 // slots is how many messages a QP has in flight at once, each with its own memory: at most 64,

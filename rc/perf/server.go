@@ -345,7 +345,7 @@ func newSession(host *udp.Host, m *rc.SetupMsg, from netip.AddrPort, qpn uint32,
 	// setup) leaves it unsampled, its timers at least the local ACK timeout until its first
 	// ACK (R35).
 	cfg := rc.Config{QPN: qpn, RemoteQPN: m.QPN, SendPSN: serverPSN(req.Seed, req.QP), RecvPSN: m.StartPSN,
-		MTU: m.MTU, Mode: m.Mode, SRNoNAK: m.SRNoNAK, Rate: m.Rate, RTT: m.RTT, LocalAckTimeout: lat, Burst: time.Millisecond,
+		MTU: m.MTU, Mode: m.Mode, SRNoNAK: m.SRNoNAK, Rate: m.Rate, RTT: m.RTT, LocalAckTimeout: lat, MinTimeout: HostMinTimeout, Burst: time.Millisecond,
 		NotifyWrites: true, RetryCount: req.RetryCount, ReorderWindow: time.Duration(req.ReorderWindowNs), LocalAddr: m.ResponderAddr, RemoteAddr: m.RequesterAddr,
 		LocalPort: host.LocalAddr().Port(), RemotePort: m.FlowPort}
 	qp, err := rc.NewQP(cfg)
