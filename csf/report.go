@@ -142,7 +142,7 @@ func (s *Sender) onLossReport(now time.Duration, msg []byte) {
 	if !used || !s.o.adapt || !s.haveCfg {
 		return
 	}
-	chosen := policy.ChooseM(s.cur.K, s.est.P(), s.o.epsilon, s.o.rho, s.eff.MaxM)
+	chosen := s.chooseM(now)
 	if s.cur.Scheme == wire.SchemeXOR {
 		chosen = min(chosen, 1)
 	}
@@ -158,6 +158,23 @@ func (s *Sender) onLossReport(now time.Duration, msg []byte) {
 	if s.Reconfigure(now, cfg) == nil {
 		s.stats.MChanges++
 	}
+}
+
+// msgMemory is how long after the latest message it learned the length of the cost rule still
+// takes the flow for one of messages (P9): at least this, and eight SRTT.
+const msgMemory = time.Second
+
+// chooseM is the policy's m for the flow's configuration (C6; P5-P9).
+func (s *Sender) chooseM(now time.Duration) int {
+	if s.o.rule != policy.RuleCost {
+		return policy.ChooseM(s.cur.K, s.est.P(), s.o.epsilon, s.o.rho, s.eff.MaxM)
+	}
+	if s.msg && s.o.msgPolicy == nil && now-s.msgAt < max(msgMemory, 8*s.srtt()) {
+		// Messages of known length: each message's critical blocks get their repair as extra
+		// symbols (P9); the others need none of the configuration's.
+		return 0
+	}
+	return policy.CostM(s.cur.K, s.CostPath())
 }
 
 // M returns the repair count in force for new blocks (0 while the breaker is open).

@@ -110,6 +110,10 @@ type Sender struct {
 	msg            bool
 	msgFrom, msgTo psn.PSN
 	msgK, msgExtra int
+	// msgTail: only blocks that end at or after it get msgExtra (the cost rule's critical
+	// blocks, P9); msgFrom for WithMessagePolicy. msgAt is when the latest message was learned.
+	msgTail psn.PSN
+	msgAt   time.Duration
 
 	// Measurement and policy.
 	est       *policy.Estimator
@@ -195,6 +199,23 @@ func (s *Sender) NextPSN() (psn.PSN, bool) { return s.next, s.haveNext }
 // RDMAMTU returns the RDMA MTU in use: the configured one until a full-sized packet shows the
 // flow's own (E33).
 func (s *Sender) RDMAMTU() int { return s.mtu }
+
+// CostPath returns what the cost rule knows of the flow at this moment (P5): the loss estimate,
+// the assumed burst, the round cost at SRTT and the time one symbol takes at the flow's rate
+// (configured, else the gap between the packets of a burst, E35), zero when repair does not
+// compete for the bottleneck.
+func (s *Sender) CostPath() policy.Path {
+	t := s.cur.T
+	if t <= 0 {
+		t = s.mtu + 64
+	}
+	sym := policy.SymbolTime(t, s.o.rateBits, s.o.competes)
+	if s.o.rateBits == 0 && s.o.competes {
+		sym = s.burstMean
+	}
+	return policy.Path{Loss: s.est.P(), Burst: s.o.lossBurst, Round: policy.RoundCost(s.srtt()), Symbol: sym,
+		MaxM: s.eff.MaxM, MaxK: s.cur.K, Epsilon: s.o.epsilon, Rho: s.o.rho}
+}
 
 // SRTT returns the smoothed round-trip time.
 func (s *Sender) SRTT() time.Duration { return s.rtt.SRTT() }
