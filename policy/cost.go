@@ -85,7 +85,23 @@ func BlockFail(size, m int, loss, burst float64) float64 {
 	if loss <= 0 {
 		return 0
 	}
-	return TailAbove(size+m, int(float64(m)/burst), min(loss/burst, 1))
+	n, j, q := size+m, int(float64(m)/burst), min(loss/burst, 1)
+	if float64(n)*q <= float64(j) {
+		return TailAbove(n, j, q)
+	}
+	// Beyond the mean the upper tail is near 1: 1 minus the head keeps it monotone in m.
+	if q >= 1 {
+		return 1
+	}
+	lp, lq := math.Log(q), math.Log1p(-q)
+	lgN, _ := math.Lgamma(float64(n + 1))
+	head := 0.0
+	for i := 0; i <= min(j, n); i++ {
+		lgI, _ := math.Lgamma(float64(i + 1))
+		lgNI, _ := math.Lgamma(float64(n - i + 1))
+		head += math.Exp(lgN - lgI - lgNI + float64(i)*lp + float64(n-i)*lq)
+	}
+	return max(1-head, 0)
 }
 
 // tolerated clips a unit's chance of a round at the draft's target (P6): below it the unit
@@ -103,20 +119,22 @@ func tolerated(fail, tol float64) float64 {
 //
 //	E(k, m) = m S + R [P(k, m) - tau(m)]+
 //
-// with S the symbol time, R the round cost, P(k, m) = BlockFail(k, m) and tau(m) the draft's
-// target for the choice: rho for m = 0 (coded retransmission alone), epsilon otherwise.
+// with S the symbol time, R the round cost, P(k, m) = BlockFail(k, m) and tau the draft's target
+// for the choice: rho for m = 0 when P(k, 0) < rho (coded retransmission alone meets the
+// retransmission budget), epsilon otherwise.
 func BlockCost(k, m int, p Path) float64 {
 	eps, rho := p.targets()
+	fail := BlockFail(k, m, p.Loss, p.Burst)
 	tol := eps
-	if m == 0 {
+	if m == 0 && fail < rho {
 		tol = rho
 	}
-	fail := BlockFail(k, m, p.Loss, p.Burst)
 	return float64(m)*p.Symbol.Seconds() + p.Round.Seconds()*fail*tolerated(fail, tol)
 }
 
 // CostM is the cost rule's m for blocks of k sources of a flow whose messages the CSF does not
-// know (P8): the m in 0..min(MaxM, 255-k) with the least BlockCost, the smaller on a tie. With
+// know (P8): the m in 0..min(MaxM, 255-k) with the least BlockCost, the smaller on a tie (the
+// larger while the cost is above zero when repair is free: it then never costs more). With
 // Symbol 0 it is ChooseM(k, Loss, Epsilon, Rho, MaxM) for independent loss (P6).
 func CostM(k int, p Path) int {
 	maxM := min(p.MaxM, 255-k)
@@ -124,13 +142,10 @@ func CostM(k int, p Path) int {
 		return 0
 	}
 	best, bestCost := 0, BlockCost(k, 0, p)
-	for m := 1; m <= maxM; m++ {
+	for m := 1; m <= maxM && bestCost > 0; m++ {
 		c := BlockCost(k, m, p)
-		if c < bestCost-1e-15 {
+		if c < bestCost-1e-15 || p.Symbol <= 0 && bestCost > 0 && c <= bestCost {
 			best, bestCost = m, c
-		}
-		if bestCost == 0 {
-			break
 		}
 	}
 	return best
@@ -168,7 +183,7 @@ const maxGroups = 1024
 //	E(k, m) = S m c + [P_msg - tau]+/P_msg * sum_j prod_{i<j} (1 - P_i) P_j (R - d_j S)+
 //
 // over the c critical blocks j counted from the message's end (P_j = BlockFail of block j,
-// P_msg = 1 - prod_j (1 - P_j), tau = rho for m = 0 and epsilon otherwise); ties go to fewer
+// P_msg = 1 - prod_j (1 - P_j), tau = rho for m = 0 when P_msg < rho and epsilon otherwise); ties go to fewer
 // repair symbols, then to the earlier k of the list. With S = 0 every block is critical and the
 // choice is the draft's target applied to the whole message (P6).
 func PlanMessage(n int, p Path) Plan {
@@ -220,7 +235,7 @@ func PlanMessage(n int, p Path) Plan {
 			}
 			fail := -math.Expm1(logSurv)
 			tol := eps
-			if m == 0 {
+			if m == 0 && fail < rho {
 				tol = rho
 			}
 			repair := m * c
