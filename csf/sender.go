@@ -114,6 +114,7 @@ type Sender struct {
 	// blocks, P9); msgFrom for WithMessagePolicy. msgAt is when the latest message was learned.
 	msgTail psn.PSN
 	msgAt   time.Duration
+	kmLine  []KMPoint // the codes used over time (P11)
 
 	// Measurement and policy.
 	est       *policy.Estimator

@@ -59,6 +59,7 @@ func (s *Sender) Observe(now time.Duration, pkt []byte) {
 			s.msgTail, s.msgAt = p.Add(pkts-pl.TailPackets), now
 			s.stats.MessagesChosen++
 			s.stats.MessagesPlanned++
+			s.noteKM(now)
 		case dma >= s.o.longMin:
 			// A long message: its blocks get extra ordinary repair.
 			s.longFrom, s.longTo, s.long = p, p.Add(pkts), true
