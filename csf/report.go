@@ -160,8 +160,8 @@ func (s *Sender) onLossReport(now time.Duration, msg []byte) {
 	}
 }
 
-// msgMemory is how long after the latest message it learned the length of the cost rule still
-// takes the flow for one of messages (P9): at least this, and eight SRTT.
+// msgMemory is how long after a block of the latest message whose length it learned opened the
+// cost rule still takes the flow for one of messages (P9): at least this, and eight SRTT.
 const msgMemory = time.Second
 
 // chooseM is the policy's m for the flow's configuration (C6; P5-P9).
@@ -174,8 +174,23 @@ func (s *Sender) chooseM(now time.Duration) int {
 		// symbols (P9); the others need none of the configuration's.
 		return 0
 	}
-	return policy.CostM(s.cur.K, s.CostPath())
+	path := s.CostPath()
+	m := policy.CostM(s.cur.K, path)
+	if m != s.cur.M && !s.mOverride {
+		// P12: m moves only for a saving of at least costGain of what the m in force costs: one
+		// loss in an interval of a few hundred packets moves the estimate across the choice's
+		// boundaries, and m would follow each such loss between choices of nearly equal cost.
+		cur, next := policy.BlockCost(s.cur.K, s.cur.M, path), policy.BlockCost(s.cur.K, m, path)
+		if cur-next < costGain*cur {
+			return s.cur.M
+		}
+	}
+	return m
 }
+
+// costGain is the share of the expected block time of the m in force that another m must save
+// before the cost rule moves to it (P12).
+const costGain = 0.25
 
 // M returns the repair count in force for new blocks (0 while the breaker is open).
 func (s *Sender) M() int {

@@ -206,7 +206,10 @@ func (s *Sender) RDMAMTU() int { return s.mtu }
 // (configured, else the gap between the packets of a burst, E35), zero when repair does not
 // compete for the bottleneck.
 func (s *Sender) CostPath() policy.Path {
-	t := s.cur.T
+	t, k := s.cur.T, s.cur.K
+	if !s.haveCfg {
+		t, k = s.o.t, s.o.k
+	}
 	if t <= 0 {
 		t = s.mtu + 64
 	}
@@ -215,7 +218,23 @@ func (s *Sender) CostPath() policy.Path {
 		sym = s.burstMean
 	}
 	return policy.Path{Loss: s.est.P(), Burst: s.o.lossBurst, Round: policy.RoundCost(s.srtt()), Symbol: sym,
-		MaxM: s.eff.MaxM, MaxK: s.cur.K, Epsilon: s.o.epsilon, Rho: s.o.rho}
+		MaxM: s.maxM(), MaxK: k, Epsilon: s.o.epsilon, Rho: s.o.rho}
+}
+
+// configM is the m of the configuration in force, or of the first one before there is one.
+func (s *Sender) configM() int {
+	if s.haveCfg {
+		return s.cur.M
+	}
+	return s.o.m
+}
+
+// maxM is the receiver's Max m once known, else the Sender's own limit.
+func (s *Sender) maxM() int {
+	if s.eff.MaxM > 0 {
+		return s.eff.MaxM
+	}
+	return s.o.limits.MaxM
 }
 
 // SRTT returns the smoothed round-trip time.

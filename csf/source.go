@@ -51,11 +51,12 @@ func (s *Sender) Observe(now time.Duration, pkt []byte) {
 			s.msg, s.msgFrom, s.msgTo, s.msgK, s.msgExtra = true, p, p.Add(pkts), k, max(extra, 0)
 			s.msgTail, s.msgAt = p, now
 			s.stats.MessagesChosen++
-		case s.o.rule == policy.RuleCost && s.haveCfg:
-			// P9: repair for the blocks whose loss would delay the message's end.
+		case s.o.rule == policy.RuleCost:
+			// P9: repair for the blocks whose loss would delay the message's end (planned also
+			// before the session is up: its blocks may start after).
 			pl := policy.PlanMessage(pkts, s.CostPath())
 			s.msg, s.msgFrom, s.msgTo, s.msgK = true, p, p.Add(pkts), pl.K
-			s.msgExtra = max(pl.TailM-s.cur.M, 0)
+			s.msgExtra = max(pl.TailM-s.configM(), 0)
 			s.msgTail, s.msgAt = p.Add(pkts-pl.TailPackets), now
 			s.stats.MessagesChosen++
 			s.stats.MessagesPlanned++
@@ -358,8 +359,11 @@ func (s *Sender) openBlock(now time.Duration, p psn.PSN) {
 		syms = append(syms, make([][]byte, s.cur.K-len(syms))...)
 	}
 	limit := s.cur.K
-	if s.msg && s.msgK >= 1 && !p.Before(s.msgFrom) && p.Before(s.msgTo) {
-		limit = min(limit, s.msgK) // the message policy's k: a block closed early (C7 c)
+	if s.msg && !p.Before(s.msgFrom) && p.Before(s.msgTo) {
+		s.msgAt = now // the flow is still one of messages (P9)
+		if s.msgK >= 1 {
+			limit = min(limit, s.msgK) // the message policy's k: a block closed early (C7 c)
+		}
 	}
 	pre := b.pre
 	if s.prefix > 0 && len(pre) < s.cur.K*s.prefix {

@@ -120,13 +120,14 @@ func tolerated(fail, tol float64) float64 {
 //	E(k, m) = m S + R [P(k, m) - tau(m)]+
 //
 // with S the symbol time, R the round cost, P(k, m) = BlockFail(k, m) and tau the draft's target
-// for the choice: rho for m = 0 when P(k, 0) < rho (coded retransmission alone meets the
-// retransmission budget), epsilon otherwise.
+// for the choice: epsilon for m > 0, rho for m = 0 (coded retransmission alone: the retransmission
+// budget). With S = 0 tau(0) is rho only while P(k, 0) < rho, and epsilon beyond, which is the
+// draft's rule exactly (P6); with S > 0 it stays rho, so that E is continuous in the loss (P12).
 func BlockCost(k, m int, p Path) float64 {
 	eps, rho := p.targets()
 	fail := BlockFail(k, m, p.Loss, p.Burst)
 	tol := eps
-	if m == 0 && fail < rho {
+	if m == 0 && (fail < rho || p.Symbol > 0) {
 		tol = rho
 	}
 	return float64(m)*p.Symbol.Seconds() + p.Round.Seconds()*fail*tolerated(fail, tol)

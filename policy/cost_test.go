@@ -44,7 +44,7 @@ func TestCostMMinimisesExpectedBlockTime(t *testing.T) {
 		// The formula itself, for the chosen m.
 		fail := TailAbove(32+m, m, 0.01)
 		tol := DefaultEpsilon
-		if m == 0 && fail < DefaultRho {
+		if m == 0 && (fail < DefaultRho || sym > 0) {
 			tol = DefaultRho
 		}
 		want := float64(m)*sym.Seconds() + round.Seconds()*max(fail-tol, 0)
