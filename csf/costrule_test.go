@@ -163,3 +163,47 @@ func TestCostRuleFollowsLossAndRateStepsWithoutChurn(t *testing.T) {
 		}
 	}
 }
+
+// Under the cost rule a WRITE whose RETH gives its length gets the plan of P9: the message's blocks
+// at the plan's k, repair only on the blocks that end within its critical tail (the last R/S
+// packets), none on the others; the timeline records the configuration and the plan (P11).
+func TestCostRuleRepairsOnlyTheMessageTail(t *testing.T) {
+	s := newSender(t, WithRule(policy.RuleCost), WithConfig(wire.SchemeCauchy, 32, 0, 0), WithInitialRTT(20*time.Millisecond),
+		WithPathRate(500e6, true), WithInitialLoss(0.01))
+	establish(t, s, 0, 3)
+	drain(s)
+	const n = 4096 // 4 MiB at the RDMA MTU of 1024
+	pl := policy.PlanMessage(n, s.CostPath())
+	if pl.TailM == 0 || pl.TailPackets >= n/2 || pl.K != 32 {
+		t.Fatalf("plan %+v: want repair on a tail shorter than half the message, k 32", pl)
+	}
+	now := time.Millisecond
+	s.Observe(now, writeFirst(0x100, n*1024))
+	for i := 1; i < n; i++ {
+		now += 17 * time.Microsecond
+		s.Observe(now, packet(psn.PSN(0x100+i), 1024))
+	}
+	now += time.Millisecond
+	s.Tick(now)
+	tail := psn.PSN(0x100 + n - pl.TailPackets)
+	per := map[psn.PSN]int{}
+	for _, r := range repairs(drain(s)) {
+		per[r.BlockStartPSN]++
+	}
+	for b := psn.PSN(0x100); b.Before(psn.PSN(0x100 + n)); b = b.Add(32) {
+		want := 0
+		if !b.Add(31).Before(tail) {
+			want = pl.TailM
+		}
+		if per[b] != want {
+			t.Fatalf("block %v (tail from %v): %d repair symbols, want %d (plan %+v)", b, tail, per[b], want, pl)
+		}
+	}
+	if st := s.Stats(); st.MessagesPlanned != 1 || st.ParamUpdateSent != 1 {
+		t.Fatalf("stats %+v", st)
+	}
+	km := s.KMTimeline()
+	if len(km) != 2 || km[0].K != 32 || km[0].M != 0 || km[0].TailM != 0 || km[1].MessageK != pl.K || km[1].TailM != pl.TailM || km[1].AtS != 0.001 {
+		t.Fatalf("timeline %+v, want the configuration and then the plan %+v", km, pl)
+	}
+}
