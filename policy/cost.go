@@ -77,31 +77,76 @@ func (p Path) targets() (eps, rho float64) {
 }
 
 // BlockFail is the chance that a block of size sources with m ordinary repair symbols loses
-// more than m: each packet starts a loss burst with probability loss/burst, and a block
-// survives while the bursts starting in it lose at most m packets (P7). With burst 1 it is the
-// draft's P[Binomial(size+m, loss) > m].
+// more than m (P7). Each of its size + m packets starts a loss burst with probability loss/burst,
+// and a burst's length is geometric with mean burst (Gilbert-Elliott): with N bursts in the block
+// and S_j the packets j bursts lose,
+//
+//	P = P[N > m] + sum_{j=1..m} P[N = j] P[S_j > m],  P[S_j > m] = P[Binomial(m, 1/burst) < j]
+//
+// (j geometric lengths exceed m exactly when fewer than j of m trials with probability
+// 1/burst succeed). With burst 1 it is the draft's P[Binomial(size+m, loss) > m].
 func BlockFail(size, m int, loss, burst float64) float64 {
 	burst = max(burst, 1)
 	if loss <= 0 {
 		return 0
 	}
-	n, j, q := size+m, int(float64(m)/burst), min(loss/burst, 1)
-	if float64(n)*q <= float64(j) {
-		return TailAbove(n, j, q)
+	n, q := size+m, min(loss/burst, 1)
+	fail := binomialAbove(n, m, q)
+	if burst > 1 {
+		for j := 1; j <= min(m, n); j++ {
+			fail += binomialPMF(n, j, q) * binomialAtMost(m, j-1, 1/burst)
+		}
 	}
-	// Beyond the mean the upper tail is near 1: 1 minus the head keeps it monotone in m.
-	if q >= 1 {
+	return min(fail, 1)
+}
+
+// binomialAbove is P[Binomial(n, q) > m], by the upper tail below the mean and by one minus the
+// head beyond it (monotone in m where the tail is near 1).
+func binomialAbove(n, m int, q float64) float64 {
+	if m >= n || q <= 0 {
+		return 0
+	}
+	if float64(n)*q <= float64(m) {
+		return TailAbove(n, m, q)
+	}
+	return max(1-binomialAtMost(n, m, q), 0)
+}
+
+// binomialAtMost is P[Binomial(n, q) <= m].
+func binomialAtMost(n, m int, q float64) float64 {
+	if m < 0 {
+		return 0
+	}
+	if m >= n || q <= 0 {
 		return 1
 	}
-	lp, lq := math.Log(q), math.Log1p(-q)
-	lgN, _ := math.Lgamma(float64(n + 1))
-	head := 0.0
-	for i := 0; i <= min(j, n); i++ {
-		lgI, _ := math.Lgamma(float64(i + 1))
-		lgNI, _ := math.Lgamma(float64(n - i + 1))
-		head += math.Exp(lgN - lgI - lgNI + float64(i)*lp + float64(n-i)*lq)
+	sum := 0.0
+	for i := 0; i <= m; i++ {
+		sum += binomialPMF(n, i, q)
 	}
-	return max(1-head, 0)
+	return min(sum, 1)
+}
+
+// binomialPMF is P[Binomial(n, q) = i], in log space.
+func binomialPMF(n, i int, q float64) float64 {
+	switch {
+	case i < 0 || i > n:
+		return 0
+	case q <= 0:
+		if i == 0 {
+			return 1
+		}
+		return 0
+	case q >= 1:
+		if i == n {
+			return 1
+		}
+		return 0
+	}
+	lgN, _ := math.Lgamma(float64(n + 1))
+	lgI, _ := math.Lgamma(float64(i + 1))
+	lgNI, _ := math.Lgamma(float64(n - i + 1))
+	return math.Exp(lgN - lgI - lgNI + float64(i)*math.Log(q) + float64(n-i)*math.Log1p(-q))
 }
 
 // tolerated clips a unit's chance of a round at the draft's target (P6): below it the unit

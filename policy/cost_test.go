@@ -63,7 +63,8 @@ func TestCostMMinimisesExpectedBlockTime(t *testing.T) {
 
 // On a bandwidth-limited path a long message's repair goes only to the blocks whose loss would
 // delay its end, those within one round of it (P9); the rest carry none. A message shorter than a
-// round is critical as a whole. Bursts get more repair than independent loss of the same mean.
+// round is critical as a whole. Where repair pays, bursts get more than independent loss of the
+// same mean.
 func TestPlanMessageRepairsOnlyTheCriticalTail(t *testing.T) {
 	round := RoundCost(20 * time.Millisecond)
 	sym := SymbolTime(4096+64, 500e6, true)
@@ -81,6 +82,10 @@ func TestPlanMessageRepairsOnlyTheCriticalTail(t *testing.T) {
 		if short.TailPackets != 64 || short.TailM == 0 {
 			t.Errorf("256 KiB at %g: %+v, want the whole message protected", p, short)
 		}
+		if p < 1e-2 {
+			continue
+		}
+		// Where repair pays, bursts of the same mean loss get more of it.
 		b := path
 		b.Burst = 4
 		if pb := PlanMessage(16384, b); float64(pb.TailM)/float64(pb.K) <= float64(pl.TailM)/float64(pl.K) {
@@ -94,6 +99,35 @@ func TestPlanMessageRepairsOnlyTheCriticalTail(t *testing.T) {
 	// Repair is never above half the block (C11 b's budget) nor Max m.
 	if pl := PlanMessage(262144, Path{Loss: 0.05, Burst: 8, Round: 25 * time.Millisecond, Symbol: 82 * time.Nanosecond, MaxM: 12}); pl.TailM > 12 || pl.TailM > pl.K/2 {
 		t.Errorf("heavy bursts: %+v beyond Max m 12 or k/2", pl)
+	}
+}
+
+// BlockFail with bursts of geometric length (P7): the draft's binomial tail for burst 1, exact
+// against a direct sum over the burst count and the lengths' negative binomial for burst 4, and
+// more than bursts of exactly 4 packets would lose (some bursts are longer than the mean).
+func TestBlockFailGeometricBursts(t *testing.T) {
+	for _, c := range []struct {
+		n, m int
+		p    float64
+	}{{32, 0, 1e-3}, {32, 2, 1e-2}, {32, 8, 1e-2}, {16, 4, 0.05}} {
+		if got, want := BlockFail(c.n, c.m, c.p, 1), exactTail(c.n+c.m, c.m, c.p); math.Abs(got-want) > 1e-12+1e-9*want {
+			t.Errorf("burst 1, %+v: %g, want the binomial tail %g", c, got, want)
+		}
+		// Direct: N bursts ~ Binomial(n+m, p/4); j bursts lose more than m with probability
+		// P[Binomial(m, 1/4) < j] (negative binomial), 1 for j > m.
+		q := c.p / 4
+		want := exactTail(c.n+c.m, c.m, q) // more than m bursts lose more than m packets
+		for j := 1; j <= c.m; j++ {
+			pj := exactTail(c.n+c.m, j-1, q) - exactTail(c.n+c.m, j, q)
+			want += pj * (1 - exactTail(c.m, j-1, 0.25))
+		}
+		got := BlockFail(c.n, c.m, c.p, 4)
+		if math.Abs(got-want) > 1e-9+1e-6*want {
+			t.Errorf("burst 4, %+v: %g, want %g", c, got, want)
+		}
+		if c.m >= 4 && got <= exactTail(c.n+c.m, c.m/4, q) {
+			t.Errorf("burst 4, %+v: %g, no more than bursts of exactly 4 would lose", c, got)
+		}
 	}
 }
 
