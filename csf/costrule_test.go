@@ -170,14 +170,15 @@ func TestCostRuleFollowsLossAndRateStepsWithoutChurn(t *testing.T) {
 func TestCostRuleRepairsOnlyTheMessageTail(t *testing.T) {
 	s := newSender(t, WithRule(policy.RuleCost), WithConfig(wire.SchemeCauchy, 32, 0, 0), WithInitialRTT(20*time.Millisecond),
 		WithPathRate(500e6, true), WithInitialLoss(0.01))
-	establish(t, s, 0, 3)
+	now := establishRTT(t, s, 20*time.Millisecond, 3)
 	drain(s)
 	const n = 4096 // 4 MiB at the RDMA MTU of 1024
 	pl := policy.PlanMessage(n, s.CostPath())
 	if pl.TailM == 0 || pl.TailPackets >= n/2 || pl.K != 32 {
 		t.Fatalf("plan %+v: want repair on a tail shorter than half the message, k 32", pl)
 	}
-	now := time.Millisecond
+	now += time.Millisecond
+	start := now
 	s.Observe(now, writeFirst(0x100, n*1024))
 	for i := 1; i < n; i++ {
 		now += 17 * time.Microsecond
@@ -203,7 +204,7 @@ func TestCostRuleRepairsOnlyTheMessageTail(t *testing.T) {
 		t.Fatalf("stats %+v", st)
 	}
 	km := s.KMTimeline()
-	if len(km) != 2 || km[0].K != 32 || km[0].M != 0 || km[0].TailM != 0 || km[1].MessageK != pl.K || km[1].TailM != pl.TailM || km[1].AtS != 0.001 {
+	if len(km) != 2 || km[0].K != 32 || km[0].M != 0 || km[0].TailM != 0 || km[1].MessageK != pl.K || km[1].TailM != pl.TailM || km[1].AtS != start.Seconds() {
 		t.Fatalf("timeline %+v, want the configuration and then the plan %+v", km, pl)
 	}
 }
