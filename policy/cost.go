@@ -49,14 +49,11 @@ type Path struct {
 	Epsilon, Rho float64
 }
 
-// RoundCost is what a recovery round costs on a path of the given SRTT (P5): the round trip and
-// the T/C AETH responder's ACK batching (T6: max(100 us, RTT/64)). A block that loses more than
-// its repair is recovered by whichever comes first, T/C AETH's selective retransmission or CREM's
-// coded retransmission (which waits for the CRF's reorder allowance, max(1 ms, SRTT/8)); the
-// first is the round the completion waits for where the RDMA sender does not hold its loss
-// decision back for CREM.
+// RoundCost is what a recovery round costs on a path of the given SRTT (P5): the round trip,
+// the T/C AETH responder's ACK batching (T6: max(100 us, RTT/64)) and the CRF's reorder
+// allowance before it asks for coded retransmission (max(1 ms, SRTT/8)).
 func RoundCost(srtt time.Duration) time.Duration {
-	return srtt + max(100*time.Microsecond, srtt/64)
+	return srtt + max(100*time.Microsecond, srtt/64) + max(time.Millisecond, srtt/8)
 }
 
 // SymbolTime is the time one symbol of octets takes at rate bit/s when repair competes for the
