@@ -118,7 +118,7 @@ type ProtectRule struct {
 // PolicyConfig holds the policy knobs and limits of both engines.
 type PolicyConfig struct {
 	K              int     `toml:"k"`               // block size (default 32)
-	M              int     `toml:"m"`               // first configuration's repair count (default 4 under rule draft, 0 under cost)
+	M              int     `toml:"m"`               // first configuration's repair count (default 4)
 	Adapt          *bool   `toml:"adapt"`           // RECOMMENDED policy on (default true)
 	Epsilon        float64 `toml:"epsilon"`         // default 1e-4
 	Rho            float64 `toml:"rho"`             // retransmission budget (default 0.01)
@@ -416,8 +416,8 @@ func (c Config) resolve() (*resolved, error) {
 	if r.rule, err = policy.ParseRule(p.Rule); err != nil {
 		return nil, configErr("policy.rule: %v", err)
 	}
-	if p.M == 0 && r.rule == policy.RuleDraft {
-		r.m = 4 // the cost rule starts at 0: each message's critical blocks get their repair (P9)
+	if p.M == 0 {
+		r.m = 4
 	}
 	if r.k < 1 || r.k > 255 || r.m < 0 || r.k+r.m > 255 {
 		return nil, configErr("policy: k %d and m %d: want 1 <= k, 0 <= m, k + m <= 255 (C6 a)", r.k, r.m)

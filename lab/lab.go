@@ -24,7 +24,6 @@ import (
 	"github.com/crem-project/crem/flow"
 	"github.com/crem-project/crem/gateway"
 	"github.com/crem-project/crem/netem"
-	"github.com/crem-project/crem/policy"
 	"github.com/crem-project/crem/psn"
 	"github.com/crem-project/crem/rc"
 	"github.com/crem-project/crem/rc/udp"
@@ -47,8 +46,7 @@ type Options struct {
 	Size     int    // default 4 MiB
 	Op       string // write (default), send or read
 	MTU      int    // RDMA MTU, default 4096
-	// K and M are the gateways' block size and first repair count (defaults 32, and 4 under the
-	// draft's rule, 0 under the cost rule).
+	// K and M are the gateways' block size and first repair count (defaults 32 and 4).
 	K, M int
 	// Rule is the gateways' policy.rule: "cost" (default) or "draft" (P5).
 	Rule string
@@ -232,8 +230,8 @@ func (o *Options) defaults() error {
 	if o.K == 0 {
 		o.K = 32
 	}
-	if o.M == 0 && o.Rule == string(policy.RuleDraft) {
-		o.M = 4 // the cost rule starts at 0 (P9)
+	if o.M == 0 {
+		o.M = 4
 	}
 	if len(o.Runs) == 0 {
 		o.Runs = Configurations

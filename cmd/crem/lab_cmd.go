@@ -118,7 +118,7 @@ func runLab(args []string, s stdio) int {
 	withReporter := fs.Bool("reporter", false, "add the run crem+tcaeth+reporter: a path reporter in the path tells the CSFs of the RoCEv2 packets it drops")
 	reportHold := fs.String("report-hold", "0", "how long after a drop the path's reporter hears of it: a Go `DURATION` (0: at once), or auto (one block's span at a QP's rate)")
 	k := fs.Int("k", 0, "the gateways' block size, 1 to 64 (default 32)")
-	m := fs.Int("m", 0, "the gateways' first repair count per block, 1 to 16 (default 4 under --policy draft, 0 under cost; 1 is XOR parity, which extra repair does not use)")
+	m := fs.Int("m", 0, "the gateways' first repair count per block, 1 to 16 (default 4; 1 is XOR parity, which extra repair does not use)")
 	rule := fs.String("policy", "cost", "the gateways' policy rule: cost (the least expected completion time) or draft (the\ndraft's binomial target alone)")
 	pcapFile := fs.String("pcap", "", "capture the impaired path of every run to this classic pcap `FILE` (Ethernet)")
 	asJSON := fs.Bool("json", false, "print one JSON object instead of the table")
