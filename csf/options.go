@@ -3,6 +3,7 @@ package csf
 import (
 	"fmt"
 	"log/slog"
+	"math"
 	"net/netip"
 	"time"
 
@@ -45,6 +46,10 @@ type options struct {
 	longExtra      int
 	longMin        uint32
 	msgPolicy      func(packets int, p float64) (k, extra int)
+	rule           policy.Rule
+	rateBits       float64 // the flow's sending rate for the cost rule (0: measured)
+	competes       bool    // repair competes with the sources for the bottleneck
+	lossBurst      float64 // the mean loss burst the cost rule assumes (S18: not measured)
 	initialLoss    float64
 	seedLoss       bool
 	encoder        flow.Encoder
@@ -56,6 +61,7 @@ func defaults() options {
 		limits: flow.DefaultLimits(), mtu: 1024, initialRTT: flow.DefaultInitialRTT,
 		scheme: wire.SchemeCauchy, k: policy.DefaultK, m: 0, adapt: true,
 		epsilon: policy.DefaultEpsilon, rho: policy.DefaultRho, ceCongested: 0.05,
+		rule: policy.RuleDraft, competes: true, lossBurst: 1,
 		repairFraction: policy.DefaultRepairFraction, burstGapMin: 50 * time.Microsecond,
 		idle: 30 * time.Second, holdOff: 10 * time.Second, silence: 3 * time.Second, queue: 4096,
 	}
@@ -155,6 +161,47 @@ func WithPolicy(epsilon, rho float64) Option {
 			return fmt.Errorf("csf: WithPolicy(%g, %g): want values in (0, 1)", epsilon, rho)
 		}
 		o.epsilon, o.rho = epsilon, rho
+		return nil
+	}
+}
+
+// WithRule sets how the Sender chooses m and, for messages whose length it learns, k and their
+// repair (protocol notes P5-P9): policy.RuleDraft (the default of the engine) is the draft's
+// binomial target alone (C6); policy.RuleCost minimises the expected completion time, from the
+// loss estimate, SRTT and what one repair symbol costs at the flow's rate (WithPathRate). Both
+// keep the hysteresis, the congestion rule, the repair budget and the circuit breaker.
+func WithRule(r policy.Rule) Option {
+	return func(o *options) error {
+		if r != policy.RuleCost && r != policy.RuleDraft {
+			return fmt.Errorf("csf: WithRule(%q): want cost or draft", r)
+		}
+		o.rule = r
+		return nil
+	}
+}
+
+// WithPathRate tells the cost rule the flow's sending rate in bit/s (0: measured from the gaps
+// between the packets of its bursts, E35) and whether repair competes with the sources for the
+// bottleneck (default true); when it does not, redundancy costs nothing and the cost rule is the
+// draft's target (P6).
+func WithPathRate(bitsPerSecond float64, competes bool) Option {
+	return func(o *options) error {
+		if bitsPerSecond < 0 || math.IsNaN(bitsPerSecond) || math.IsInf(bitsPerSecond, 0) {
+			return fmt.Errorf("csf: WithPathRate(%g): want a rate >= 0", bitsPerSecond)
+		}
+		o.rateBits, o.competes = bitsPerSecond, competes
+		return nil
+	}
+}
+
+// WithLossBurst sets the mean loss burst (in packets, at least 1) the cost rule assumes; the
+// estimator does not measure bursts (S18). Default 1, independent loss.
+func WithLossBurst(b float64) Option {
+	return func(o *options) error {
+		if b < 1 || b > 1e6 || math.IsNaN(b) {
+			return fmt.Errorf("csf: WithLossBurst(%g): want 1..1e6", b)
+		}
+		o.lossBurst = b
 		return nil
 	}
 }

@@ -142,7 +142,7 @@ func (s *Sender) onLossReport(now time.Duration, msg []byte) {
 	if !used || !s.o.adapt || !s.haveCfg {
 		return
 	}
-	chosen := policy.ChooseM(s.cur.K, s.est.P(), s.o.epsilon, s.o.rho, s.eff.MaxM)
+	chosen := s.chooseM(now)
 	if s.cur.Scheme == wire.SchemeXOR {
 		chosen = min(chosen, 1)
 	}
@@ -159,6 +159,38 @@ func (s *Sender) onLossReport(now time.Duration, msg []byte) {
 		s.stats.MChanges++
 	}
 }
+
+// msgMemory is how long after a block of the latest message whose length it learned opened the
+// cost rule still takes the flow for one of messages (P9): at least this, and eight SRTT.
+const msgMemory = time.Second
+
+// chooseM is the policy's m for the flow's configuration (C6; P5-P9).
+func (s *Sender) chooseM(now time.Duration) int {
+	if s.o.rule != policy.RuleCost {
+		return policy.ChooseM(s.cur.K, s.est.P(), s.o.epsilon, s.o.rho, s.eff.MaxM)
+	}
+	if s.msg && s.o.msgPolicy == nil && now-s.msgAt < max(msgMemory, 8*s.srtt()) {
+		// Messages of known length: each message's critical blocks get their repair as extra
+		// symbols (P9); the others need none of the configuration's.
+		return 0
+	}
+	path := s.CostPath()
+	m := policy.CostM(s.cur.K, path)
+	if m != s.cur.M && !s.mOverride {
+		// P12: m moves only for a saving of at least costGain of what the m in force costs: one
+		// loss in an interval of a few hundred packets moves the estimate across the choice's
+		// boundaries, and m would follow each such loss between choices of nearly equal cost.
+		cur, next := policy.BlockCost(s.cur.K, s.cur.M, path), policy.BlockCost(s.cur.K, m, path)
+		if cur-next < costGain*cur {
+			return s.cur.M
+		}
+	}
+	return m
+}
+
+// costGain is the share of the expected block time of the m in force that another m must save
+// before the cost rule moves to it (P12).
+const costGain = 0.25
 
 // M returns the repair count in force for new blocks (0 while the breaker is open).
 func (s *Sender) M() int {

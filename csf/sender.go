@@ -110,6 +110,11 @@ type Sender struct {
 	msg            bool
 	msgFrom, msgTo psn.PSN
 	msgK, msgExtra int
+	// msgTail: only blocks that end at or after it get msgExtra (the cost rule's critical
+	// blocks, P9); msgFrom for WithMessagePolicy. msgAt is when the latest message was learned.
+	msgTail psn.PSN
+	msgAt   time.Duration
+	kmLine  []KMPoint // the codes used over time (P11)
 
 	// Measurement and policy.
 	est       *policy.Estimator
@@ -195,6 +200,42 @@ func (s *Sender) NextPSN() (psn.PSN, bool) { return s.next, s.haveNext }
 // RDMAMTU returns the RDMA MTU in use: the configured one until a full-sized packet shows the
 // flow's own (E33).
 func (s *Sender) RDMAMTU() int { return s.mtu }
+
+// CostPath returns what the cost rule knows of the flow at this moment (P5): the loss estimate,
+// the assumed burst, the round cost at SRTT and the time one symbol takes at the flow's rate
+// (configured, else the gap between the packets of a burst, E35), zero when repair does not
+// compete for the bottleneck.
+func (s *Sender) CostPath() policy.Path {
+	t, k := s.cur.T, s.cur.K
+	if !s.haveCfg {
+		t, k = s.o.t, s.o.k
+	}
+	if t <= 0 {
+		t = s.mtu + 64
+	}
+	sym := policy.SymbolTime(t, s.o.rateBits, s.o.competes)
+	if s.o.rateBits == 0 && s.o.competes {
+		sym = s.burstMean
+	}
+	return policy.Path{Loss: s.est.P(), Burst: s.o.lossBurst, Round: policy.RoundCost(s.srtt()), Symbol: sym,
+		MaxM: s.maxM(), MaxK: k, Epsilon: s.o.epsilon, Rho: s.o.rho}
+}
+
+// configM is the m of the configuration in force, or of the first one before there is one.
+func (s *Sender) configM() int {
+	if s.haveCfg {
+		return s.cur.M
+	}
+	return s.o.m
+}
+
+// maxM is the receiver's Max m once known, else the Sender's own limit.
+func (s *Sender) maxM() int {
+	if s.eff.MaxM > 0 {
+		return s.eff.MaxM
+	}
+	return s.o.limits.MaxM
+}
 
 // SRTT returns the smoothed round-trip time.
 func (s *Sender) SRTT() time.Duration { return s.rtt.SRTT() }

@@ -354,6 +354,7 @@ func (s *Sender) maybeApply(start psn.PSN) {
 	s.cur, s.haveCfg = p.cfg, true
 	p.active = false
 	s.stats.ConfigsApplied++
+	s.noteKM(s.lastSrc)
 	s.sel.Force(s.cur.M) // the hysteresis moves from the m in force
 	s.budget.SetBurst(s.cur.K * s.cur.T)
 	if s.haveCfg && s.stats.ConfigsApplied == 1 {

@@ -7,6 +7,7 @@ import (
 
 	"github.com/crem-project/crem/fec"
 	"github.com/crem-project/crem/internal/fault"
+	"github.com/crem-project/crem/policy"
 	"github.com/crem-project/crem/psn"
 	"github.com/crem-project/crem/roce"
 	"github.com/crem-project/crem/wire"
@@ -38,7 +39,7 @@ func (s *Sender) Observe(now time.Duration, pkt []byte) {
 	}
 	p := psn.PSN(uint32(pkt[9])<<16 | uint32(pkt[10])<<8 | uint32(pkt[11]))
 	n := 1
-	if (s.o.longExtra > 0 || s.o.msgPolicy != nil) &&
+	if (s.o.longExtra > 0 || s.o.msgPolicy != nil || s.o.rule == policy.RuleCost) &&
 		(op == roce.OpWriteFirst || op == roce.OpWriteOnly || op == roce.OpWriteOnlyWithImmediate) &&
 		len(pkt) >= roce.BTHLen+roce.RETHLen+roce.ICRCLen {
 		// C16: a message's length is known from its RETH.
@@ -48,7 +49,18 @@ func (s *Sender) Observe(now time.Duration, pkt []byte) {
 		case s.o.msgPolicy != nil:
 			k, extra := s.o.msgPolicy(pkts, s.est.P())
 			s.msg, s.msgFrom, s.msgTo, s.msgK, s.msgExtra = true, p, p.Add(pkts), k, max(extra, 0)
+			s.msgTail, s.msgAt = p, now
 			s.stats.MessagesChosen++
+		case s.o.rule == policy.RuleCost:
+			// P9: repair for the blocks whose loss would delay the message's end (planned also
+			// before the session is up: its blocks may start after).
+			pl := policy.PlanMessage(pkts, s.CostPath())
+			s.msg, s.msgFrom, s.msgTo, s.msgK = true, p, p.Add(pkts), pl.K
+			s.msgExtra = max(pl.TailM-s.configM(), 0)
+			s.msgTail, s.msgAt = p.Add(pkts-pl.TailPackets), now
+			s.stats.MessagesChosen++
+			s.stats.MessagesPlanned++
+			s.noteKM(now)
 		case dma >= s.o.longMin:
 			// A long message: its blocks get extra ordinary repair.
 			s.longFrom, s.longTo, s.long = p, p.Add(pkts), true
@@ -347,8 +359,11 @@ func (s *Sender) openBlock(now time.Duration, p psn.PSN) {
 		syms = append(syms, make([][]byte, s.cur.K-len(syms))...)
 	}
 	limit := s.cur.K
-	if s.msg && s.msgK >= 1 && !p.Before(s.msgFrom) && p.Before(s.msgTo) {
-		limit = min(limit, s.msgK) // the message policy's k: a block closed early (C7 c)
+	if s.msg && !p.Before(s.msgFrom) && p.Before(s.msgTo) {
+		s.msgAt = now // the flow is still one of messages (P9)
+		if s.msgK >= 1 {
+			limit = min(limit, s.msgK) // the message policy's k: a block closed early (C7 c)
+		}
 	}
 	pre := b.pre
 	if s.prefix > 0 && len(pre) < s.cur.K*s.prefix {
@@ -389,8 +404,9 @@ func (s *Sender) closeBlock(now time.Duration, i int, full bool) {
 	switch {
 	case s.mOverride || b.cfg.Scheme != wire.SchemeCauchy:
 	case s.msg && b.start.Before(s.msgTo) && !b.last().Before(s.msgFrom):
-		// A block of a message the policy chose for (C16): extra ordinary symbols, at most Max m.
-		if s.msgExtra > 0 {
+		// A block of a message the policy chose for (C16): extra ordinary symbols, at most Max m;
+		// under the cost rule only for the blocks that end in the message's critical tail (P9).
+		if s.msgExtra > 0 && !b.last().Before(s.msgTail) {
 			m = max(m, min(m+s.msgExtra, s.eff.MaxM))
 			s.stats.MessagePolicyBlocks++
 		}

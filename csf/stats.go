@@ -35,6 +35,8 @@ type Stats struct {
 	LongMessageBlocks                                                      uint64 // blocks given extra repair as part of a long message (C16)
 	MessagesChosen                                                         uint64 // messages WithMessagePolicy chose k and extra for
 	MessagePolicyBlocks                                                    uint64 // blocks of such messages given extra repair (C16)
+	MessagesPlanned                                                        uint64 // messages the cost rule planned repair for (P9)
+	KMPointsDropped                                                        uint64 // changes of k and m beyond the timeline's bound (P11)
 
 	// Requests.
 	RequestsReceived, RequestsAnswered, RequestsDeferred, RequestsDuplicate uint64

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/crem-project/crem/internal/fault"
+	"github.com/crem-project/crem/policy"
+	"github.com/crem-project/crem/units"
 	"github.com/pelletier/go-toml/v2"
 )
 
@@ -130,6 +132,14 @@ type PolicyConfig struct {
 	Idle           string  `toml:"idle_timeout"`    // default 30s (C15)
 	Reorder        string  `toml:"reorder"`         // CRF reorder allowance (default max(1 ms, SRTT/8))
 	BurstGap       string  `toml:"burst_gap"`       // floor of the CSF's burst gap that closes a block (C5; default 50us)
+	// Rule is how the CSF chooses k and m: "cost" (default: the least expected completion time,
+	// protocol notes P5-P9) or "draft" (the draft's binomial target alone, C6).
+	Rule string `toml:"rule"`
+	// FlowRate is a flow's sending rate for the cost rule ("125Mbit"); default measured.
+	FlowRate string `toml:"flow_rate"`
+	// RepairCompetes says whether repair shares the bottleneck with the sources (default true);
+	// false makes redundancy free to the cost rule, which is then the draft's (P6).
+	RepairCompetes *bool `toml:"repair_competes"`
 }
 
 // ConfigError is a configuration the gateway refuses: the command exits with status 2.
@@ -190,6 +200,9 @@ type resolved struct {
 	reporters   []netip.Addr
 	k, m        int
 	adapt       bool
+	rule        policy.Rule
+	flowRate    int64
+	competes    bool
 	epsilon     float64
 	rho         float64
 	repairFrac  float64
@@ -400,6 +413,9 @@ func (c Config) resolve() (*resolved, error) {
 	}
 	p := c.Policy
 	r.k, r.m, r.maxOpen, r.maxK, r.maxM, r.mtu = def(p.K, 32), p.M, def(p.MaxOpenBlocks, 64), def(p.MaxK, 64), def(p.MaxM, 16), def(p.MTU, 4096)
+	if r.rule, err = policy.ParseRule(p.Rule); err != nil {
+		return nil, configErr("policy.rule: %v", err)
+	}
 	if p.M == 0 {
 		r.m = 4
 	}
@@ -418,6 +434,14 @@ func (c Config) resolve() (*resolved, error) {
 		return nil, configErr("policy.rdma_mtu %d: want 256, 512, 1024, 2048 or 4096", r.mtu)
 	}
 	r.adapt = p.Adapt == nil || *p.Adapt
+	if p.FlowRate != "" {
+		rate, err := units.ParseRate(p.FlowRate)
+		if err != nil || rate <= 0 {
+			return nil, configErr("policy.flow_rate %q: want a rate such as 125Mbit", p.FlowRate)
+		}
+		r.flowRate = rate
+	}
+	r.competes = p.RepairCompetes == nil || *p.RepairCompetes
 	r.epsilon, r.rho, r.repairFrac = deff(p.Epsilon, 1e-4), deff(p.Rho, 0.01), deff(p.RepairFraction, 0.5)
 	if r.epsilon <= 0 || r.epsilon >= 1 || r.rho <= 0 || r.rho >= 1 || r.repairFrac <= 0 {
 		return nil, configErr("policy: epsilon and rho must lie in (0, 1) and repair_fraction be positive")

@@ -275,6 +275,8 @@ type SenderFlow struct {
 	// when AckedKnown (csf.Sender.AckedThrough).
 	AckedThrough psn.PSN
 	AckedKnown   bool
+	// KM is the codes the flow's CSF used over time (csf.Sender.KMTimeline, P11).
+	KM []csf.KMPoint
 }
 
 // SenderFlow returns what the gateway knows of an outbound flow, if it has a CSF.
@@ -289,6 +291,7 @@ func (g *Gateway) SenderFlow(k flow.Key) (SenderFlow, bool) {
 	f := SenderFlow{Stats: s.Stats(), State: s.State()}
 	f.ReverseQP, f.ReverseKnown = sh.n.ReverseQP(k)
 	f.AckedThrough, f.AckedKnown = s.AckedThrough()
+	f.KM = s.KMTimeline()
 	return f, true
 }
 

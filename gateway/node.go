@@ -567,6 +567,7 @@ func (n *Node) senderFor(now time.Duration, k flow.Key, srcPort uint16) *sender 
 		csf.WithConfig(wire.SchemeCauchy, c.k, c.m, 0), csf.WithRDMAMTU(c.mtu), csf.WithLimits(n.limits),
 		csf.WithInitialRTT(c.initialRTT), csf.WithHoldOff(c.holdOff), csf.WithIdleTimeout(c.idle),
 		csf.WithAdaptation(c.adapt), csf.WithPolicy(c.epsilon, c.rho), csf.WithRepairFraction(c.repairFrac),
+		csf.WithRule(c.rule), csf.WithPathRate(float64(c.flowRate), c.competes),
 		csf.WithLogger(n.log.With("src", k.Src, "dst", k.Dst, "qp", qp)), csf.WithFaults(c.faults)}
 	if len(c.reporters) > 0 {
 		opts = append(opts, csf.WithReporters(c.reporters...))

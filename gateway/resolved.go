@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/crem-project/crem/flow"
+	"github.com/crem-project/crem/units"
 )
 
 // Resolved is a configuration as a start runs it: validated, with every default filled in.
@@ -92,6 +93,9 @@ type ResolvedPolicy struct {
 	Idle           string  `json:"idle_timeout"`
 	Reorder        string  `json:"reorder"` // empty: max(1ms, SRTT/8), per flow
 	BurstGap       string  `json:"burst_gap"`
+	Rule           string  `json:"rule"`
+	FlowRate       string  `json:"flow_rate"` // empty: measured
+	RepairCompetes bool    `json:"repair_competes"`
 }
 
 // defaultBurstGap is the CSF's floor of the burst gap when the configuration sets none.
@@ -167,7 +171,11 @@ func (c Config) Resolve() (Resolved, error) {
 	}
 	out.Policy = ResolvedPolicy{K: r.k, M: r.m, Adapt: r.adapt, Epsilon: r.epsilon, Rho: r.rho, RepairFraction: r.repairFrac,
 		MaxOpenBlocks: r.maxOpen, MaxK: r.maxK, MaxM: r.maxM, MTU: r.mtu, InitialRTT: durString(r.initialRTT),
-		HelloHoldOff: durString(r.holdOff), Idle: durString(r.idle), BurstGap: durString(defaultBurstGap)}
+		HelloHoldOff: durString(r.holdOff), Idle: durString(r.idle), BurstGap: durString(defaultBurstGap),
+		Rule: string(r.rule), RepairCompetes: r.competes}
+	if r.flowRate > 0 {
+		out.Policy.FlowRate = units.FormatRate(r.flowRate)
+	}
 	if r.reorder > 0 {
 		out.Policy.Reorder = durString(r.reorder)
 	}
@@ -363,6 +371,9 @@ func (r Resolved) WriteTOML(w io.Writer) error {
 	line("k", strconv.Itoa(p.K), "")
 	line("m", strconv.Itoa(p.M), "")
 	line("adapt", strconv.FormatBool(p.Adapt), "")
+	line("rule", q(p.Rule), "")
+	line("flow_rate", q(p.FlowRate), cmt(p.FlowRate == "", "measured"))
+	line("repair_competes", strconv.FormatBool(p.RepairCompetes), "")
 	line("epsilon", tomlFloat(p.Epsilon), "")
 	line("rho", tomlFloat(p.Rho), "")
 	line("repair_fraction", tomlFloat(p.RepairFraction), "")

@@ -15,10 +15,13 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/netip"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/crem-project/crem/csf"
+	"github.com/crem-project/crem/flow"
 	"github.com/crem-project/crem/gateway"
 	"github.com/crem-project/crem/netem"
 	"github.com/crem-project/crem/psn"
@@ -45,6 +48,8 @@ type Options struct {
 	MTU      int    // RDMA MTU, default 4096
 	// K and M are the gateways' block size and first repair count (defaults 32 and 4).
 	K, M int
+	// Rule is the gateways' policy.rule: "cost" (default) or "draft" (P5).
+	Rule string
 	// Runs selects configurations (default: all four, and ReporterConfiguration with Reporter).
 	Runs []string
 	// Reporter adds ReporterConfiguration to the default runs: the path becomes an on-path node
@@ -157,14 +162,17 @@ type Run struct {
 
 // QPRun is one queue pair's part of a run.
 type QPRun struct {
-	QP           int     `json:"qp"`
-	RequesterQPN uint32  `json:"requester_qpn"`
-	ResponderQPN uint32  `json:"responder_qpn"`
-	InitialPSN   uint32  `json:"initial_psn"` // the requester's first PSN
-	Messages     int     `json:"messages"`
-	Verified     bool    `json:"verified"` // every message of this QP completed and checked
-	MeanS        float64 `json:"mean_s"`
-	MaxS         float64 `json:"max_s"`
+	// KM is the k and m the QP's flow used over time, from its CSF (protocol notes P11): absent
+	// without CREM.
+	KM           []csf.KMPoint `json:"km,omitempty"`
+	QP           int           `json:"qp"`
+	RequesterQPN uint32        `json:"requester_qpn"`
+	ResponderQPN uint32        `json:"responder_qpn"`
+	InitialPSN   uint32        `json:"initial_psn"` // the requester's first PSN
+	Messages     int           `json:"messages"`
+	Verified     bool          `json:"verified"` // every message of this QP completed and checked
+	MeanS        float64       `json:"mean_s"`
+	MaxS         float64       `json:"max_s"`
 	// Lost counts the RoCEv2 datagrams of this QP the path dropped, both directions.
 	Lost uint64 `json:"lost"`
 	// RestoredOnly counts the packets of this QP (SEND and WRITE packets, READ responses) that
@@ -541,6 +549,7 @@ func runOne(ctx context.Context, o *Options, name string, ports *Ports, pc *path
 					WANListen: netip.AddrPortFrom(self, 0).String(), PeerData: pathData.String(),
 					LocalEndpoint: self.String(), RemoteEndpoint: other.String()},
 				Policy: gateway.PolicyConfig{K: o.K, M: o.M, MTU: o.MTU, InitialRTT: (o.RTT + time.Millisecond).String(),
+					Rule: o.Rule, FlowRate: strconv.FormatInt(rate, 10),
 					MaxOpenBlocks: maxOpen(o, rate), BurstGap: burstGap.String(), Reorder: reorder.String()},
 				Reporters: reporters}
 		}
@@ -756,6 +765,16 @@ func runOne(ctx context.Context, o *Options, name string, ports *Ports, pc *path
 		run.RequestsUnknownBlock += st.Sender.RequestsUnknownBlock
 		run.PathReports += st.Sender.PathReports
 		run.ReportRepair += st.Sender.ExtraSent
+	}
+	if crem {
+		// P11: the codes each flow's CSF used over time (gateway A's CSFs protect the WRITEs to
+		// B's QPs).
+		for q := range run.PerQP {
+			r := &run.PerQP[q]
+			if f, ok := gws[0].SenderFlow(flow.Key{Src: addrA.Unmap(), Dst: addrB.Unmap(), DestQP: r.ResponderQPN}); ok {
+				r.KM = f.KM
+			}
+		}
 	}
 	ps, figs := p.end()
 	if p.rep != nil {

@@ -74,13 +74,11 @@ func cremOptions(p *Params) ([]csf.Option, error) {
 		d := DraftPolicy(p)
 		return []csf.Option{csf.WithConfig(wire.SchemeCauchy, d.K, d.M, 0), csf.WithInitialLoss(lossEstimate(p))}, nil
 	case PolicyBest:
+		// The cost rule (P5-P9): the CSF plans each message's repair itself when its WRITE's
+		// RETH gives the length (C16), from the loss estimate, SRTT and the link's rate.
 		b := BestPolicy(p)
-		opts := []csf.Option{csf.WithConfig(wire.SchemeCauchy, b.K, b.M, 0), csf.WithInitialLoss(lossEstimate(p))}
-		if b.Extra > 0 {
-			// C16: the RETH's DMA Length marks the message long; each WRITE of the trial is.
-			opts = append(opts, csf.WithLongMessageRepair(b.Extra, uint32(min(p.Size, chunk))))
-		}
-		return opts, nil
+		return []csf.Option{csf.WithConfig(wire.SchemeCauchy, b.K, b.M, 0), csf.WithInitialLoss(lossEstimate(p)),
+			csf.WithRule(policy.RuleCost), csf.WithPathRate(float64(p.Rate), true), csf.WithLossBurst(policyBurst(p))}, nil
 	}
 	return nil, fmt.Errorf("sim: unknown CREM policy %q", p.Scheme.CREM)
 }
@@ -298,26 +296,37 @@ func DraftPolicy(p *Params) Policy {
 // maxM is the largest m the simulator's CREM functions declare.
 const maxM = 64
 
-// BestPolicy is the project's policy for the trial's message (policy.MessageCode, C6, C16): the
-// sender knows the message's length (the RETH's DMA Length) and its loss estimate, and assumes
-// the mean burst length PolicyBurst, by default the path's (S18: the estimator does not measure
-// it).
-func BestPolicy(p *Params) Policy {
-	burst := 1.0
+// policyBurst is the mean loss burst the project's policy assumes: PolicyBurst, by default the
+// path's (S18: the estimator does not measure it).
+func policyBurst(p *Params) float64 {
 	switch {
 	case p.PolicyBurst > 0:
-		burst = max(1, p.PolicyBurst)
+		return max(1, p.PolicyBurst)
 	case p.Loss == LossBursty:
-		burst = max(1, p.BurstLen)
 		if p.BurstLen <= 0 {
-			burst = 4
+			return 4
 		}
+		return max(1, p.BurstLen)
 	}
-	pk, octets := writeShape(p.Size, p.MTU)
-	inj := time.Duration(float64(octets) * 8 / float64(p.Rate) * float64(time.Second))
-	c := policy.MessageCode(policy.Message{Packets: int(pk), Injection: inj, RTT: p.RTT,
-		Loss: lossEstimate(p), Burst: burst, MaxM: maxM})
-	return Policy{K: c.K, M: c.M, Extra: c.Extra}
+	return 1
+}
+
+// CostPath is what the cost rule knows of the trial's path once the flow is warm (P5): the loss
+// estimate, the assumed burst, the round cost at the path's RTT and the time one symbol (the RDMA
+// MTU with its headers and length prefix) takes at the link's rate.
+func CostPath(p *Params) policy.Path {
+	return policy.Path{Loss: lossEstimate(p), Burst: policyBurst(p), Round: policy.RoundCost(p.RTT),
+		Symbol: policy.SymbolTime(p.MTU+64, float64(p.Rate), true), MaxM: maxM, MaxK: 128}
+}
+
+// BestPolicy is the project's policy for the trial's message, the cost rule (P9): the sender
+// knows the message's length (the RETH's DMA Length), and plans k and the repair of the blocks
+// whose loss would delay its end; the configuration's m is 0 (the other blocks need none). Extra
+// is the repair of the critical blocks.
+func BestPolicy(p *Params) Policy {
+	pk, _ := writeShape(min(p.Size, chunk), p.MTU)
+	pl := policy.PlanMessage(int(pk), CostPath(p))
+	return Policy{K: pl.K, M: 0, Extra: pl.TailM}
 }
 
 func (c *cremSender) debug() string   { return fmt.Sprintf("csf %v %+v", c.s.State(), c.s.Stats()) }

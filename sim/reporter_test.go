@@ -100,9 +100,15 @@ func TestReporterRecoversSoonerC16(t *testing.T) {
 // LOSS_REPORT after the one that counted the CE marks around them (E42), and the CSF spends the
 // reports' congestion drops on the next LOSS_REPORT only, so the interval that carries the loss
 // has neither, and m is proposed higher with or without reporters (see the protocol notes, S21).
+//
+// Both run the draft's rule (crem-draft's policy with and without a reporter): under the cost
+// rule a flow of known messages holds m at 0 and gives each message's critical blocks their
+// repair as extra symbols (P9), so m has nothing to rise from (TestCostRuleCongestionKeepsM).
 func TestReporterCongestionKeepsMC6(t *testing.T) {
 	run := func(name string) Outcome {
-		p := casestudy(scheme(t, name), 128<<20, 1e-2, 3)
+		s := scheme(t, name)
+		s.CREM = PolicyDraft
+		p := casestudy(s, 128<<20, 1e-2, 3)
 		p.Rate, p.Loss, p.NoECN, p.InitialLoss = 10e9, LossQueue, true, 1e-3
 		o, err := Run(p)
 		if err != nil {
@@ -136,7 +142,8 @@ func TestReporterCongestionKeepsMC6(t *testing.T) {
 
 // The JSON of every scheme that existed before path reporters is what it was, field for field
 // and byte for byte, on the same scenarios and seeds (testdata/golden-*.json were written by
-// `crem sim --json` of that version); only the recovery fields are new.
+// `crem sim --json` of that version); only the recovery fields are new. The crem+tcaeth and crem
+// cells were written again when their policy became the cost rule (P9).
 func TestExistingSchemesJSONUnchanged(t *testing.T) {
 	old, err := ParseSchemes("gbn,sr-rto,sr-nack,tcaeth,ec,crem-draft+tcaeth,crem+tcaeth,crem")
 	if err != nil {
@@ -357,12 +364,15 @@ func TestReporterPositionS19(t *testing.T) {
 // intervals loses to queue overflow; without reports the CSF takes the interval that shows the
 // loss (its CE marks were counted an interval before, E42) for transmission loss and proposes a
 // higher m, while with reporters their Cause congestion and rising queue delay wait for that
-// interval (protocol notes E65) and no higher m is proposed.
+// interval (protocol notes E65) and no higher m is proposed. Like TestReporterCongestionKeepsMC6
+// it runs the draft's rule, where m follows the estimate.
 func TestReporterCongestedScenarioKeepsMC6(t *testing.T) {
 	for _, size := range []int64{64 << 20, 128 << 20} {
 		var start int
 		for _, name := range []string{"crem+tcaeth", "crem+tcaeth+reporter"} {
-			p := casestudy(scheme(t, name), size, 1e-2, 3)
+			s := scheme(t, name)
+			s.CREM = PolicyDraft
+			p := casestudy(s, size, 1e-2, 3)
 			p.Loss = LossQueue
 			o, err := Run(p)
 			if err != nil {

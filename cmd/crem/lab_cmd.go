@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/crem-project/crem/lab"
+	"github.com/crem-project/crem/policy"
 	"github.com/crem-project/crem/units"
 )
 
@@ -128,6 +129,7 @@ func runLab(args []string, s stdio) int {
 	reportHold := fs.String("report-hold", "0", "how long after a drop the path's reporter hears of it: a Go `DURATION` (0: at once), or auto (one block's span at a QP's rate)")
 	k := fs.Int("k", 0, "the gateways' block size, 1 to 64 (default 32)")
 	m := fs.Int("m", 0, "the gateways' first repair count per block, 1 to 16 (default 4; 1 is XOR parity, which extra repair does not use)")
+	rule := fs.String("policy", "cost", "the gateways' policy rule: cost (the least expected completion time) or draft (the\ndraft's binomial target alone)")
 	pcapFile := fs.String("pcap", "", "capture the impaired path of every run to this classic pcap `FILE` (Ethernet)")
 	asJSON := fs.Bool("json", false, "print one JSON object instead of the table")
 	timeout := fs.Duration("timeout", 2*time.Minute, "give up a configuration after this long (with --duration: this long after it ends)")
@@ -149,7 +151,7 @@ func runLab(args []string, s stdio) int {
 	}
 	o := lab.Options{RTT: *rtt, Loss: ls, Rate: int64(rate), Seed: *seed, Messages: *messages, Size: int(size),
 		Op: *op, MTU: *mtu, Timeout: *timeout, QPs: *qps, Duration: *duration, StatsInterval: *statsInterval, RetryCount: *retries,
-		Reporter: *withReporter, K: *k, M: *m}
+		Reporter: *withReporter, K: *k, M: *m, Rule: *rule}
 	if *reportHold == "auto" {
 		o.ReportHold = -1 // one block's span
 	} else {
@@ -159,6 +161,10 @@ func runLab(args []string, s stdio) int {
 			return 2
 		}
 		o.ReportHold = d
+	}
+	if _, err := policy.ParseRule(*rule); err != nil {
+		fmt.Fprintf(s.err, "crem lab: --policy: %v\n", err)
+		return 2
 	}
 	if *k < 0 || *k > 64 || *m < 0 || *m > 16 {
 		fmt.Fprintf(s.err, "crem lab: --k %d, --m %d: want k 1 to 64 and m 1 to 16 (0: the defaults, 32 and 4)\n", *k, *m)

@@ -91,6 +91,7 @@ type simRun struct {
 	asJSON         bool
 	failIncomplete bool
 	shardFrom      string // where --shard auto took the index, for the log
+	compareBest    bool
 }
 
 func runSim(args []string, s stdio) int {
@@ -128,6 +129,7 @@ func simConfig(args []string, s stdio, getenv func(string) string) (cfg *simRun,
 	shard := fs.String("shard", "", "run the slice I/N of the cells (0-based I), or auto/N: I from JOB_COMPLETION_INDEX\nor SLURM_ARRAY_TASK_ID")
 	shardBase := fs.String("shard-base", "", "with --shard auto/N: the first SLURM_ARRAY_TASK_ID of the array (a number, or min\nfor SLURM_ARRAY_TASK_MIN); default 0")
 	failIncomplete := fs.Bool("fail-incomplete", false, "exit 3 when a trial stopped at its limit (written as incomplete, a lower bound)")
+	compareBest := fs.Bool("compare-best", false, "after the table, print crem+tcaeth against the best of tcaeth, ec, sr-rto, sr-nack and\ncrem-draft+tcaeth per cell and the cells where its mean or p99 is above 1.02x of it (to standard\nerror with --json); without --schemes runs only those six schemes")
 	if code, done := parseFlags(fs, args); done {
 		return nil, code, false
 	}
@@ -180,7 +182,9 @@ func simConfig(args []string, s stdio, getenv func(string) string) (cfg *simRun,
 		sc.RTT = d
 	}
 	sw := &sim.Sweep{Scenario: sc, Seed: *seed}
-	if *schemes == "" {
+	if *schemes == "" && *compareBest {
+		sw.Schemes, err = sim.ParseSchemes(strings.Join(append([]string{sim.CompareScheme}, sim.CompareAgainst...), ","))
+	} else if *schemes == "" {
 		sw.Schemes, err = sim.SchemesOf(sc)
 	} else {
 		sw.Schemes, err = sim.ParseSchemes(*schemes)
@@ -203,7 +207,7 @@ func simConfig(args []string, s stdio, getenv func(string) string) (cfg *simRun,
 		fmt.Fprintf(s.err, "crem sim: %v\n", err)
 		return nil, simExitConfig, false
 	}
-	return &simRun{sw: sw, out: *out, asJSON: *asJSON, failIncomplete: *failIncomplete, shardFrom: from}, 0, true
+	return &simRun{sw: sw, out: *out, asJSON: *asJSON, failIncomplete: *failIncomplete, shardFrom: from, compareBest: *compareBest}, 0, true
 }
 
 // run runs the sweep and writes its results.
@@ -263,6 +267,16 @@ func (cfg *simRun) run(s stdio) int {
 	}
 	if code := simOutput(res, dir, cfg.asJSON, s); code != 0 {
 		return code
+	}
+	if cfg.compareBest {
+		w := s.out
+		if cfg.asJSON {
+			w = s.err
+		}
+		if err := sim.WriteComparison(w, sim.CompareBest(res), sim.CompareBound, false); err != nil {
+			fmt.Fprintf(s.err, "crem sim: %v\n", err)
+			return simExitIO
+		}
 	}
 	return incompleteExit("crem sim", res, cfg.failIncomplete, s)
 }

@@ -549,3 +549,27 @@ func TestSimClusterExamplesParse(t *testing.T) {
 		}
 	}
 }
+
+// --compare-best runs crem+tcaeth and the alternatives unless --schemes says otherwise, and prints
+// after the table each cell against the best alternative and the count above 1.02x (P10); with
+// --json the comparison goes to standard error and standard output stays one JSON array.
+func TestSimCompareBest(t *testing.T) {
+	args := []string{"--scenario", "sdr-casestudy", "--rate", "500Mbit", "--rtt", "20ms", "--sizes", "256KiB",
+		"--drop-rates", "1e-2", "--trials", "2", "--compare-best"}
+	code, out, errs := runSimCLI(t, append(args, "--out", t.TempDir())...)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	for _, s := range []string{"crem-draft+tcaeth", "sr-rto", "sr-nack", " ec ", "best-mean-scheme", "compare-best: 0 of 1 cells above 1.02x"} {
+		if !strings.Contains(out, s) {
+			t.Fatalf("output lacks %q:\n%s", s, out)
+		}
+	}
+	if strings.Contains(out, " gbn ") {
+		t.Fatalf("gbn ran without being asked:\n%s", out)
+	}
+	code, out, errs = runSimCLI(t, append(args, "--json", "--out", t.TempDir())...)
+	if code != 0 || !strings.HasPrefix(strings.TrimSpace(out), "[") || !strings.Contains(errs, "compare-best: ") {
+		t.Fatalf("--json: exit %d, stdout %q, stderr %q", code, out, errs)
+	}
+}

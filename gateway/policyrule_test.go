@@ -1,0 +1,33 @@
+package gateway
+
+import (
+	"errors"
+	"strings"
+	"testing"
+)
+
+// policy.rule chooses the cost rule (the default) or the draft's; policy.flow_rate and
+// policy.repair_competes reach the resolved policy; a bad rule or rate is a configuration error.
+func TestPolicyRuleConfig(t *testing.T) {
+	r := resolveText(t, relayMinimal+"[policy]\nrule = \"draft\"\nflow_rate = \"125Mbit\"\nrepair_competes = false\n")
+	if r.Policy.Rule != "draft" || r.Policy.FlowRate != "125Mbit/s" || r.Policy.RepairCompetes || r.Policy.M != 4 {
+		t.Fatalf("resolved policy %+v", r.Policy)
+	}
+	if r := resolveText(t, relayMinimal); r.Policy.Rule != "cost" || !r.Policy.RepairCompetes || r.Policy.FlowRate != "" {
+		t.Fatalf("defaults %+v", r.Policy)
+	}
+	for text, want := range map[string]string{
+		"[policy]\nrule = \"binomial\"\n":  "policy.rule",
+		"[policy]\nflow_rate = \"fast\"\n": "policy.flow_rate",
+		"[policy]\nflow_rate = \"0\"\n":    "policy.flow_rate",
+	} {
+		c, err := ParseConfig([]byte(relayMinimal + text))
+		if err == nil {
+			_, err = c.Resolve()
+		}
+		var ce *ConfigError
+		if err == nil || !strings.Contains(err.Error(), want) || !errors.As(err, &ce) {
+			t.Errorf("%q: %v, want a configuration error naming %s", text, err, want)
+		}
+	}
+}
