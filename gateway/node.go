@@ -12,6 +12,7 @@ import (
 	"github.com/crem-project/crem/csf"
 	"github.com/crem-project/crem/flow"
 	"github.com/crem-project/crem/pairing"
+	"github.com/crem-project/crem/policy"
 	"github.com/crem-project/crem/psn"
 	"github.com/crem-project/crem/roce"
 	"github.com/crem-project/crem/wire"
@@ -567,7 +568,7 @@ func (n *Node) senderFor(now time.Duration, k flow.Key, srcPort uint16) *sender 
 		csf.WithConfig(wire.SchemeCauchy, c.k, c.m, 0), csf.WithRDMAMTU(c.mtu), csf.WithLimits(n.limits),
 		csf.WithInitialRTT(c.initialRTT), csf.WithHoldOff(c.holdOff), csf.WithIdleTimeout(c.idle),
 		csf.WithAdaptation(c.adapt), csf.WithPolicy(c.epsilon, c.rho), csf.WithRepairFraction(c.repairFrac),
-		csf.WithRule(c.rule), csf.WithPathRate(float64(c.flowRate), c.competes),
+		csf.WithRule(ruleFor(c.rule, ru.ordered)), csf.WithPathRate(float64(c.flowRate), c.competes),
 		csf.WithLogger(n.log.With("src", k.Src, "dst", k.Dst, "qp", qp)), csf.WithFaults(c.faults)}
 	if len(c.reporters) > 0 {
 		opts = append(opts, csf.WithReporters(c.reporters...))
@@ -945,4 +946,16 @@ func unspecified(a netip.Addr) netip.Addr {
 		return netip.IPv4Unspecified()
 	}
 	return netip.IPv6Unspecified()
+}
+
+// ruleFor is the policy rule of a flow under a protect rule: the configured one, except that a
+// flow delivered in order (go-back-N receivers, C7 a) keeps the draft's rule. The cost rule prices
+// a block that needs a coded retransmission at one round; behind an ordering CRF that round
+// stalls the whole flow, and a block it does not restore in time turns into go-back-N's resend of
+// everything after it, which the model does not price (protocol notes P13).
+func ruleFor(configured policy.Rule, ordered bool) policy.Rule {
+	if ordered {
+		return policy.RuleDraft
+	}
+	return configured
 }

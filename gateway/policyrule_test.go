@@ -4,6 +4,8 @@ import (
 	"errors"
 	"strings"
 	"testing"
+
+	"github.com/crem-project/crem/policy"
 )
 
 // policy.rule chooses the cost rule (the default) or the draft's; policy.flow_rate and
@@ -28,6 +30,27 @@ func TestPolicyRuleConfig(t *testing.T) {
 		var ce *ConfigError
 		if err == nil || !strings.Contains(err.Error(), want) || !errors.As(err, &ce) {
 			t.Errorf("%q: %v, want a configuration error naming %s", text, err, want)
+		}
+	}
+}
+
+// A flow delivered in order (a go-back-N receiver behind the CRF) keeps the draft's rule
+// whatever policy.rule says: the cost rule does not price the go-back-N resend that a block it
+// leaves to a coded retransmission can turn into (P13; lab.TestCREMRestoresEveryQPIssue10 shows
+// crem+gbn restoring nothing on a QP under the cost rule).
+func TestOrderedFlowsKeepTheDraftRule(t *testing.T) {
+	for _, c := range []struct {
+		configured policy.Rule
+		ordered    bool
+		want       policy.Rule
+	}{
+		{policy.RuleCost, false, policy.RuleCost},
+		{policy.RuleCost, true, policy.RuleDraft},
+		{policy.RuleDraft, false, policy.RuleDraft},
+		{policy.RuleDraft, true, policy.RuleDraft},
+	} {
+		if got := ruleFor(c.configured, c.ordered); got != c.want {
+			t.Errorf("rule %q, ordered %v: %q, want %q", c.configured, c.ordered, got, c.want)
 		}
 	}
 }

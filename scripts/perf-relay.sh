@@ -17,7 +17,8 @@
 #
 # Usage: scripts/perf-relay.sh [RTT] [LOSS]        (defaults 20ms, 0.01)
 # Environment:
-#   CREM        the crem command (default: crem on PATH, else ./crem)
+#   CREM        the crem command (default: built from this tree with go build when go is
+#               found, else crem on PATH)
 #   BASE        the first three octets of the loopback addresses (default 127.0.42)
 #   CREM_PORT   the domain's CREM port (default 61234), SETUP_PORT the server's setup port (default
 #               18515), ROCE_PORT the endpoints' and relays' RoCE port (default 4791), WAN_PORT the
@@ -36,9 +37,6 @@ set -u
 
 RTT=${1:-20ms}
 LOSS=${2:-0.01}
-if [ -z "${CREM:-}" ]; then
-	if command -v crem >/dev/null 2>&1; then CREM=crem; else CREM=./crem; fi
-fi
 BASE=${BASE:-127.0.42}
 CREM_PORT=${CREM_PORT:-61234}
 SETUP_PORT=${SETUP_PORT:-18515}
@@ -85,6 +83,21 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
+
+# The crem command: CREM, else built from this tree when go is there, else crem on PATH.
+if [ -z "${CREM:-}" ]; then
+	repo=$(cd "$(dirname "$0")/.." && pwd)
+	if command -v go >/dev/null 2>&1 && [ -f "$repo/cmd/crem/main.go" ]; then
+		echo "perf-relay: building crem from $repo (go build ./cmd/crem)" >&2
+		(cd "$repo" && CGO_ENABLED=0 go build -o "$DIR/crem" ./cmd/crem) || { echo "perf-relay: go build ./cmd/crem failed" >&2; exit 2; }
+		CREM=$DIR/crem
+	elif command -v crem >/dev/null 2>&1; then
+		CREM=crem
+	else
+		echo "perf-relay: no crem: set CREM, or run from the source tree with go installed" >&2
+		exit 2
+	fi
+fi
 
 ORDERED=false # selective repeat and T/C AETH receivers take packets out of order
 [ "$MODE" = gbn ] && ORDERED=true
