@@ -142,6 +142,12 @@ func runOne(ctx context.Context, opts Options, host *udp.Host) (Result, error) {
 		}
 	}
 	elapsed := time.Since(start)
+	// From here the runners' figures are read on this goroutine: a QP cut short (a cancel, the
+	// run's timeout) takes no more completions of its own, which the host's read loop would
+	// otherwise count, and stamp, while they are read.
+	for _, r := range runners {
+		r.conn.Do(func(*rc.QP) { r.stopped = true })
+	}
 	if d, ok := firstRetransmission(runners); ok {
 		ms := float64(d) / float64(time.Millisecond)
 		res.FirstRetransmissionMs = &ms
@@ -560,8 +566,11 @@ type runner struct {
 	socketData int64
 	// interrupted: the caller cancelled the run before this QP finished.
 	interrupted bool
-	socketPkts  int64 // packets (data and ACKs) passed to the sockets, both ways
-	lostPkts    int64 // of them, never received by the peer's QP
+	// stopped: the run stopped waiting for this QP's completions (it finished, was cancelled or
+	// timed out); later ones are not counted.
+	stopped    bool
+	socketPkts int64 // packets (data and ACKs) passed to the sockets, both ways
+	lostPkts   int64 // of them, never received by the peer's QP
 
 	// The server's direction: its messages land in rmem's rslots slots (rkey, raddr), with
 	// the data of rseed; got have landed, rbad of them wrong.
@@ -668,7 +677,7 @@ func (r *runner) complete(c rc.Completion) {
 		r.incoming(c)
 		return
 	}
-	if r.err != nil || r.finished {
+	if r.err != nil || r.finished || r.stopped {
 		return
 	}
 	if c.Status != rc.StatusSuccess {
