@@ -49,17 +49,19 @@ func TestLoopbackFigures(t *testing.T) {
 	if testenv.Race {
 		// Slowed several times over, the receivers fall behind 1 Gbit/s: the sockets drop, the
 		// timers fire, and the figures are the race detector's.
-		t.Skip("figures at 400 Mbit/s mean nothing under the race detector")
+		t.Skip("figures at the default rate mean nothing under the race detector")
 	}
 	loss, _ := netem.ParseLossSpec("0.02")
-	o := Options{Op: "write", Size: 4 << 20, Iters: 4, MTU: 1024, Mode: rc.ModeTCAETH, Rate: 400e6, Loss: loss,
+	o := Options{Op: "write", Size: 4 << 20, Iters: 4, MTU: 1024, Mode: rc.ModeTCAETH, Rate: DefaultLoopbackRate, Loss: loss,
 		Delay: 10 * time.Millisecond, Seed: 1, Timeout: time.Minute, RetryCount: stallRetries}
 	tc, err := Loopback(context.Background(), o)
 	if err != nil {
 		t.Fatalf("tcaeth: %v", err)
 	}
 	t.Logf("tcaeth: %+v", tc)
-	if tc.AckPackets*4 > tc.DataPackets {
+	// C_thresh at 200 Mbit/s and T_thresh = 20 ms / 64 is 8 packets: some 2,000 ACKs by count
+	// for 16,384 packets, and the losses' out-of-order arrivals add immediate ones.
+	if tc.AckPackets*3 > tc.DataPackets {
 		t.Errorf("tcaeth: %d ACKs for %d data packets", tc.AckPackets, tc.DataPackets)
 	}
 	// Data lost is what the impairment dropped and, on a machine too busy to keep up, what the
