@@ -132,8 +132,8 @@ type PolicyConfig struct {
 	Idle           string  `toml:"idle_timeout"`    // default 30s (C15)
 	Reorder        string  `toml:"reorder"`         // CRF reorder allowance (default max(1 ms, SRTT/8))
 	BurstGap       string  `toml:"burst_gap"`       // floor of the CSF's burst gap that closes a block (C5; default 50us)
-	// Rule is how the CSF chooses k and m: "cost" (default: the least expected completion time,
-	// protocol notes P5-P9) or "draft" (the draft's binomial target alone, C6).
+	// Rule is how the CSF chooses k and m: "draft" (default: the draft's binomial target alone,
+	// C6) or "cost" (the least expected completion time, protocol notes P5-P9, P14).
 	Rule string `toml:"rule"`
 	// FlowRate is a flow's sending rate for the cost rule ("125Mbit"); default measured.
 	FlowRate string `toml:"flow_rate"`
@@ -413,8 +413,13 @@ func (c Config) resolve() (*resolved, error) {
 	}
 	p := c.Policy
 	r.k, r.m, r.maxOpen, r.maxK, r.maxM, r.mtu = def(p.K, 32), p.M, def(p.MaxOpenBlocks, 64), def(p.MaxK, 64), def(p.MaxM, 16), def(p.MTU, 4096)
-	if r.rule, err = policy.ParseRule(p.Rule); err != nil {
-		return nil, configErr("policy.rule: %v", err)
+	// The gateway's default stays the draft's rule until the cost rule shows on real sockets
+	// what it shows in the simulator (protocol notes P14); "cost" is the operator's choice.
+	r.rule = policy.RuleDraft
+	if p.Rule != "" {
+		if r.rule, err = policy.ParseRule(p.Rule); err != nil {
+			return nil, configErr("policy.rule: %v", err)
+		}
 	}
 	if p.M == 0 {
 		r.m = 4

@@ -48,7 +48,7 @@ type Options struct {
 	MTU      int    // RDMA MTU, default 4096
 	// K and M are the gateways' block size and first repair count (defaults 32 and 4).
 	K, M int
-	// Rule is the gateways' policy.rule: "cost" (default) or "draft" (P5).
+	// Rule is the gateways' policy.rule: "draft" (the gateway's default) or "cost" (P5, P14).
 	Rule string
 	// Runs selects configurations (default: all four, and ReporterConfiguration with Reporter).
 	Runs []string
