@@ -170,13 +170,21 @@ func TestTunLabRestoresAndVerifies(t *testing.T) {
 	}
 
 	// The gateways as RoCE NICs need them: every restoration fails its check, and the script
-	// says so. A token bucket slower than the sender, so that a single transfer surely loses
-	// packets (a bucket just above the sender's rate lost none once the transport's timers
-	// stopped resending in bursts).
-	out, code = labRun(t, crem, prefix, 90*time.Second, []string{"CREM_LAB_VERIFY=template", "CREM_LAB_RUNS=1",
-		"CREM_LAB_ITERS=8", "CREM_LAB_RATE=300Mbit", "CREM_LAB_WAN=rate 250mbit burst 20k limit 64k"})
-	t.Logf("with --tun-verify template (%.1f s in all):\n%s", time.Since(start).Seconds(), out)
-	v := labFail.FindStringSubmatch(out)
+	// says so. A token bucket a little slower than the sender and its repair, so that a transfer
+	// surely loses packets (a bucket just above the sender's rate lost none once the transport's
+	// timers stopped resending in bursts). A bucket that drops much also drops the handshake
+	// now and then, and a flow whose CSF never sent repair restores nothing to mismatch: such a
+	// run (gateway A's repair_sent 0) is run once more.
+	var v []string
+	for try := 1; try <= 2; try++ {
+		out, code = labRun(t, crem, prefix, 90*time.Second, []string{"CREM_LAB_VERIFY=template", "CREM_LAB_RUNS=1",
+			"CREM_LAB_ITERS=8", "CREM_LAB_RATE=300Mbit", "CREM_LAB_WAN=rate 280mbit burst 20k limit 64k"})
+		t.Logf("with --tun-verify template, try %d (%.1f s in all):\n%s", try, time.Since(start).Seconds(), out)
+		v = labFail.FindStringSubmatch(out)
+		if !labNoRepairA.MatchString(out) || v != nil && v[2] != "0" {
+			break
+		}
+	}
 	if code != 1 || v == nil || v[2] == "0" {
 		t.Errorf("with --tun-verify template: exit %d, verdict %q; want 1 and FAIL with ICRC mismatches:\n%s", code, v, out)
 	}
@@ -184,6 +192,9 @@ func TestTunLabRestoresAndVerifies(t *testing.T) {
 		t.Errorf("namespaces left behind after a failed run: %v", left)
 	}
 }
+
+// labNoRepairA matches the script's counters of a gateway A that sent no repair.
+var labNoRepairA = regexp.MustCompile(`gateway A: csf_sources \d+ repair_sent 0 `)
 
 // TestTunLabInterruptTearsDown: Ctrl-C (SIGINT to the script's process group, as a terminal
 // sends it) while the transfers run ends the script with status 130 and removes every
