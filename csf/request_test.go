@@ -195,12 +195,12 @@ func TestReverseAckReleasesBlocks(t *testing.T) {
 	}
 }
 
-// TestOtherQPAckReleasesNothingIssue10 (C9; issue 10 item 1): the sources of a block are kept
+// TestOtherQPAckReleasesNothing (C9; issue 10 item 1): the sources of a block are kept
 // until the RDMA transport acknowledges the block. An ACK addressed to another queue pair
 // between the same hosts belongs to another PSN space and releases nothing; nor does any ACK
 // while the flow's reverse QP is unknown; nor an ACK of a PSN not yet sent. A request for the
 // block is still answered afterwards.
-func TestOtherQPAckReleasesNothingIssue10(t *testing.T) {
+func TestOtherQPAckReleasesNothing(t *testing.T) {
 	unpaired, now := fullBlock(t, wire.SchemeCauchy, 8, 2)
 	paired, _ := fullBlock(t, wire.SchemeCauchy, 8, 2, WithReverseQP(0x33))
 	learned, _ := fullBlock(t, wire.SchemeCauchy, 8, 2)

@@ -9,7 +9,7 @@ import (
 	"github.com/crem-project/crem/psn"
 )
 
-// TestSteadyStateNoAllocsEveryPathIssue10: every codec path allocates nothing once warm
+// TestSteadyStateNoAllocsEveryPath: every codec path allocates nothing once warm
 // (issue 10, "Every CPU"), in the shapes the CSF and CRF run: the ordinary repair of a whole
 // block (Section 6.2: k = 32, m = 4, T = 1058; k = 32, m = 8, T = 4130; k = 8, m = 1 as the
 // CRF's tests send it), scheme 2's XOR, and the solve of Section 7.4 with sources held by
@@ -17,7 +17,7 @@ import (
 // Every path this processor has runs here (GFNI, AVX2 and portable on a processor with AVX-512
 // and GFNI), so one ordinary go test covers them all; on the portable path klauspost's
 // multi-row encoder allocated twice per block before it was replaced.
-func TestSteadyStateNoAllocsEveryPathIssue10(t *testing.T) {
+func TestSteadyStateNoAllocsEveryPath(t *testing.T) {
 	eachPath(t, func(t *testing.T) {
 		path := CodecPath()
 		check := func(what string, f func()) {

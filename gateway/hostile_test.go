@@ -27,7 +27,7 @@ import (
 	"golang.org/x/net/ipv4"
 )
 
-// The kinds of hostile datagram TestHostileTrafficIssue11 sends.
+// The kinds of hostile datagram TestHostileTraffic sends.
 const (
 	hEmpty         = iota // an empty datagram (CREM and WAN sockets)
 	hGarbage              // random octets
@@ -55,7 +55,7 @@ func liveHeap(collect bool) uint64 {
 	return s[0].Value.Uint64()
 }
 
-// TestHostileTrafficIssue11: a gateway pair in relay mode on loopback (4 RC queue pairs, 2
+// TestHostileTraffic: a gateway pair in relay mode on loopback (4 RC queue pairs, 2
 // percent loss each way on a 2 ms path) carries a verified transfer (a 6 MiB RDMA WRITE and a
 // 6 MiB RDMA READ per QP) while both gateways take about 24,000 hostile datagrams a second, at
 // most 400,000 and 20 s, from 32 spoofed addresses: empty and garbage datagrams, malformed CREM
@@ -75,7 +75,7 @@ func liveHeap(collect bool) uint64 {
 //
 // The takeover (a HELLO with a live descriptor), the flood's lock-out of new flows and the
 // forged REPAIRs are the CRF's to survive (issue 11 items 1, 2 and 5).
-func TestHostileTrafficIssue11(t *testing.T) {
+func TestHostileTraffic(t *testing.T) {
 	if testing.Short() {
 		t.Skip("a transfer through two gateways under a flood")
 	}

@@ -83,12 +83,12 @@ func waitFor(t *testing.T, within time.Duration, what string, cond func() bool) 
 	}
 }
 
-// TestStopUnderTrafficIssue11: a gateway whose sockets never empty stops at once when its
+// TestStopUnderTraffic: a gateway whose sockets never empty stops at once when its
 // context ends. pairLoop looked for the stop only when both sockets were empty at once, so
 // sustained traffic held Run up for as long as it lasted. "endless" has every read of the CREM
 // and WAN sockets return a full batch (sockets that never empty, whatever the machine's speed);
 // "flood" has four senders flood them on loopback.
-func TestStopUnderTrafficIssue11(t *testing.T) {
+func TestStopUnderTraffic(t *testing.T) {
 	t.Run("endless", func(t *testing.T) {
 		g := newTestGateway(t, Options{Seed: 1}, func(g *Gateway) {
 			g.testReceiver = func(r *receiver) {
@@ -156,11 +156,11 @@ func TestStopUnderTrafficIssue11(t *testing.T) {
 	})
 }
 
-// TestRunEndsWhenALoopEndsIssue11: a reader that ends before the stop (its socket closed
+// TestRunEndsWhenALoopEnds: a reader that ends before the stop (its socket closed
 // under it) stops the gateway, and Run says why; before, Run went on waiting for its context
 // (the relay socket), or waited forever even after it (pairLoop ending before it started its
 // waiters).
-func TestRunEndsWhenALoopEndsIssue11(t *testing.T) {
+func TestRunEndsWhenALoopEnds(t *testing.T) {
 	for _, c := range []struct {
 		name string
 		sock func(*Gateway) *sock
@@ -177,10 +177,10 @@ func TestRunEndsWhenALoopEndsIssue11(t *testing.T) {
 	}
 }
 
-// TestReadErrorsPauseIssue11: a socket whose reads keep failing is read again after a pause
+// TestReadErrorsPause: a socket whose reads keep failing is read again after a pause
 // that doubles from 1 ms to 100 ms (the reader used to try again at once, spinning a core),
 // counted; the gateway still stops at once.
-func TestReadErrorsPauseIssue11(t *testing.T) {
+func TestReadErrorsPause(t *testing.T) {
 	for _, kind := range []int{kindLocal, kindCREM} {
 		t.Run(kindNames[kind], func(t *testing.T) {
 			g := newTestGateway(t, Options{Seed: 1}, func(g *Gateway) {
@@ -207,10 +207,10 @@ func TestReadErrorsPauseIssue11(t *testing.T) {
 	}
 }
 
-// TestCloseIssue11: Close releases the sockets of a gateway that never ran (they can be bound
+// TestClose: Close releases the sockets of a gateway that never ran (they can be bound
 // again), may be called again, and refuses a later Run; Close of a running gateway stops it
 // (Run returns) and waits for it.
-func TestCloseIssue11(t *testing.T) {
+func TestClose(t *testing.T) {
 	g, err := New(relayConfig(), Options{Seed: 1, Sockets: Sockets{CREM: cremSocket(t)}})
 	if err != nil {
 		t.Fatal(err)

@@ -309,7 +309,7 @@ func check(b []byte, seed uint64, qp, op int) bool {
 	return true
 }
 
-// TestRelayManyQPsIssue10 (C9, C13): 8 RC queue pairs between one pair of endpoints, each with
+// TestRelayManyQPs (C9, C13): 8 RC queue pairs between one pair of endpoints, each with
 // its own random initial PSNs, through two gateways in relay mode with no reverse_qp configured
 // and 1 percent loss each way on a 2 ms path. Every QP does an RDMA WRITE of 16 MiB and an RDMA
 // READ (one of 256 MiB, the others of 16 MiB), MTU 4096. Every byte is verified, the CRFs
@@ -320,7 +320,7 @@ func check(b []byte, seed uint64, qp, op int) bool {
 // ACKs were a flow's, every CSF was offered every QP's ACKs, released blocks on them, and their
 // repair was then asked for in vain: 700 to 8,500 REPAIR_REQUESTs per flow found no block, and
 // the run took three times as long.)
-func TestRelayManyQPsIssue10(t *testing.T) {
+func TestRelayManyQPs(t *testing.T) {
 	if testing.Short() {
 		t.Skip("moves 624 MiB through two gateways")
 	}

@@ -18,9 +18,9 @@ import (
 	"golang.org/x/net/ipv4"
 )
 
-// TestBufPoolTrimIssue11: a trim releases the buffers that stayed free since the last trim
+// TestBufPoolTrim: a trim releases the buffers that stayed free since the last trim
 // and keeps the working set; the bound refuses a buffer unless forced.
-func TestBufPoolTrimIssue11(t *testing.T) {
+func TestBufPoolTrim(t *testing.T) {
 	bp := newBufPool(64, 100, 0)
 	var ps []*pkt
 	for range 100 {
@@ -111,13 +111,13 @@ func floodSockets(t *testing.T, to []netip.AddrPort, n int) {
 	}
 }
 
-// TestFloodMemoryReturnsIssue11: a flood of empty and large datagrams on the CREM and WAN
+// TestFloodMemoryReturns: a flood of empty and large datagrams on the CREM and WAN
 // sockets while the shards are stalled (their queues fill, the worst case) holds a bounded
 // number of buffers (empty datagrams in small ones), and once it is over the memory returns to
 // within 1.5x of what it was before, within two trim periods. Before, every queued datagram
 // held 9 KiB, buffers came in slabs of 64 that could never be freed, and the free list kept up
 // to 16,384 of them: the heap stayed at several times its baseline for good.
-func TestFloodMemoryReturnsIssue11(t *testing.T) {
+func TestFloodMemoryReturns(t *testing.T) {
 	trim := 200 * time.Millisecond
 	if s := os.Getenv("CREM_FLOOD_TRIM"); s != "" { // the default's figure: CREM_FLOOD_TRIM=15s
 		trim, _ = time.ParseDuration(s)

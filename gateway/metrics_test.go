@@ -36,11 +36,11 @@ func gather(t *testing.T, g *Gateway) map[string]*dto.MetricFamily {
 	return out
 }
 
-// TestScrapeTakesNoShardLockIssue11: Stats and a scrape of the collector complete while every
+// TestScrapeTakesNoShardLock: Stats and a scrape of the collector complete while every
 // shard's lock is held (the data path busy), during traffic: they read what the shards
 // published. Before, both took each shard's lock and summed every flow's counters under it, so
 // a scrape stalled forwarding in proportion to the flows (and here, waited forever).
-func TestScrapeTakesNoShardLockIssue11(t *testing.T) {
+func TestScrapeTakesNoShardLock(t *testing.T) {
 	g := newTestGateway(t, Options{Seed: 1}, nil)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -79,11 +79,11 @@ func TestScrapeTakesNoShardLockIssue11(t *testing.T) {
 	}
 }
 
-// TestBusiestFlowsLabelledIssue11: with 100 flows in each half, the per-flow series are those
+// TestBusiestFlowsLabelled: with 100 flows in each half, the per-flow series are those
 // of the 64 busiest (smoothed source rate), which include the 20 flows that carry traffic now;
 // the live-flow gauges count all. Before, past 64 flows no flow had series at all (and the first
 // 64 would have been the oldest, not the busiest).
-func TestBusiestFlowsLabelledIssue11(t *testing.T) {
+func TestBusiestFlowsLabelled(t *testing.T) {
 	c := relayConfig()
 	c.Protect = []ProtectRule{{SrcPort: 5000}}
 	g, err := New(c, Options{Seed: 1, Sockets: Sockets{CREM: cremSocket(t)}})
@@ -164,9 +164,9 @@ func TestBusiestFlowsLabelledIssue11(t *testing.T) {
 	}
 }
 
-// TestRuntimeMetricsIssue11: /metrics has the Go runtime's and the process's metrics beside the
+// TestRuntimeMetrics: /metrics has the Go runtime's and the process's metrics beside the
 // gateway's, and the gauges of what it holds (live flows, table entries, buffers).
-func TestRuntimeMetricsIssue11(t *testing.T) {
+func TestRuntimeMetrics(t *testing.T) {
 	g := newTestGateway(t, Options{Seed: 1}, nil)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

@@ -54,12 +54,12 @@ type vqp struct {
 	acked    psn.PSN // the last PSN B acknowledged
 }
 
-// TestNodesInVirtualTimeIssue10 (C9): two gateway Nodes back to back in virtual time, with no
+// TestNodesInVirtualTime (C9): two gateway Nodes back to back in virtual time, with no
 // socket and no clock: 6 QPs between one pair of endpoints, random initial PSNs, 2 percent
 // loss on the path. Each flow's reverse QP is learned by PSN correlation (no reverse_qp is
 // configured), no CSF ever releases past what its own QP acknowledged, and the CRF restores
 // lost packets. This is the API the randomized workload drives (/work notes gw-node-api).
-func TestNodesInVirtualTimeIssue10(t *testing.T) {
+func TestNodesInVirtualTime(t *testing.T) {
 	const seed = 5
 	rng := rand.New(rand.NewPCG(seed, 1))
 	epA, epB := netip.MustParseAddr("10.0.0.1"), netip.MustParseAddr("10.0.0.2")
@@ -198,12 +198,12 @@ func (h *logRecords) Handle(_ context.Context, r slog.Record) error {
 	return nil
 }
 
-// TestNodeCMPairsIssue10 (C9): a ConnectRequest from this side's endpoint and its ConnectReply
+// TestNodeCMPairs (C9): a ConnectRequest from this side's endpoint and its ConnectReply
 // from the peer's, relayed through the node like any datagram, pair the flow to the
 // responder's QP with the requester's QP before its first source: its CSF gets the reverse QP
 // as it starts, the first ACK of that QP reaches it, an ACK of another QP does not, and the
 // pairing is logged and counted (pairing.Stats.PairedByCM).
-func TestNodeCMPairsIssue10(t *testing.T) {
+func TestNodeCMPairs(t *testing.T) {
 	logs := &logRecords{}
 	epA, epB := netip.MustParseAddr("10.0.0.1"), netip.MustParseAddr("10.0.0.2")
 	n, err := gateway.NewNode(gateway.Config{CREMAddress: "127.0.0.1:7001", Peer: "127.0.0.2:7001",
@@ -264,11 +264,11 @@ func TestNodeCMPairsIssue10(t *testing.T) {
 	}
 }
 
-// TestNodeRestartClearsReverseQPIssue10 (C9, E32): a flow paired by correlation whose QP is
+// TestNodeRestartClearsReverseQP (C9, E32): a flow paired by correlation whose QP is
 // created again (a new PSN space, a new requester QP) loses its CSF's reverse QP at the first
 // request of the new space, so the old QP's late ACKs release nothing, and gets the new one once
 // the new QP's ACKs confirm it.
-func TestNodeRestartClearsReverseQPIssue10(t *testing.T) {
+func TestNodeRestartClearsReverseQP(t *testing.T) {
 	epA, epB := netip.MustParseAddr("10.0.0.1"), netip.MustParseAddr("10.0.0.2")
 	n, err := gateway.NewNode(gateway.Config{CREMAddress: "127.0.0.1:7001", Peer: "127.0.0.2:7001",
 		Protect: []gateway.ProtectRule{{SrcPort: 5000}},

@@ -35,7 +35,7 @@ const (
 var forgedNames = [fKinds]string{"unlisted reporter", "wrong flow", "absurd counts", "PSNs that do not exist"}
 
 // TestForgedPathReportsSecurity (draft, Security Considerations: forged PATH_REPORTs; C14,
-// C10, C16): the relay pair of TestHostileTrafficIssue11 on loopback (2 RC queue pairs, 2
+// C10, C16): the relay pair of TestHostileTraffic on loopback (2 RC queue pairs, 2
 // percent loss each way on a 2 ms path, adaptation off, 127.0.0.9 the configured reporter)
 // carries a verified transfer (a 4 MiB RDMA WRITE and READ per QP after a first 1 MiB of
 // each) while both gateways take forged PATH_REPORTs at 10,000 a second for at most 20 s: from

@@ -36,7 +36,7 @@ func TestPolicyRuleConfig(t *testing.T) {
 
 // A flow delivered in order (a go-back-N receiver behind the CRF) keeps the draft's rule
 // whatever policy.rule says: the cost rule does not price the go-back-N resend that a block it
-// leaves to a coded retransmission can turn into (P13; lab.TestCREMRestoresEveryQPIssue10 shows
+// leaves to a coded retransmission can turn into (P13; lab.TestCREMRestoresEveryQP shows
 // crem+gbn restoring nothing on a QP under the cost rule).
 func TestOrderedFlowsKeepTheDraftRule(t *testing.T) {
 	for _, c := range []struct {

@@ -94,13 +94,13 @@ func hello(t *testing.T, nonce uint64, qp uint32) []byte {
 	return b
 }
 
-// TestRoutesFollowFlowsIssue11 (C14): the Flow IDs a node's CRF announces in HELLO_ACK are
+// TestRoutesFollowFlows (C14): the Flow IDs a node's CRF announces in HELLO_ACK are
 // routed while the CRF serves them (a flow, or a session pending since its HELLO) and taken
 // out routeGrace after it no longer does, and never exceed maxRxRoutes: HELLOs from 3,000
 // spoofed addresses, then 3,000 from one address with one descriptor and a new nonce each
 // (none proven: their sessions expire), then time for everything to go. Before, the routing
 // map gained an entry per HELLO_ACK and lost none.
-func TestRoutesFollowFlowsIssue11(t *testing.T) {
+func TestRoutesFollowFlows(t *testing.T) {
 	rt := newRecRoutes()
 	n := tableNode(t, PolicyConfig{Idle: "5s"}, rt)
 	now := time.Duration(0)
@@ -139,12 +139,12 @@ func TestRoutesFollowFlowsIssue11(t *testing.T) {
 	t.Logf("%d Flow IDs announced (CRF: %d sessions opened), at most %d routed at once", announced, n.recv.Stats().HandshakesOpened, rt.maxCRF)
 }
 
-// TestSenderTablesBoundedIssue11: a node's CSFs and the nonces routed to them stay bounded and
+// TestSenderTablesBounded: a node's CSFs and the nonces routed to them stay bounded and
 // expire. One flow whose peer never answers starts session after session (a new nonce each):
 // one nonce is routed at a time. 5,000 flows of one packet each: 4,096 get a CSF (the rest are
 // counted), they stop sending HELLO once their flow has been quiet for the idle timeout and
 // leave the table four idle timeouts later, their counters kept in the sums.
-func TestSenderTablesBoundedIssue11(t *testing.T) {
+func TestSenderTablesBounded(t *testing.T) {
 	rt := newRecRoutes()
 	n := tableNode(t, PolicyConfig{Idle: "2s", HelloHoldOff: "10ms"}, rt)
 	syn := cremtest.Synth{Desc: flow.Descriptor{Kind: wire.FlowKindRoCEv2, Src: epLocal, Dst: epRemote, DestQP: 0x42, SrcPort: 5000}, PSN: 1}

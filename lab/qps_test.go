@@ -9,7 +9,7 @@ import (
 	"github.com/crem-project/crem/netem"
 )
 
-// TestCREMRestoresEveryQPIssue10: a run's messages go over four QPs between the same two hosts,
+// TestCREMRestoresEveryQP: a run's messages go over four QPs between the same two hosts,
 // each with its own initial PSNs, and one protect rule per direction covers them all (issue 10:
 // many QPs between one pair of hosts). Every message of every QP is verified; the path lost
 // packets of every QP; without CREM none of a QP's packets lost every time it was sent arrives
@@ -21,7 +21,7 @@ import (
 // 99 named a block already released; with the reverse QP unknown, so that ACKs release
 // nothing, 9 of 86 and 18 of 86, the requests for PSNs relayed before the flow's first
 // configuration among them.)
-func TestCREMRestoresEveryQPIssue10(t *testing.T) {
+func TestCREMRestoresEveryQP(t *testing.T) {
 	loss, _ := netem.ParseLossSpec("0.03")
 	o := Options{RTT: 4 * time.Millisecond, Loss: loss, Rate: 200e6, Messages: 8, Size: 512 << 10, MTU: 1024, QPs: 4,
 		M: 1, Seed: 3, Runs: []string{"tcaeth", "crem+gbn", "crem+tcaeth"}, Timeout: 30 * time.Second, RetryCount: stallRetries}

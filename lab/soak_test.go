@@ -14,11 +14,11 @@ import (
 	"github.com/crem-project/crem/psn"
 )
 
-// TestSoakVerdictIssue11: a soak fails on each of its bounds alone (bytes lost or corrupted, an
+// TestSoakVerdict: a soak fails on each of its bounds alone (bytes lost or corrupted, an
 // early end, a CLOSE before the end, the last interval's heap or heap objects beyond 1.5x the
 // first's, its goroutines beyond the first's + 8, more open flows than at the first, fewer
 // than two intervals) and passes within all of them.
-func TestSoakVerdictIssue11(t *testing.T) {
+func TestSoakVerdict(t *testing.T) {
 	first := Interval{HeapBytes: 100 << 20, HeapObjects: 50000, Goroutines: 20, Flows: 4}
 	ok := Run{Verified: true}
 	within := first
@@ -54,14 +54,14 @@ func TestSoakVerdictIssue11(t *testing.T) {
 	}
 }
 
-// TestSoakIssue11 soaks crem+tcaeth for six seconds at 2 percent bursty loss over four QPs:
+// TestSoak soaks crem+tcaeth for six seconds at 2 percent bursty loss over four QPs:
 // the transfers repeat until the duration ends, every byte of every one is verified, an interval
 // is reported every 2 s and at the end, the open flows stay those of the four QPs, the
 // goroutines within their bound, and no CLOSE comes before the end. The heap bounds are the
 // soak command's to judge, over a minute or ten (docs: the soak): in a few seconds on a busy
 // machine a stall can make the gateways' buffer pool grow, and they keep what it grew (issue 11,
 // item 4), so the test logs them.
-func TestSoakIssue11(t *testing.T) {
+func TestSoak(t *testing.T) {
 	if testing.Short() {
 		t.Skip("a soak of six seconds")
 	}
@@ -137,11 +137,11 @@ func TestSoakFailsOnDeadPath(t *testing.T) {
 	}
 }
 
-// TestPortsHeldIssue11: the CREM port is bound on the lab's four addresses from its choice to
+// TestPortsHeld: the CREM port is bound on the lab's four addresses from its choice to
 // the end (a port taken on one of them is another port, or refused when asked for), and runs
 // one after another on the same Ports each find their path's sockets empty of what the last
 // one left.
-func TestPortsHeldIssue11(t *testing.T) {
+func TestPortsHeld(t *testing.T) {
 	ps, err := ReservePorts(0)
 	if err != nil {
 		t.Fatal(err)
@@ -193,10 +193,10 @@ func TestPortsHeldIssue11(t *testing.T) {
 	ps2.Close()
 }
 
-// TestTallyPrunedIssue11: a soak's path remembers the PSNs of a QP within the window in flight
+// TestTallyPruned: a soak's path remembers the PSNs of a QP within the window in flight
 // only, and counts the PSNs lost every time they were sent exactly as without pruning, across
 // the wrap of the PSN space.
-func TestTallyPrunedIssue11(t *testing.T) {
+func TestTallyPruned(t *testing.T) {
 	const window = 100
 	pruned := &qpTally{psns: map[uint32][2]uint32{}}
 	whole := &qpTally{psns: map[uint32][2]uint32{}}
@@ -231,9 +231,9 @@ func TestTallyPrunedIssue11(t *testing.T) {
 	}
 }
 
-// TestStallMeterIssue11: a soak's interval names the longest stall of the process, what a tick
+// TestStallMeter: a soak's interval names the longest stall of the process, what a tick
 // of 10 ms came late by, and starts afresh after each interval.
-func TestStallMeterIssue11(t *testing.T) {
+func TestStallMeter(t *testing.T) {
 	var m stallMeter
 	ms := time.Millisecond
 	for _, gap := range []time.Duration{10 * ms, 11 * ms, 250 * ms, 40 * ms} {

@@ -29,11 +29,11 @@ func cmPacket(t testing.TB, mad []byte) []byte {
 	return b
 }
 
-// TestCMPairsBothDirectionsIssue10 (C9): a ConnectRequest leaving and its ConnectReply passing
+// TestCMPairsBothDirections (C9): a ConnectRequest leaving and its ConnectReply passing
 // back pair both directions of the connection at once: the flow to the responder's QP with the
 // requester's QP, the flow to the requester's QP with the responder's. ACKs of either are
 // offered to their flow from the first one; an ACK of a third QP to nobody.
-func TestCMPairsBothDirectionsIssue10(t *testing.T) {
+func TestCMPairsBothDirections(t *testing.T) {
 	x := newLearner(t, nil)
 	const reqQP, repQP, other = 0x000123, 0x000456, 0x000789
 	x.Forward(0, hostA, hostB, cmPacket(t, must(roce.CMReq{LocalCommID: 77, LocalQPN: reqQP, StartingPSN: 0xfffffe}.AppendMAD(nil, 5))))
@@ -78,11 +78,11 @@ func TestCMPairsBothDirectionsIssue10(t *testing.T) {
 	}
 }
 
-// TestCorrelationManyQPsAnyPSNIssue10 (C9): 24 QPs between one pair of hosts, initial PSNs drawn
+// TestCorrelationManyQPsAnyPSN (C9): 24 QPs between one pair of hosts, initial PSNs drawn
 // over the whole 24-bit space (a few just below the wrap), requests and cumulative ACKs
 // interleaved at random. No ACK is ever offered to another flow than its own; none before
 // Confirm ACKs of its QP were seen; every flow is paired with its own reverse QP.
-func TestCorrelationManyQPsAnyPSNIssue10(t *testing.T) {
+func TestCorrelationManyQPsAnyPSN(t *testing.T) {
 	for seed := uint64(1); seed <= 20; seed++ {
 		x := newLearner(t, nil)
 		w := newWorkload(t, x, seed, 24, func(i int, r *rand.Rand) psn.PSN {
@@ -109,12 +109,12 @@ func TestCorrelationManyQPsAnyPSNIssue10(t *testing.T) {
 	}
 }
 
-// TestCorrelationOverlappingRangesIssue10 (C9): two flows whose PSN ranges overlap (initial
+// TestCorrelationOverlappingRanges (C9): two flows whose PSN ranges overlap (initial
 // PSNs 3 apart, the same pace, ACKs lagging by 5): every ACK lies in both ranges and counts for
 // neither, so none is offered to any flow; once one flow runs ahead, its ACKs beyond the other's
 // range pair it, and the other is then paired by elimination (its ACKs can belong to no other
 // unpaired flow). No ACK is ever offered to the wrong flow.
-func TestCorrelationOverlappingRangesIssue10(t *testing.T) {
+func TestCorrelationOverlappingRanges(t *testing.T) {
 	x := newLearner(t, nil)
 	const s0 = psn.PSN(0xfffff0) // across the wrap as well
 	w := newWorkload(t, x, 7, 2, func(i int, _ *rand.Rand) psn.PSN { return s0.Add(3 * i) })
@@ -154,10 +154,10 @@ func TestCorrelationOverlappingRangesIssue10(t *testing.T) {
 	}
 }
 
-// TestCorrelationFloodIssue10 (C9, C15): a million ACKs and READ responses with random QPs and
+// TestCorrelationFlood (C9, C15): a million ACKs and READ responses with random QPs and
 // PSNs (half of them in the real flows' ranges) passing back while 16 real connections start: the tables stay within their bounds, no
 // flood QP is ever paired, and the real flows still pair with their own QPs.
-func TestCorrelationFloodIssue10(t *testing.T) {
+func TestCorrelationFlood(t *testing.T) {
 	if testing.Short() {
 		t.Skip("a million packets")
 	}
@@ -224,11 +224,11 @@ func TestCorrelationFloodIssue10(t *testing.T) {
 	t.Logf("largest reverse table %d; %+v", maxRev, st)
 }
 
-// TestStrayStreamNeverPairsIssue10 (C9): one QP passing back a stream of PSNs unrelated to any
+// TestStrayStreamNeverPairs (C9): one QP passing back a stream of PSNs unrelated to any
 // flow (uniform over the space, or one spoofed ACK in a flow's range) is never paired: one
 // packet cannot pair, and contradictions block the QP; so is a stream in one unpaired flow's
 // range whose PSNs do not advance.
-func TestStrayStreamNeverPairsIssue10(t *testing.T) {
+func TestStrayStreamNeverPairs(t *testing.T) {
 	x := newLearner(t, nil)
 	w := newWorkload(t, x, 3, 16, func(i int, _ *rand.Rand) psn.PSN { return psn.PSN(i) << 20 })
 	for range 200 {
@@ -268,11 +268,11 @@ func TestStrayStreamNeverPairsIssue10(t *testing.T) {
 	}
 }
 
-// TestRestartRepairsIssue10 (C9): a paired connection is set up again with a new initial PSN
+// TestRestartRepairs (C9): a paired connection is set up again with a new initial PSN
 // far from the old (a restarted QP): the flow is unpaired at its first request of the new
 // space, late ACKs of the old connection are offered to nobody, and the flow is paired again
 // after Confirm ACKs of the new connection, also when the requester's QP number changed.
-func TestRestartRepairsIssue10(t *testing.T) {
+func TestRestartRepairs(t *testing.T) {
 	for _, newRev := range []bool{false, true} {
 		x := newLearner(t, nil)
 		w := newWorkload(t, x, 5, 4, func(i int, _ *rand.Rand) psn.PSN { return psn.PSN(0x100000 * (i + 1)) })
@@ -314,9 +314,9 @@ func TestRestartRepairsIssue10(t *testing.T) {
 	}
 }
 
-// TestContradictionUnpairsIssue10 (C9): a paired QP whose responses leave its flow's range is
+// TestContradictionUnpairs (C9): a paired QP whose responses leave its flow's range is
 // not offered them; Unpair of them in a row unpair it; fewer, between consistent ones, do not.
-func TestContradictionUnpairsIssue10(t *testing.T) {
+func TestContradictionUnpairs(t *testing.T) {
 	x := newLearner(t, nil)
 	w := newWorkload(t, x, 9, 2, func(i int, _ *rand.Rand) psn.PSN { return psn.PSN(0x200000 * (i + 1)) })
 	for range 300 {
@@ -350,10 +350,10 @@ func TestContradictionUnpairsIssue10(t *testing.T) {
 	}
 }
 
-// TestReadResponsesPairIssue10 (C9, C13): READ responses carry the READ request's PSNs; a 1 GiB
+// TestReadResponsesPair (C9, C13): READ responses carry the READ request's PSNs; a 1 GiB
 // READ (262,144 PSNs at MTU 4096, and up to 4 Mi at the smallest MTU) pairs its flow from
 // its responses, which stay in range however long the READ.
-func TestReadResponsesPairIssue10(t *testing.T) {
+func TestReadResponsesPair(t *testing.T) {
 	x := newLearner(t, nil)
 	const dest, rev = 0x51, 0x52
 	k := flow.Key{Src: hostA, Dst: hostB, DestQP: dest}
@@ -382,9 +382,9 @@ func TestReadResponsesPairIssue10(t *testing.T) {
 	}
 }
 
-// TestConfiguredPinnedIssue10: a configured reverse QP is offered its flow's responses at once,
+// TestConfiguredPinned: a configured reverse QP is offered its flow's responses at once,
 // without range checks, never unpaired, replaced or expired; CM does not override it.
-func TestConfiguredPinnedIssue10(t *testing.T) {
+func TestConfiguredPinned(t *testing.T) {
 	x := newLearner(t, nil)
 	k := flow.Key{Src: hostA, Dst: hostB, DestQP: 0x42}
 	x.Configure(k, 0x43)
@@ -404,9 +404,9 @@ func TestConfiguredPinnedIssue10(t *testing.T) {
 	}
 }
 
-// TestExpiryIssue10 (C15): flows, candidates, blocked QPs and REQs expire; a flow's pairing
+// TestExpiry (C15): flows, candidates, blocked QPs and REQs expire; a flow's pairing
 // goes with it; the tables empty out and NextDeadline says when to sweep.
-func TestExpiryIssue10(t *testing.T) {
+func TestExpiry(t *testing.T) {
 	x := newLearner(t, nil)
 	if _, ok := x.NextDeadline(); ok {
 		t.Fatal("an empty learner has a deadline")
@@ -447,8 +447,8 @@ func TestExpiryIssue10(t *testing.T) {
 	}
 }
 
-// TestBoundsIssue10 (C15): the flow and CM tables refuse beyond their bounds and count it.
-func TestBoundsIssue10(t *testing.T) {
+// TestBounds (C15): the flow and CM tables refuse beyond their bounds and count it.
+func TestBounds(t *testing.T) {
 	x := newLearner(t, func(l *Limits) { l.MaxFlows, l.MaxPending = 8, 4 })
 	for i := range 20 {
 		x.Forward(0, hostA, hostB, write(uint32(100+i), 0))
@@ -481,11 +481,11 @@ func TestShortAndOtherPackets(t *testing.T) {
 	_ = netip.Addr{}
 }
 
-// TestBlockedBoundedIssue11: stray reverse QPs struck out (one response in a flow's range,
+// TestBlockedBounded: stray reverse QPs struck out (one response in a flow's range,
 // then responses in none) are blocked up to MaxBlocked; beyond, they are forgotten, so the
 // reverse table stays within its bounds however many come within BlockFor. Before, every one
 // stayed blocked for BlockFor: a flood grew the table by its rate times ten seconds.
-func TestBlockedBoundedIssue11(t *testing.T) {
+func TestBlockedBounded(t *testing.T) {
 	x := newLearner(t, func(l *Limits) { l.MaxProbation, l.MaxCandidates, l.MaxBlocked = 8, 4, 16 })
 	for j := range 64 {
 		x.Forward(0, hostA, hostB, write(0x42, psn.PSN(1000+j)))

@@ -15,7 +15,7 @@ import (
 // behind it go out while it streams. Everything outstanding stays within MaxOutstandingPSNs
 // (a quarter of the PSN space, for serial arithmetic): a READ beyond it is refused at post with
 // an error naming the limit, and a responder takes such a READ request for malformed.
-func TestLargeReadTakesNoSendBufferRoomIssue10(t *testing.T) {
+func TestLargeReadTakesNoSendBufferRoom(t *testing.T) {
 	cfg := testCfg(ModeTCAETH)
 	cfg.SendBuffer = 64
 	cfg.SendPSN = 0xfffc00 // the READ's PSNs cross the wrap

@@ -84,10 +84,10 @@ func wantREP() CMRep {
 		RNRRetryCount: 7, LocalCAGUID: 0x026677fffe8899aa}
 }
 
-// TestParseCMReqRepIssue10: a REQ and a REP built octet by octet from the specification's layout
+// TestParseCMReqRep: a REQ and a REP built octet by octet from the specification's layout
 // parse to the QPNs, Starting PSNs and Communication IDs placed in them, and the encoders give
 // back the same octets.
-func TestParseCMReqRepIssue10(t *testing.T) {
+func TestParseCMReqRep(t *testing.T) {
 	req, err := ParseCM(handGSI(handREQ()))
 	if err != nil {
 		t.Fatal(err)
@@ -131,9 +131,9 @@ func TestParseCMReqRepIssue10(t *testing.T) {
 	}
 }
 
-// TestParseCMErrorsIssue10: what is not a CM MAD says so (ErrNotCM), what ends early or is of
+// TestParseCMErrors: what is not a CM MAD says so (ErrNotCM), what ends early or is of
 // the wrong size says that (ErrShort, ErrInvalid); nothing panics.
-func TestParseCMErrorsIssue10(t *testing.T) {
+func TestParseCMErrors(t *testing.T) {
 	good := handGSI(handREQ())
 	mod := func(f func(b []byte) []byte) []byte { return f(bytes.Clone(good)) }
 	for _, tc := range []struct {
@@ -208,10 +208,10 @@ func FuzzParseCM(f *testing.F) {
 	})
 }
 
-// TestTsharkAgreesOnCMIssue10: Wireshark's InfiniBand dissector, reading a pcap of the REQ and
+// TestTsharkAgreesOnCM: Wireshark's InfiniBand dissector, reading a pcap of the REQ and
 // the REP above (IPv4, UDP 4791, ICRC sealed), finds a CM ConnectRequest and ConnectReply with
 // the same QPNs, Starting PSNs, Communication IDs and transport service.
-func TestTsharkAgreesOnCMIssue10(t *testing.T) {
+func TestTsharkAgreesOnCM(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "cm.pcap")
 	f, err := os.Create(path)
 	if err != nil {

@@ -121,7 +121,7 @@ func heapOnly(failures []string) bool {
 // adds duration_s, intervals and soak; every byte is verified, no CLOSE came, and the exit
 // status is 0 when the verdict passes, 1 when not (here only its heap bounds may fail:
 // heapOnly). The soak defaults to crem+tcaeth alone.
-func TestLabSoakJSONIssue11(t *testing.T) {
+func TestLabSoakJSON(t *testing.T) {
 	code, out, errs := runCmd(append([]string{"lab", "--json", "--duration", "4s", "--stats-interval", "2s", "--qps", "2",
 		"--rate", "200Mbit", "--seed", "11"}, soakArgs...)...)
 	if code != 0 && code != 1 {
@@ -176,7 +176,7 @@ func TestLabSoakJSONIssue11(t *testing.T) {
 // The table form: the interval lines as they come, the table, and the verdict with its bounds.
 // A soak over a path that loses everything fails its verdict: exit 1. --stats-interval without
 // --duration, or longer than half of it, is a usage error.
-func TestLabSoakTableAndFailureIssue11(t *testing.T) {
+func TestLabSoakTableAndFailure(t *testing.T) {
 	code, out, errs := runCmd(append([]string{"lab", "--duration", "2s", "--stats-interval", "1s", "--qps", "1",
 		"--rate", "100Mbit"}, soakArgs...)...)
 	// A line per interval, named by the time it was taken (later than due on a busy machine).

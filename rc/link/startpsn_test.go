@@ -102,7 +102,7 @@ func runAt(t *testing.T, mode rc.Mode, noNAK bool, op rc.Op, start psn.PSN, loss
 // run crosses the wrap from there), without and with 1 percent loss each way, byte for byte.
 // The READs include one of 64 MiB at MTU 1024, 65 536 PSNs: four times the send buffer and the
 // receive window (16 384 PSNs each), which the requester must accept and the responder answer.
-func TestAnyStartPSNIssue10(t *testing.T) {
+func TestAnyStartPSN(t *testing.T) {
 	ops := []struct {
 		op    rc.Op
 		sizes []int

@@ -83,7 +83,7 @@ func checkQPs(t *testing.T, res Result, o Options, wrapQ int) {
 // WRITE, SEND and READ with 2 percent loss each way, each QP with its own random initial PSN
 // (one of them, for the seed the test picks, just below the wrap), its own data and its own
 // impairment, every byte verified on every QP (protocol notes R25).
-func TestLoopbackQPsIssue10(t *testing.T) {
+func TestLoopbackQPs(t *testing.T) {
 	loss, _ := netem.ParseLossSpec("0.02")
 	for _, op := range []string{"write", "send", "read"} {
 		o := Options{Op: op, Size: 64 << 10, Iters: 6, MTU: 1024, Mode: rc.ModeTCAETH, Rate: 1e9, Loss: loss,
@@ -113,7 +113,7 @@ func TestLoopbackQPsIssue10(t *testing.T) {
 
 // The same against a server on its own sockets (crem perf serve and a client elsewhere): each
 // QP is a session of its own at the server, which checks its data.
-func TestClientServerQPsIssue10(t *testing.T) {
+func TestClientServerQPs(t *testing.T) {
 	srvHost, err := udp.Listen("127.0.0.1:0", udp.Options{})
 	if err != nil {
 		t.Fatal(err)

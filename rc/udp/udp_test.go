@@ -85,10 +85,10 @@ type failingWriter struct{}
 
 func (failingWriter) Write([]byte) (int, error) { return 0, errors.New("disk full") }
 
-// TestCloseTwiceIssue11: Close may be called again, and from several goroutines at once: no
+// TestCloseTwice: Close may be called again, and from several goroutines at once: no
 // panic, every call returns once the host has stopped, and every call reports the pcap's error
 // (a second call used to return nil).
-func TestCloseTwiceIssue11(t *testing.T) {
+func TestCloseTwice(t *testing.T) {
 	h, err := Listen("127.0.0.1:0", Options{Pcap: failingWriter{}})
 	if err != nil {
 		t.Skipf("no UDP on loopback: %v", err)

@@ -9,12 +9,12 @@ import (
 	"github.com/crem-project/crem/wire"
 )
 
-// TestForgedRepairAheadIssue11 (C7 c, C7 g, C12): a forged REPAIR from the CSF's address for
+// TestForgedRepairAhead (C7 c, C7 g, C12): a forged REPAIR from the CSF's address for
 // the block after one it has seen (Block Start PSN + k, the same Config ID, Repair Index and
 // Present Bitmap, a random symbol), arriving before any source of that block, does not make the
 // CRF take the block for real: the genuine REPAIRs of the blocks before it still restore their
 // losses.
-func TestForgedRepairAheadIssue11(t *testing.T) {
+func TestForgedRepairAhead(t *testing.T) {
 	for _, attack := range []bool{false, true} {
 		p := establishedPair(t, 5, 8, 2)
 		rng := rand.New(rand.NewPCG(7, 8))

@@ -98,13 +98,13 @@ func restores(t *testing.T, r *Receiver, now time.Duration, from netip.AddrPort,
 	return false
 }
 
-// TestHelloTakeoverIssue11 (draft, Session; C3, C14; E53): a HELLO with an established flow's
+// TestHelloTakeover (draft, Session; C3, C14; E53): a HELLO with an established flow's
 // descriptor from another address, with its nonce or another, is refused silently, counted and
 // logged once, and the flow goes on restoring; one from the flow's own address with a new nonce
 // opens a pending session that replaces the flow only when its first message proves it (a
 // restarted CSF), and expires otherwise, leaving the flow as it was. Retransmitted HELLOs get
 // the same HELLO_ACK throughout (C3).
-func TestHelloTakeoverIssue11(t *testing.T) {
+func TestHelloTakeover(t *testing.T) {
 	var logs logCount
 	r := newReceiver(t, Settings{}, WithLogger(slog.New(&logs)))
 	id := open(t, r, 0, cfg8)
@@ -188,12 +188,12 @@ func TestHelloTakeoverIssue11(t *testing.T) {
 	}
 }
 
-// TestHelloFirstProofWinsIssue11 (draft, Session; C3; E53): sessions of one descriptor begun
+// TestHelloFirstProofWins (draft, Session; C3; E53): sessions of one descriptor begun
 // from two addresses before either proved itself (one spoofed by someone who guessed the
 // descriptor) do not block each other; the first to send its PARAM_UPDATE gets the flow, the
 // other is superseded, and its later messages find no flow. Lookup gives the oldest pending
 // session, and what it noted goes to the flow (E52).
-func TestHelloFirstProofWinsIssue11(t *testing.T) {
+func TestHelloFirstProofWins(t *testing.T) {
 	r := newReceiver(t, Settings{})
 	spoof := netip.MustParseAddrPort("10.9.9.9:50000")
 	fake := helloAck(t, r, 0, spoof, hello(1))
@@ -232,10 +232,10 @@ func TestHelloFirstProofWinsIssue11(t *testing.T) {
 	}
 }
 
-// TestPendingClosedAndFullIssue11 (C2, C3; E54): a pending session closed by its CSF never
+// TestPendingClosedAndFull (C2, C3; E54): a pending session closed by its CSF never
 // becomes a flow; one proven when the flow table is full gets CLOSE reason 3 (resources
 // exhausted) at the proven address.
-func TestPendingClosedAndFullIssue11(t *testing.T) {
+func TestPendingClosedAndFull(t *testing.T) {
 	r := newReceiver(t, Settings{}, WithMaxFlows(1))
 	a := helloAck(t, r, 0, testCSF, hello(1))
 	h := hello(2)
@@ -264,10 +264,10 @@ func TestPendingClosedAndFullIssue11(t *testing.T) {
 	}
 }
 
-// TestIdleWithoutTrafficIssue11 (C15; E54): a flow that has seen no source and no REPAIR since
+// TestIdleWithoutTraffic (C15; E54): a flow that has seen no source and no REPAIR since
 // its handshake idles out after the handshake time, not the idle timeout; one that has, after
 // the idle timeout.
-func TestIdleWithoutTrafficIssue11(t *testing.T) {
+func TestIdleWithoutTraffic(t *testing.T) {
 	for _, traffic := range []bool{false, true} {
 		r := newReceiver(t, Settings{}, WithHandshakes(16, 16, time.Second))
 		id := open(t, r, 0, cfg8)
@@ -301,11 +301,11 @@ func floodHello(rng *rand.Rand) wire.Hello {
 	return h
 }
 
-// TestPendingBudgetsIssue11 (C3; E54): pending sessions are bounded in all and per source
+// TestPendingBudgets (C3; E54): pending sessions are bounded in all and per source
 // address: beyond a budget the oldest is evicted, unless it is younger than the initial RTT,
 // when the new HELLO is refused (silently, counted, logged once); every pending session expires
 // after the handshake time, and with the last one every table entry it made.
-func TestPendingBudgetsIssue11(t *testing.T) {
+func TestPendingBudgets(t *testing.T) {
 	var logs logCount
 	r := newReceiver(t, Settings{}, WithHandshakes(64, 8, time.Second), WithInitialRTT(10*time.Millisecond),
 		WithLogger(slog.New(&logs)))
@@ -402,12 +402,12 @@ func restoredAll(t *testing.T, ds []Delivery, b *block, want ...int) bool {
 	return true
 }
 
-// TestForgedRepairFirstIssue11 (C7 d, C7 e, C12; E56): a forged REPAIR from the CSF's address
+// TestForgedRepairFirst (C7 d, C7 e, C12; E56): a forged REPAIR from the CSF's address
 // that arrives before the genuine one no longer costs the block: the solve's packets fail the
 // ICRC check and are not delivered, and the block solves again with the genuine symbol, a
 // second version of the same Repair Index, a surplus symbol, or a genuine Source Copy. Every
 // outcome is counted.
-func TestForgedRepairFirstIssue11(t *testing.T) {
+func TestForgedRepairFirst(t *testing.T) {
 	type step struct {
 		idx   int  // Repair Index, or the position of a Source Copy
 		forge bool // its bytes are not the CSF's
@@ -490,10 +490,10 @@ func TestForgedRepairFirstIssue11(t *testing.T) {
 	}
 }
 
-// TestForgedRepairAskedAgainIssue11 (C7 f, C8, C12; E56): when every symbol a block holds has
+// TestForgedRepairAskedAgain (C7 f, C8, C12; E56): when every symbol a block holds has
 // failed a solve, its request counts none of them as held (r = 0), and the coded retransmission
 // that answers restores the block.
-func TestForgedRepairAskedAgainIssue11(t *testing.T) {
+func TestForgedRepairAskedAgain(t *testing.T) {
 	r := newReceiver(t, Settings{})
 	id := open(t, r, 0, cfg8)
 	b := newBlock(0x100, 8)
@@ -527,12 +527,12 @@ func TestForgedRepairAskedAgainIssue11(t *testing.T) {
 	}
 }
 
-// TestTablesBoundedIssue11 (E55): every table a peer can grow has a bound and an expiry. Flows
+// TestTablesBounded (E55): every table a peer can grow has a bound and an expiry. Flows
 // (with their order and key index) are bounded by WithMaxFlows and end at their idle time, the
 // handshake time without traffic; the decoders and symbol buffers kept for reuse are bounded
 // however many blocks decoded at once; a block keeps a bounded number of repair symbols however
-// many arrive, and none once it ends. (Pending sessions: TestPendingBudgetsIssue11.)
-func TestTablesBoundedIssue11(t *testing.T) {
+// many arrive, and none once it ends. (Pending sessions: TestPendingBudgets.)
+func TestTablesBounded(t *testing.T) {
 	r := newReceiver(t, Settings{}, WithMaxFlows(8), WithHandshakes(64, 64, 500*time.Millisecond))
 	for i := range 20 {
 		from := netip.AddrPortFrom(netip.AddrFrom4([4]byte{10, 1, 0, byte(i)}), 5000)
@@ -638,9 +638,9 @@ func TestTablesBoundedIssue11(t *testing.T) {
 	}
 }
 
-// TestRestartDeliversHoldIssue11 (C7 a; E53): when a restarted CSF's session replaces an
+// TestRestartDeliversHold (C7 a; E53): when a restarted CSF's session replaces an
 // ordered flow, the packets the old flow held after a gap are delivered first, not dropped.
-func TestRestartDeliversHoldIssue11(t *testing.T) {
+func TestRestartDeliversHold(t *testing.T) {
 	r := newReceiver(t, Settings{Ordered: true})
 	id := open(t, r, 0, cfg8)
 	b := newBlock(0x100, 8)

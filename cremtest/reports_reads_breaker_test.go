@@ -136,12 +136,12 @@ func play(p *Pair, w []wpkt, gap time.Duration) {
 	}
 }
 
-// TestLosslessReportsEqualIssue10: over lossless traffic of either direction (requests:
+// TestLosslessReportsEqual: over lossless traffic of either direction (requests:
 // WRITE, SEND and READs of up to 1 GiB; responses: runs of READ responses with the requester's
 // PSNs absent between and inside blocks), with m = 0, m = 2 and the policy adapting m, every
 // LOSS_REPORT says Expected = Received (E42), nothing is abandoned, and the only requests are
 // for PSNs that carry no source here, settled by INFO (contract 2).
-func TestLosslessReportsEqualIssue10(t *testing.T) {
+func TestLosslessReportsEqual(t *testing.T) {
 	for seed := uint64(1); seed <= 3; seed++ {
 		for _, dir := range []string{"request", "response"} {
 			for _, m := range []int{0, 2, -1} {
@@ -180,11 +180,11 @@ func TestLosslessReportsEqualIssue10(t *testing.T) {
 	}
 }
 
-// TestBigReadsIssue10C13: READs of 8 MiB to 2^31 octets among WRITEs over a path with 3 percent
+// TestBigReadsC13: READs of 8 MiB to 2^31 octets among WRITEs over a path with 3 percent
 // loss, with the default window and a small one: the READs' PSNs are never counted, asked for
 // or abandoned, LOSS_REPORT shows the path's loss (not the 100 percent that trips the circuit
 // breaker and closes the flow), every lost packet is restored or left to the RDMA transport.
-func TestBigReadsIssue10C13(t *testing.T) {
+func TestBigReadsC13(t *testing.T) {
 	small := flow.DefaultLimits()
 	small.MaxOpenBlocks, small.MaxK = 16, 32
 	for _, lim := range []flow.Limits{flow.DefaultLimits(), small} {
@@ -233,12 +233,12 @@ func TestBigReadsIssue10C13(t *testing.T) {
 	}
 }
 
-// TestBreakerSeesPathLossIssue10: at 15 percent loss, with an RDMA transport that sends every
+// TestBreakerSeesPathLoss: at 15 percent loss, with an RDMA transport that sends every
 // lost packet again two round trips later, LOSS_REPORT still shows the path's loss (E42: a PSN
 // filled after the CRF asked for it, and the original of a restored packet, are not received),
 // so the circuit breaker trips (C11 f) and stays open while the loss lasts, the unanswered
 // requests counted lost within a few SRTT: it trips once, it does not oscillate.
-func TestBreakerSeesPathLossIssue10(t *testing.T) {
+func TestBreakerSeesPathLoss(t *testing.T) {
 	p, err := NewPair(Config{Seed: 3, Sender: []csf.Option{csf.WithConfig(wire.SchemeCauchy, 16, 2, 0)}})
 	if err != nil {
 		t.Fatal(err)
@@ -297,12 +297,12 @@ func TestBreakerSeesPathLossIssue10(t *testing.T) {
 	}
 }
 
-// TestConfigChangesRepairIssue10: a coded retransmission of a block of the configuration before
+// TestConfigChangesRepair: a coded retransmission of a block of the configuration before
 // a change is decoded (E44): after a change away from m = 0, when the CRF never saw a REPAIR of
 // the old configuration and the newer one's REPAIRs come first; and after a change to m = 0,
 // when the old block's REPAIRs were lost and its answer comes after the newer configuration's
 // first coded retransmission.
-func TestConfigChangesRepairIssue10(t *testing.T) {
+func TestConfigChangesRepair(t *testing.T) {
 	for _, c := range []struct {
 		name   string
 		m1, m2 int
@@ -362,10 +362,10 @@ func TestConfigChangesRepairIssue10(t *testing.T) {
 	}
 }
 
-// TestTwoCodedRoundsIssue10C9: a block whose losses were first asked for in the PSN-range form
+// TestTwoCodedRoundsC9: a block whose losses were first asked for in the PSN-range form
 // (m = 0) gets one more coded round after that answer, then FALLBACK (C9: two coded rounds, the
 // range round counted), not two more.
-func TestTwoCodedRoundsIssue10C9(t *testing.T) {
+func TestTwoCodedRoundsC9(t *testing.T) {
 	p, err := NewPair(Config{Seed: 6, Sender: []csf.Option{csf.WithConfig(wire.SchemeCauchy, 8, 0, 0), csf.WithAdaptation(false)},
 		Settings: crf.Settings{Reorder: time.Millisecond}})
 	if err != nil {
@@ -411,11 +411,11 @@ func TestTwoCodedRoundsIssue10C9(t *testing.T) {
 	}
 }
 
-// TestAnyStartPSNIssue10: both engines protect a flow wherever its PSNs start in the 24-bit space
+// TestAnyStartPSN: both engines protect a flow wherever its PSNs start in the 24-bit space
 // and across the wrap, with the CSF started before the flow's first packet: the first
 // configuration is in force for the first packet (item 2), losses are restored, a READ of 64 MiB
 // crossing the wrap is absent, never asked for.
-func TestAnyStartPSNIssue10(t *testing.T) {
+func TestAnyStartPSN(t *testing.T) {
 	for _, start := range []psn.PSN{0x000000, 0x7fffff, 0x800000, 0x900000, 0xfffff0, 0xfdfff0} {
 		for _, ordered := range []bool{false, true} {
 			name := fmt.Sprintf("start %v, ordered %v", start, ordered)
@@ -455,7 +455,7 @@ func TestAnyStartPSNIssue10(t *testing.T) {
 	}
 }
 
-// TestPropertyReadsAndGapsIssue10 runs both engines over random traffic of either direction
+// TestPropertyReadsAndGaps runs both engines over random traffic of either direction
 // (READs of 1 octet to 2^31, READ responses with the requester's PSNs absent), random loss both
 // ways, reordering and duplication, two windows, any initial PSN, both delivery modes: no wrong
 // packet is ever delivered, nothing is delivered for a PSN never sent (a READ's, a requester's;
@@ -463,7 +463,7 @@ func TestAnyStartPSNIssue10(t *testing.T) {
 // restored or abandoned (but one lost in the middle of a gap longer than 2 x Max k, which keeps
 // no position, E40, and whose block's REPAIRs were lost too: the RDMA transport's), and over a
 // clean run nothing is abandoned and Expected = Received in every LOSS_REPORT.
-func TestPropertyReadsAndGapsIssue10(t *testing.T) {
+func TestPropertyReadsAndGaps(t *testing.T) {
 	rapid.Check(t, func(rt *rapid.T) {
 		clean := rapid.Bool().Draw(rt, "clean")
 		var lossF, lossB, reorder, dup float64

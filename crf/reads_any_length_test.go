@@ -13,11 +13,11 @@ import (
 
 var cfg8m1 = flow.Config{ID: 1, Scheme: wire.SchemeCauchy, K: 8, M: 1, T: testT}
 
-// TestReadAnyLengthIssue10C13: an RDMA READ request of any DMA length, up to 2^31 octets, makes
+// TestReadAnyLengthC13: an RDMA READ request of any DMA length, up to 2^31 octets, makes
 // the PSNs it consumes absent (C13) however small the window: the block open before it still
 // decodes after it and the sources that follow it; none of its PSNs is counted expected or lost
 // in LOSS_REPORT, and none is asked for.
-func TestReadAnyLengthIssue10C13(t *testing.T) {
+func TestReadAnyLengthC13(t *testing.T) {
 	for _, lim := range []flow.Limits{flow.DefaultLimits(), smallLimits()} {
 		for _, dma := range []uint32{4<<20 + 1, 64 << 20, 1 << 30, 1 << 31} {
 			name := fmt.Sprintf("window %dx%d, READ of %d octets", lim.MaxOpenBlocks, lim.MaxK, dma)
@@ -63,11 +63,11 @@ func TestReadAnyLengthIssue10C13(t *testing.T) {
 	}
 }
 
-// TestRestoredReadConsumesIssue10C13: a READ request the CRF restores rather than receives
+// TestRestoredReadConsumesC13: a READ request the CRF restores rather than receives
 // consumes its PSNs too (C13), whether its REPAIR comes before the sources after it or after
 // them: nothing is asked for them, nothing counted; in ordered mode (C7 a) delivery steps over
 // them and nothing is skipped.
-func TestRestoredReadConsumesIssue10C13(t *testing.T) {
+func TestRestoredReadConsumesC13(t *testing.T) {
 	for _, ordered := range []bool{false, true} {
 		for _, repairFirst := range []bool{false, true} {
 			name := fmt.Sprintf("ordered %v, REPAIR first %v", ordered, repairFirst)
@@ -123,10 +123,10 @@ func TestRestoredReadConsumesIssue10C13(t *testing.T) {
 // f1 returns flow id's state.
 func f1(r *Receiver, id uint32) *rflow { return r.flows[id] }
 
-// TestOrderedReadAnyLengthIssue10C7a: in ordered mode the packet after a READ of 2^31 octets
+// TestOrderedReadAnyLengthC7a: in ordered mode the packet after a READ of 2^31 octets
 // goes out at once (the cursor steps over the PSNs the READ consumed, however many), and a loss
 // after it is held for and restored in order.
-func TestOrderedReadAnyLengthIssue10C7a(t *testing.T) {
+func TestOrderedReadAnyLengthC7a(t *testing.T) {
 	r := newReceiver(t, Settings{Ordered: true}, WithLimits(smallLimits()))
 	id := open(t, r, 0, cfg8m1)
 	read := readRequest(0x107, 1<<31)
@@ -210,13 +210,13 @@ func (a *rangeAnswerer) answer(t *testing.T, r *Receiver, id uint32, now time.Du
 	}
 }
 
-// TestExpectedCountsSourcesOnlyIssue10: LOSS_REPORT's Expected counts source packets only (E42):
+// TestExpectedCountsSourcesOnly: LOSS_REPORT's Expected counts source packets only (E42):
 // over lossless traffic, Expected equals Received in every report, with and without ordinary
 // repair and in both delivery modes. Traffic in the READ-response direction has gaps inside
 // blocks (absent positions, learned from the Present Bitmap or an INFO) and between blocks (a
 // requester's own PSNs, learned from an INFO naming no block); the request direction has READs
 // consuming PSNs inside a block and beyond its end.
-func TestExpectedCountsSourcesOnlyIssue10(t *testing.T) {
+func TestExpectedCountsSourcesOnly(t *testing.T) {
 	w := func(p psn.PSN) []byte { return packet(p, 300) }
 	response := []*sblock{
 		mkBlock(0x100, 1, writes(0x100, 8)...),
@@ -283,12 +283,12 @@ func TestExpectedCountsSourcesOnlyIssue10(t *testing.T) {
 	}
 }
 
-// TestLossCountedWhenSettledIssue10: a real loss is still reported (E42), at the time it is
+// TestLossCountedWhenSettled: a real loss is still reported (E42), at the time it is
 // settled as a source: with ordinary repair in the report after the block's REPAIR; with m = 0
 // in the report after the answer to the PSN-range request; and when no answer ever comes (the
 // circuit breaker's bad minute: no repair, no coded retransmission, C11 f) in the first report
 // after the PSN is given up, a reorder allowance and 4.5 SRTT after its gap was seen.
-func TestLossCountedWhenSettledIssue10(t *testing.T) {
+func TestLossCountedWhenSettled(t *testing.T) {
 	for _, c := range []struct {
 		name      string
 		m         int
@@ -336,10 +336,10 @@ func TestLossCountedWhenSettledIssue10(t *testing.T) {
 	}
 }
 
-// TestLateOriginalOfRestoredIssue10: the original of a restored packet arriving late does not
+// TestLateOriginalOfRestored: the original of a restored packet arriving late does not
 // cancel the loss it caused: LOSS_REPORT does not count it received, and the CRF's own loss
 // estimate keeps it.
-func TestLateOriginalOfRestoredIssue10(t *testing.T) {
+func TestLateOriginalOfRestored(t *testing.T) {
 	r := newReceiver(t, Settings{})
 	id := open(t, r, 0, cfg8)
 	b := newBlock(0x100, 8)
@@ -363,12 +363,12 @@ func TestLateOriginalOfRestoredIssue10(t *testing.T) {
 	}
 }
 
-// TestInfoForNoBlockIssue10C8: PSNs that belong to no block (a requester's own PSNs between
+// TestInfoForNoBlockC8: PSNs that belong to no block (a requester's own PSNs between
 // blocks of READ responses; the PSNs a lost READ request consumes beyond its block's end) are
 // asked for once in the PSN-range form and settled by an INFO with an all-zero Present Bitmap
 // (contract 2; k up to 255 whatever the configuration's k): absent, no block made, nothing
 // counted, nothing asked again, nothing abandoned; in ordered mode delivery steps over them.
-func TestInfoForNoBlockIssue10C8(t *testing.T) {
+func TestInfoForNoBlockC8(t *testing.T) {
 	for _, ordered := range []bool{false, true} {
 		// Response direction: 300 requester PSNs between two blocks of READ responses. The
 		// window keeps positions for a block's worth (Max k, 64) at each end of so long a gap
@@ -437,11 +437,11 @@ func TestInfoForNoBlockIssue10C8(t *testing.T) {
 	}
 }
 
-// TestTwoCodedRoundsIssue10C9: a block gets two coded rounds, then FALLBACK, then the RDMA
+// TestTwoCodedRoundsC9: a block gets two coded rounds, then FALLBACK, then the RDMA
 // transport (C9), counting a round asked in the PSN-range form: a block the CRF first learns of
 // from the coded retransmission answering its range request gets one coded round more, not two;
 // one whose range request was already the FALLBACK round gets none.
-func TestTwoCodedRoundsIssue10C9(t *testing.T) {
+func TestTwoCodedRoundsC9(t *testing.T) {
 	for _, c := range []struct {
 		name             string
 		rangeRounds      int // range requests before the answer
@@ -491,12 +491,12 @@ func TestTwoCodedRoundsIssue10C9(t *testing.T) {
 	}
 }
 
-// TestConfigKeptWhileRepairableIssue10: the CRF keeps every acknowledged configuration while a
+// TestConfigKeptWhileRepairable: the CRF keeps every acknowledged configuration while a
 // block of it can still be repaired (E44), so a coded retransmission of an older configuration
 // after a change is decoded: after a change away from m = 0 (no REPAIR of the old configuration
 // ever came, so the CRF knows no block of it) and after a change to m = 0 (the new
 // configuration's first REPAIR is a coded retransmission).
-func TestConfigKeptWhileRepairableIssue10(t *testing.T) {
+func TestConfigKeptWhileRepairable(t *testing.T) {
 	for _, c := range []struct {
 		name   string
 		m1, m2 int
@@ -583,12 +583,12 @@ func TestConfigEffectivePSNContract3(t *testing.T) {
 	}
 }
 
-// TestConfigSlotsBoundIssue10: at most four configurations are held (maxConfigs); while every
+// TestConfigSlotsBound: at most four configurations are held (maxConfigs); while every
 // one may still have a repairable block a fifth gets PARAM_ACK status 3 (counted; a copy of it
 // gets the same answer, E51; the CSF offers the choice again later under a new Config ID,
 // contract 4), and once the older ones' PSNs are behind the window that is accepted, the older
 // ones released.
-func TestConfigSlotsBoundIssue10(t *testing.T) {
+func TestConfigSlotsBound(t *testing.T) {
 	r := newReceiver(t, Settings{}, WithLimits(smallLimits()))
 	id := open(t, r, 0, cfg8m1)
 	p := psn.PSN(0x100)
@@ -628,10 +628,10 @@ func TestConfigSlotsBoundIssue10(t *testing.T) {
 	}
 }
 
-// TestAnyStartPSNIssue10: the CRF works wherever the flow's PSNs start in the 24-bit space and
+// TestAnyStartPSN: the CRF works wherever the flow's PSNs start in the 24-bit space and
 // across the wrap: ordinary repair, a loss asked for in the PSN-range form, a READ of 64 MiB,
 // in both delivery modes.
-func TestAnyStartPSNIssue10(t *testing.T) {
+func TestAnyStartPSN(t *testing.T) {
 	for _, s := range []psn.PSN{0x000000, 0x7fffff, 0x800000, 0x900000, 0xfffff0, 0xfffffc} {
 		for _, ordered := range []bool{false, true} {
 			name := fmt.Sprintf("start %v, ordered %v", s, ordered)
@@ -691,12 +691,12 @@ func TestAnyStartPSNIssue10(t *testing.T) {
 	}
 }
 
-// TestFilledLateIsLossIssue10: a missing PSN filled half an SRTT or more after its gap was seen
+// TestFilledLateIsLoss: a missing PSN filled half an SRTT or more after its gap was seen
 // is the RDMA transport's retransmission (it needs a round trip), or an original as late:
 // LOSS_REPORT counts it expected and not received, so the loss the path caused stays visible
 // (to the circuit breaker above all, C11 f). One filled sooner was reordered or delayed:
 // received, also after the reorder allowance made the CRF ask for it (C7 f).
-func TestFilledLateIsLossIssue10(t *testing.T) {
+func TestFilledLateIsLoss(t *testing.T) {
 	for _, c := range []struct {
 		name     string
 		at       time.Duration // when the missing PSN arrives
@@ -723,12 +723,12 @@ func TestFilledLateIsLossIssue10(t *testing.T) {
 	}
 }
 
-// TestResentReadResponseIssue10C13: in the direction of READ responses (C13), a response sent
+// TestResentReadResponseC13: in the direction of READ responses (C13), a response sent
 // again after a re-issued READ is not the packet first sent (its AETH, and a re-issue from the
 // middle starts with READ_RESPONSE_FIRST where the original was MIDDLE). One with an AETH that
 // arrives at a missing PSN after the CRF asked for it is delivered but never decoded with (E46):
 // the block's other loss is restored from the repair, its ICRC checks (C12), nothing falls back.
-func TestResentReadResponseIssue10C13(t *testing.T) {
+func TestResentReadResponseC13(t *testing.T) {
 	r := newReceiver(t, Settings{})
 	id := open(t, r, 0, cfg8m1)
 	var pkts [][]byte

@@ -16,12 +16,12 @@ import (
 // exponential backoff from 1 ms (draft, Session; csf: 0, 1, 3, ..., 127 ms, then 128 ms more).
 const helloDeadline = 255 * time.Millisecond
 
-// TestHelloFloodIssue11 (draft, Session; C3; E54): under a flood of 3,000 HELLOs a second, from
+// TestHelloFlood (draft, Session; C3; E54): under a flood of 3,000 HELLOs a second, from
 // many spoofed addresses or from one, with random descriptors or with the real flow's own, a
 // real CSF (package csf, in virtual time over a 1 ms link) gets its HELLO_ACK at its first
 // attempt, its configuration acknowledged within its eight, and its flow protected while the
 // flood goes on; the CRF's pending sessions stay within their bound.
-func TestHelloFloodIssue11(t *testing.T) {
+func TestHelloFlood(t *testing.T) {
 	desc := flow.Descriptor{Kind: wire.FlowKindRoCEv2, Src: netip.MustParseAddr("10.0.0.1"),
 		Dst: netip.MustParseAddr("10.0.0.2"), DestQP: 0x11, SrcPort: 49152}
 	csfAddr := netip.MustParseAddrPort("10.0.0.1:50000")
@@ -124,11 +124,11 @@ func TestHelloFloodIssue11(t *testing.T) {
 	}
 }
 
-// TestForgedRepairSurvivedIssue11 (C7 f, C8, C12; E56): between a real CSF and CRF, a forged
+// TestForgedRepairSurvived (C7 f, C8, C12; E56): between a real CSF and CRF, a forged
 // copy of a REPAIR arriving first from the CSF's address, or a REPAIR corrupted once on the link,
 // costs its block nothing: nothing wrong is delivered, and the block is restored from the
 // genuine symbol, a surplus one, or the coded retransmission it asks for.
-func TestForgedRepairSurvivedIssue11(t *testing.T) {
+func TestForgedRepairSurvived(t *testing.T) {
 	for _, forge := range []bool{true, false} {
 		p := establishedPair(t, 3, 4, 1)
 		done := false

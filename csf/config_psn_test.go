@@ -57,12 +57,12 @@ func paramAck(s *Sender, now time.Duration, flowID uint32, id uint8, status wire
 	s.Handle(now, testCRF, b)
 }
 
-// TestFirstConfigAnyStartPSNIssue10 (issue 10 item 2; draft, Configuration; E27): the first
+// TestFirstConfigAnyStartPSN (issue 10 item 2; draft, Configuration; E27): the first
 // configuration applies wherever the flow's PSN space starts: sources seen before HELLO (a
 // gateway starts the CSF on the first packet), sources that arrive between PARAM_UPDATE and
 // PARAM_ACK, and sources after PARAM_ACK, for initial PSNs in both halves of the space and across
 // the wrap. Every block after the configuration is in force gets its repair.
-func TestFirstConfigAnyStartPSNIssue10(t *testing.T) {
+func TestFirstConfigAnyStartPSN(t *testing.T) {
 	for _, start := range []psn.PSN{0x000000, 0x7fffff, 0x800000, 0x900000, 0xfffff0, 0xfffffe} {
 		for _, when := range []string{"before HELLO", "before PARAM_ACK", "after PARAM_ACK"} {
 			t.Run(fmt.Sprintf("%v/%s", start, when), func(t *testing.T) {
@@ -103,13 +103,13 @@ func TestFirstConfigAnyStartPSNIssue10(t *testing.T) {
 	}
 }
 
-// TestEffectivePSNPassedSendsAgainIssue10 (draft, Configuration: "If the Effective PSN passes
+// TestEffectivePSNPassedSendsAgain (draft, Configuration: "If the Effective PSN passes
 // before the acknowledgment arrives, the CSF continues with the old configuration and sends
 // PARAM_UPDATE again with a later Effective PSN"; E26): the update goes again at once, with the
 // same Config ID and a later Effective PSN; blocks keep the old configuration until the
 // acknowledgement, and the new one starts at or after the latest Effective PSN. The ACK of an
 // update sent twice gives no RTT sample (Karn).
-func TestEffectivePSNPassedSendsAgainIssue10(t *testing.T) {
+func TestEffectivePSNPassedSendsAgain(t *testing.T) {
 	s := newSender(t, WithConfig(wire.SchemeCauchy, 4, 1, 0), WithAdaptation(false), WithRepairFraction(16))
 	now := time.Millisecond
 	pu := helloRTT(t, s, now, 5*time.Millisecond, 3)
@@ -168,11 +168,11 @@ func TestEffectivePSNPassedSendsAgainIssue10(t *testing.T) {
 	}
 }
 
-// TestRefusedParamUpdateOfferedAgainIssue10 (draft: "A CSF that receives a non-zero Status keeps
+// TestRefusedParamUpdateOfferedAgain (draft: "A CSF that receives a non-zero Status keeps
 // its current configuration"; issue 10 item 8; E28): the configuration stays, adaptation goes on,
 // and the same choice is offered again after a back-off (not at the very next report), and once
 // accepted it applies. A refused first configuration is offered again too.
-func TestRefusedParamUpdateOfferedAgainIssue10(t *testing.T) {
+func TestRefusedParamUpdateOfferedAgain(t *testing.T) {
 	s := newSender(t, WithConfig(wire.SchemeCauchy, 32, 0, 0), WithRepairFraction(16))
 	now := time.Millisecond
 	pu := hello(t, s, now, 3)
@@ -247,10 +247,10 @@ func TestRefusedParamUpdateOfferedAgainIssue10(t *testing.T) {
 	}
 }
 
-// TestBreakerFreshAfterCloseIssue10 (C11 f, RULINGS C2 reason 4; issue 10 item 6): a session that
+// TestBreakerFreshAfterClose (C11 f, RULINGS C2 reason 4; issue 10 item 6): a session that
 // the circuit breaker ended with CLOSE reason 4 and that is started again begins with a fresh
 // breaker: clean reports keep it open and protected, and redundancy flows again.
-func TestBreakerFreshAfterCloseIssue10(t *testing.T) {
+func TestBreakerFreshAfterClose(t *testing.T) {
 	s, now := fullBlock(t, wire.SchemeCauchy, 8, 2)
 	for range 700 { // 70 s of 20 % loss
 		now += 100 * time.Millisecond
@@ -334,12 +334,12 @@ func readRequest(p psn.PSN, dma uint32) []byte {
 	return b
 }
 
-// TestAbsentBetweenBlocksInfoIssue10 (C8, C13; issue 10 item 11; E29): a PSN-range request for
+// TestAbsentBetweenBlocksInfo (C8, C13; issue 10 item 11; E29): a PSN-range request for
 // PSNs that belong to no block and carry no packet in this direction (a PSN the flow skipped
 // between blocks; PSNs a READ consumed beyond its block's end) gets INFO messages with no
 // present position, naming exactly those PSNs; PSNs never sent get no answer; with the circuit
 // breaker open the INFO still goes, the coded retransmission does not.
-func TestAbsentBetweenBlocksInfoIssue10(t *testing.T) {
+func TestAbsentBetweenBlocksInfo(t *testing.T) {
 	s := newSender(t, WithConfig(wire.SchemeCauchy, 4, 1, 0), WithAdaptation(false), WithRepairFraction(16))
 	establish(t, s, 0, 3)
 	now := time.Millisecond
