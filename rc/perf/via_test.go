@@ -106,8 +106,13 @@ func TestViaSendsThroughRelays(t *testing.T) {
 	if got := toServer.n.Load(); got < 8*64 || got > sent {
 		t.Errorf("the relay to the server carried %d datagrams; the client sent %d", got, sent)
 	}
-	if got := toClient.n.Load(); got == 0 || got > int64(res.AckPackets+res.NakPackets) {
-		t.Errorf("the relay to the client carried %d datagrams; the server sent %d ACKs and NAKs", got, res.AckPackets+res.NakPackets)
+	// The server's counts are taken when it reports: after that it may still repeat its last
+	// ACK at the idle tail (rc.AckRepeats times), and answer each retransmission that reaches it
+	// late (a timeout that fired while the last ACK was on its way).
+	replies := int64(res.AckPackets + res.NakPackets)
+	if got := toClient.n.Load(); got == 0 || got > replies+rc.AckRepeats+int64(res.RetransmittedPackets) {
+		t.Errorf("the relay to the client carried %d datagrams; the server sent %d ACKs and NAKs, the client %d retransmissions",
+			got, replies, res.RetransmittedPackets)
 	}
 	if d := (&Options{Via: toServer.addr()}).rtt(); d != 0 {
 		t.Errorf("initial RTT with Via and no RTT stated: %v, want 0 (unknown)", d)
