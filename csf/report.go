@@ -125,6 +125,9 @@ func (s *Sender) onLossReport(now time.Duration, msg []byte) {
 		s.pathCong, s.pathDelay = 0, false
 	}
 	used := s.est.Update(iv)
+	if used {
+		s.evidence.Add(uint32(math.Round(s.est.LastSample()*float64(iv.Expected))), iv.Expected)
+	}
 	s.budget.OnRepairCE(now, s.srtt(), m.RepairsCEMarked)
 	interval := time.Duration(m.IntervalUS) * time.Microsecond
 	switch s.breaker.Report(now, interval, m.Expected, m.Received, m.CEMarked) {
@@ -182,11 +185,38 @@ func (s *Sender) chooseM(now time.Duration) int {
 		// boundaries, and m would follow each such loss between choices of nearly equal cost.
 		cur, next := policy.BlockCost(s.cur.K, s.cur.M, path), policy.BlockCost(s.cur.K, m, path)
 		if cur-next < costGain*cur {
-			return s.cur.M
+			m = s.cur.M
 		}
 	}
+	// P12: a raise goes no higher than the rule's m at the loss rate the latest intervals show
+	// with confidence (one loss in a few hundred packets lifts the EWMA across boundaries a
+	// steady 1e-4 path never reaches); a fall waits until the rule has wanted a lower m for
+	// lowerHold without a break (a steady path's estimate decays across the boundary a loss
+	// made it cross).
+	if m > s.cur.M && !s.mOverride {
+		sure := path
+		sure.Loss = s.evidence.LowerBound()
+		m = max(s.cur.M, min(m, policy.CostM(s.cur.K, sure)))
+	}
+	if m >= s.cur.M || s.mOverride {
+		s.lowering = false
+		return m
+	}
+	if !s.lowering {
+		s.lowering, s.lowerSince = true, now
+	}
+	if now-s.lowerSince < lowerHold(s.srtt()) {
+		return s.cur.M
+	}
+	// The fall is certain: the evidence of the loss that raised m is not evidence for the next
+	// raise.
+	s.evidence = policy.LossEvidence{}
 	return m
 }
+
+// lowerHold is how long the cost rule must have wanted a lower m before m falls (P12): 64 SRTT,
+// at least a second.
+func lowerHold(srtt time.Duration) time.Duration { return max(time.Second, 64*srtt) }
 
 // costGain is the share of the expected block time of the m in force that another m must save
 // before the cost rule moves to it (P12).

@@ -123,9 +123,16 @@ type Sender struct {
 	breaker   policy.Breaker
 	tripsPast uint64 // breaker trips of earlier sessions (each session starts with a fresh breaker)
 	mOverride bool   // the breaker holds m at zero (C11 f)
-	pathCong  uint32 // Lost Counts with Cause congestion this interval, saturating at what was sent
-	pathDelay bool
-	pathSince time.Duration // when the current path findings began
+	// lowerSince is when the cost rule began to choose an m below the one in force without a
+	// break (lowering: one is pending); m falls only after lowerHold of that (P12).
+	lowerSince time.Duration
+	lowering   bool
+	// evidence is the latest intervals' transmission loss: the cost rule raises m only as far
+	// as the rate they show with confidence calls for (P12).
+	evidence policy.LossEvidence
+	pathCong   uint32 // Lost Counts with Cause congestion this interval, saturating at what was sent
+	pathDelay  bool
+	pathSince  time.Duration // when the current path findings began
 	// Packets of the flow (new sources and ones sent again) in the window that started at
 	// winStart and in the one before: what a path reporter's Lost Count may plausibly reach.
 	winPackets [2]uint64
