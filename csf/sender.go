@@ -129,10 +129,10 @@ type Sender struct {
 	lowering   bool
 	// evidence is the latest intervals' transmission loss: the cost rule raises m only as far
 	// as the rate they show with confidence calls for (P12).
-	evidence policy.LossEvidence
-	pathCong   uint32 // Lost Counts with Cause congestion this interval, saturating at what was sent
-	pathDelay  bool
-	pathSince  time.Duration // when the current path findings began
+	evidence  policy.LossEvidence
+	pathCong  uint32 // Lost Counts with Cause congestion this interval, saturating at what was sent
+	pathDelay bool
+	pathSince time.Duration // when the current path findings began
 	// Packets of the flow (new sources and ones sent again) in the window that started at
 	// winStart and in the one before: what a path reporter's Lost Count may plausibly reach.
 	winPackets [2]uint64
