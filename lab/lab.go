@@ -24,6 +24,7 @@ import (
 	"github.com/crem-project/crem/flow"
 	"github.com/crem-project/crem/gateway"
 	"github.com/crem-project/crem/netem"
+	"github.com/crem-project/crem/policy"
 	"github.com/crem-project/crem/psn"
 	"github.com/crem-project/crem/rc"
 	"github.com/crem-project/crem/rc/udp"
@@ -500,6 +501,12 @@ func runOne(ctx context.Context, o *Options, name string, ports *Ports, pc *path
 			// share of the rate.
 			w := blockSpan(o, rate) + 2*max(time.Millisecond, o.RTT/8)
 			cfgA.ReorderWindow, cfgB.ReorderWindow = w, w
+			if o.Rule == string(policy.RuleCost) {
+				// The cost rule repairs only the blocks within one recovery round of a message's
+				// end (P9): the packets before them have no repair to wait for (R38).
+				tail := policy.RoundCost(o.RTT) + w
+				cfgA.ReorderTail, cfgB.ReorderTail = tail, tail
+			}
 		}
 		cfgs = append(cfgs, [2]rc.Config{cfgA, cfgB})
 	}

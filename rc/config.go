@@ -93,6 +93,12 @@ type Config struct {
 	// sr and tcaeth wait on evidence of a lost READ response before re-issuing the READ
 	// (protocol notes R22); default TThresh (R7).
 	ReorderWindow time.Duration
+	// ReorderTail, when positive, keeps ReorderWindow for the SEND and WRITE packets sent within
+	// ReorderTail of their message's last packet (at the preset Rate), and gives the others the
+	// default window, TThresh: under a CSF that repairs only a message's critical tail, the
+	// earlier packets have no repair to wait for, and their recovery by the RDMA sender ends
+	// while the message is still being sent (T5; protocol notes R38). 0: ReorderWindow for all.
+	ReorderTail time.Duration
 	// RTO is the gbn and sr retransmission timeout, and the READ and atomic retry timeout;
 	// default 3 x the smoothed RTT, at least MinRTO.
 	RTO time.Duration

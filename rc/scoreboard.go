@@ -1,6 +1,8 @@
 package rc
 
 import (
+	"time"
+
 	"github.com/crem-project/crem/psn"
 	"github.com/crem-project/crem/roce"
 )
@@ -78,7 +80,7 @@ func (r *requester) detectLoss(q *QP) {
 		if e.queued || i >= hi {
 			continue
 		}
-		if e.sent+r.cfg.ReorderWindow > r.rackXmit {
+		if e.sent+r.reorderWindow(e, p) > r.rackXmit {
 			continue
 		}
 		if e.sends > 1 && q.now-e.sent < r.srtt+4*r.rttvar {
@@ -205,4 +207,18 @@ func (r *requester) forgetBefore(una psn.PSN) {
 		keep = append(keep, s)
 	}
 	r.marked = keep
+}
+
+// reorderWindow is the T5 reorder window of the loss decision for e, at PSN p: ReorderWindow,
+// or TThresh for a packet sent more than ReorderTail before its message's last one (R38).
+func (r *requester) reorderWindow(e *txPkt, p psn.PSN) time.Duration {
+	if r.cfg.ReorderTail <= 0 || r.cfg.Rate <= 0 || e.resp {
+		return r.cfg.ReorderWindow
+	}
+	w := r.wqe(e)
+	after := w.n - 1 - int(w.first.Forward(p)) // the message's packets after this one
+	if float64(after)*float64(r.cfg.MTU)*8/float64(r.cfg.Rate) <= r.cfg.ReorderTail.Seconds() {
+		return r.cfg.ReorderWindow
+	}
+	return min(r.cfg.TThresh, r.cfg.ReorderWindow)
 }
