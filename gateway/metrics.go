@@ -351,7 +351,8 @@ func newCollector(g *Gateway) *collector {
 	c.build = prometheus.MustNewConstMetric(bd, prometheus.GaugeValue, 1, ver, gover, fec.CodecPath())
 
 	fl := []string{"src", "dst", "qp"}
-	const busiest = ", for one of the 64 busiest flows"
+	top := fmt.Sprintf("one of the %d busiest flows", maxLabelledFlows)
+	busiest := ", for " + top
 	for _, m := range []struct {
 		name, help string
 		v          func(*csfRow) uint64
@@ -367,13 +368,13 @@ func newCollector(g *Gateway) *collector {
 	} {
 		c.csfFlow = append(c.csfFlow, flowCounter[csfRow]{desc("crem_csf_flow_"+m.name+"_total", engineHelp[m.help]+busiest, fl...), m.v})
 	}
-	c.csfState = desc("crem_csf_flow_state", "the session state of one of the 64 busiest flows: 0 idle, 1 hello, 2 unprotected, 3 established, 4 closed", fl...)
-	c.csfRate = desc("crem_csf_flow_source_rate", "source packets per second of one of the 64 busiest flows, smoothed over 10 s (ranks the busiest)", fl...)
-	c.csfK = desc("crem_csf_flow_block_sources", "k, the sources per block of the configuration in force, of one of the 64 busiest flows (0: no configuration yet)", fl...)
-	c.csfM = desc("crem_csf_flow_block_repair", "m, the repair symbols per block in force for new blocks, of one of the 64 busiest flows (0 while the breaker is open or before a configuration)", fl...)
-	c.csfLoss = desc("crem_csf_flow_loss_ratio", "the CSF's estimate of the path's loss probability for one of the 64 busiest flows (0 to 1)", fl...)
-	c.csfSRTT = desc("crem_csf_flow_srtt_seconds", "the smoothed round-trip time to the CRF of one of the 64 busiest flows", fl...)
-	c.csfBreaker = desc("crem_csf_flow_breaker_state", "the circuit breaker of one of the 64 busiest flows (C11 f): 0 closed (repair allowed), 1 open (m held at 0), 2 closing the flow (open over a minute)", fl...)
+	c.csfState = desc("crem_csf_flow_state", "the session state of "+top+": 0 idle, 1 hello, 2 unprotected, 3 established, 4 closed", fl...)
+	c.csfRate = desc("crem_csf_flow_source_rate", "source packets per second of "+top+", smoothed over 10 s (ranks the busiest)", fl...)
+	c.csfK = desc("crem_csf_flow_block_sources", "k, the sources per block of the configuration in force, of "+top+" (0: no configuration yet)", fl...)
+	c.csfM = desc("crem_csf_flow_block_repair", "m, the repair symbols per block in force for new blocks, of "+top+" (0 while the breaker is open or before a configuration)", fl...)
+	c.csfLoss = desc("crem_csf_flow_loss_ratio", "the CSF's estimate of the path's loss probability for "+top+" (0 to 1)", fl...)
+	c.csfSRTT = desc("crem_csf_flow_srtt_seconds", "the smoothed round-trip time to the CRF of "+top+"", fl...)
+	c.csfBreaker = desc("crem_csf_flow_breaker_state", "the circuit breaker of "+top+" (C11 f): 0 closed (repair allowed), 1 open (m held at 0), 2 closing the flow (open over a minute)", fl...)
 	for _, m := range []struct {
 		name, help string
 		v          func(*crfRow) uint64
@@ -387,7 +388,7 @@ func newCollector(g *Gateway) *collector {
 	} {
 		c.crfFlow = append(c.crfFlow, flowCounter[crfRow]{desc("crem_crf_flow_"+m.name+"_total", engineHelp[m.help]+busiest, "flow_id"), m.v})
 	}
-	c.crfRate = desc("crem_crf_flow_source_rate", "source packets per second of one of the 64 busiest flows, smoothed over 10 s (ranks the busiest)", "flow_id")
+	c.crfRate = desc("crem_crf_flow_source_rate", "source packets per second of "+top+", smoothed over 10 s (ranks the busiest)", "flow_id")
 	return c
 }
 
