@@ -244,6 +244,9 @@ func (s *Sender) maxM() int {
 	return s.o.limits.MaxM
 }
 
+// BreakerState returns the circuit breaker's state (C11 f).
+func (s *Sender) BreakerState() policy.BreakerState { return s.breaker.State() }
+
 // SRTT returns the smoothed round-trip time.
 func (s *Sender) SRTT() time.Duration { return s.rtt.SRTT() }
 

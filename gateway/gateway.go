@@ -40,6 +40,8 @@ type Options struct {
 	// included (default 4096, 36 MiB); beyond, a large datagram is dropped as it is read
 	// (buffers_exhausted).
 	MaxLargeBuffers int
+	// Version is the version crem_build_info reports ("": the main module's, else "dev").
+	Version string
 }
 
 // Sockets are bound UDP sockets handed to New: the CREM socket and, in relay mode, the relay
@@ -81,6 +83,7 @@ type Gateway struct {
 	gro       *groPool // coalesced receive buffers (UDP_GRO), shared by the datagrams they hold
 	trimEvery time.Duration
 	tun       *tunPath
+	version   string // Options.Version
 
 	closeOnce sync.Once
 	sockOnce  sync.Once
@@ -161,7 +164,7 @@ func New(c Config, o Options) (*Gateway, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	g := &Gateway{cfg: r, log: log, start: time.Now(), seed: o.Seed, hseed: maphash.MakeSeed(), done: make(chan struct{}),
+	g := &Gateway{cfg: r, log: log, start: time.Now(), seed: o.Seed, version: o.Version, hseed: maphash.MakeSeed(), done: make(chan struct{}),
 		stop: make(chan struct{}), finished: make(chan struct{})}
 	if g.seed == 0 {
 		g.seed = rand.Uint64()

@@ -4,19 +4,29 @@ package gateway
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"net/netip"
+	"reflect"
+	"regexp"
+	"runtime"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/crem-project/crem/cremtest"
+	"github.com/crem-project/crem/crf"
+	"github.com/crem-project/crem/csf"
+	"github.com/crem-project/crem/fec"
 	"github.com/crem-project/crem/flow"
+	"github.com/crem-project/crem/pairing"
 	"github.com/crem-project/crem/psn"
 	"github.com/crem-project/crem/wire"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil/promlint"
 	dto "github.com/prometheus/client_model/go"
 )
 
@@ -79,18 +89,17 @@ func TestScrapeTakesNoShardLock(t *testing.T) {
 	}
 }
 
-// TestBusiestFlowsLabelled: with 100 flows in each half, the per-flow series are those
-// of the 64 busiest (smoothed source rate), which include the 20 flows that carry traffic now;
-// the live-flow gauges count all. Before, past 64 flows no flow had series at all (and the first
-// 64 would have been the oldest, not the busiest).
-func TestBusiestFlowsLabelled(t *testing.T) {
+// busyGateway returns a gateway with 100 flows in each half, driven by hand in virtual time
+// (it does not run): every fifth flow of each half carries traffic for two seconds.
+func busyGateway(t *testing.T) *Gateway {
+	t.Helper()
 	c := relayConfig()
 	c.Protect = []ProtectRule{{SrcPort: 5000}}
 	g, err := New(c, Options{Seed: 1, Sockets: Sockets{CREM: cremSocket(t)}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer g.Close()
+	t.Cleanup(func() { g.Close() })
 	// Driven by hand, in virtual time: the gateway does not run.
 	sh := g.shards[g.pairHash(g.cfg.localEP, g.cfg.remoteEP)]
 	n := sh.n
@@ -138,6 +147,15 @@ func TestBusiestFlowsLabelled(t *testing.T) {
 		n.Drain(func(Datagram) {})
 		sh.publish(now)
 	}
+	return g
+}
+
+// TestBusiestFlowsLabelled: with 100 flows in each half, the per-flow series are those
+// of the 64 busiest (smoothed source rate), which include the 20 flows that carry traffic now;
+// the live-flow gauges count all. Before, past 64 flows no flow had series at all (and the first
+// 64 would have been the oldest, not the busiest).
+func TestBusiestFlowsLabelled(t *testing.T) {
+	g := busyGateway(t)
 	st := g.Stats()
 	if st.Live.CRFFlows != 100 || st.Live.Senders != 100 || st.Flows != 100 {
 		t.Fatalf("live: %+v, flows %d: want 100 in each half", st.Live, st.Flows)
@@ -258,4 +276,256 @@ func BenchmarkStatsManyFlows(b *testing.B) {
 			}
 		}
 	})
+}
+
+// families gathers the registry /metrics serves into metric families by name.
+func families(t *testing.T, g *Gateway) map[string]*dto.MetricFamily {
+	t.Helper()
+	reg, err := g.registry()
+	if err != nil {
+		t.Fatal(err)
+	}
+	fams, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]*dto.MetricFamily{}
+	for _, f := range fams {
+		out[f.GetName()] = f
+	}
+	return out
+}
+
+// lint gathers reg and runs promlint on it, as testutil.GatherAndLint does.
+func lint(reg prometheus.Gatherer) ([]promlint.Problem, error) {
+	fams, err := reg.Gather()
+	if err != nil {
+		return nil, err
+	}
+	return promlint.NewWithMetricFamilies(fams).Lint()
+}
+
+// TestMetricsLint: what /metrics serves passes Prometheus's own linter (promlint: counters end
+// in _total and only they, base units, no camel case, a HELP for every metric), with the
+// per-flow series of both halves present; and the linter, wired as here, reports a metric
+// that breaks the conventions.
+func TestMetricsLint(t *testing.T) {
+	g := busyGateway(t)
+	reg, err := g.registry()
+	if err != nil {
+		t.Fatal(err)
+	}
+	problems, err := lint(reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range problems {
+		t.Errorf("%s: %s", p.Metric, p.Text)
+	}
+	bad := prometheus.NewRegistry()
+	bad.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "crem_gateway_rx_packets_crem", Help: "x"}, func() float64 { return 1 }))
+	if problems, err := lint(bad); err != nil || len(problems) == 0 {
+		t.Errorf("a counter without _total: problems %v, err %v", problems, err)
+	}
+}
+
+var (
+	goField  = regexp.MustCompile(`\b[A-Za-z]+\.[A-Z][A-Za-z0-9]*\b`) // Stats.CloseReceived, csf.Stats
+	goCamel  = regexp.MustCompile(`\b(?:[A-Z][a-z0-9]+){2,}\b`)       // FlowStats, CloseReceived
+	snakeTok = regexp.MustCompile(`\b[a-z0-9]+(?:_[a-z0-9]+)+\b`)     // rx_packets_crem
+)
+
+// helpProblem says what is wrong with a HELP text ("" if nothing): it must say what is counted,
+// in words, not name a Go identifier or the metric's own name parts; snake_case words are
+// allowed where they are values of the metric's labels, which the text explains.
+func helpProblem(help string, labelValues map[string]bool) string {
+	switch {
+	case len(strings.Fields(help)) < 2:
+		return "fewer than two words"
+	case goField.MatchString(help):
+		return "names a Go field: " + goField.FindString(help)
+	case goCamel.MatchString(help):
+		return "names a Go identifier: " + goCamel.FindString(help)
+	case strings.HasPrefix(help, "counter of") || strings.HasPrefix(help, "gateway counter"):
+		return "made of the metric's name, not written"
+	}
+	for _, w := range snakeTok.FindAllString(help, -1) {
+		if !labelValues[w] {
+			return "names an identifier: " + w
+		}
+	}
+	return ""
+}
+
+// TestMetricHelpInWords: every crem_ metric's HELP says what it counts in words: no Go field
+// (Stats.CloseReceived, FlowStats.Abandoned) or identifier, no words made of the metric's name.
+func TestMetricHelpInWords(t *testing.T) {
+	for help, bad := range map[string]bool{
+		"Stats.CloseReceived": true, "FlowStats.Abandoned": true, "per flow: csf.Stats": true,
+		"gateway counter rx_packets_crem": true, "PATH_REPORTs refused by reason: wrong_flow (they name another flow)": false,
+		"restored packets that failed their ICRC check: never delivered (C12)": false,
+	} {
+		if p := helpProblem(help, map[string]bool{"wrong_flow": true}); (p != "") != bad {
+			t.Errorf("%q: problem %q, want one: %v", help, p, bad)
+		}
+	}
+	n := 0
+	for name, f := range families(t, busyGateway(t)) {
+		if !strings.HasPrefix(name, "crem_") {
+			continue
+		}
+		n++
+		values := map[string]bool{}
+		for _, m := range f.Metric {
+			for _, l := range m.Label {
+				values[l.GetValue()] = true
+			}
+		}
+		if p := helpProblem(f.GetHelp(), values); p != "" {
+			t.Errorf("%s: HELP %q: %s", name, f.GetHelp(), p)
+		}
+	}
+	if n < 250 {
+		t.Errorf("%d crem_ metrics checked, want 250 and more", n)
+	}
+}
+
+// TestEveryCounterHasHelp: every counter of the engines' Stats and every key of Stats.Gateway
+// has its HELP text (or belongs to a reason family), and the tables name no counter that is
+// gone.
+func TestEveryCounterHasHelp(t *testing.T) {
+	used := map[string]bool{}
+	var walk func(key string, tp reflect.Type)
+	walk = func(key string, tp reflect.Type) {
+		for i := range tp.NumField() {
+			f := tp.Field(i)
+			k := key + f.Name
+			switch {
+			case f.Type.Kind() == reflect.Struct:
+				walk(key+"flow.", f.Type)
+			case engineSums[k]:
+			case engineReasons[k].family != "":
+			case engineHelp[k] != "":
+				used[k] = true
+			default:
+				t.Errorf("%s: no HELP text in engineHelp", k)
+			}
+		}
+	}
+	walk("csf.", reflect.TypeFor[csf.Stats]())
+	walk("crf.", reflect.TypeFor[crf.Stats]())
+	walk("pairing.", reflect.TypeFor[pairing.Stats]())
+	for k := range engineHelp {
+		if !used[k] {
+			t.Errorf("engineHelp has %s, no engine counter", k)
+		}
+	}
+	g := newTestGateway(t, Options{Seed: 1}, nil)
+	c := newCollector(g)
+	keys := g.Stats().Gateway
+	for k := range keys {
+		if _, ok := c.gw[k]; !ok {
+			t.Errorf("Stats.Gateway[%q]: not exported (no HELP text in gatewayHelp, socketFamilies or gatewayReasons)", k)
+		}
+	}
+	if len(keys) < 60 {
+		t.Errorf("Stats.Gateway has %d keys, want 60 and more", len(keys))
+	}
+}
+
+// TestLabelsNotNames: the socket and reasons are labels of one metric, not parts of names:
+// crem_gateway_rx_packets_total{socket="crem"}, one series per socket; the CREM port's and
+// the PATH_REPORTs' drops, PATH_REPORTs refused, pairings ended and CLOSEs by a reason label
+// whose values are words.
+func TestLabelsNotNames(t *testing.T) {
+	fams := families(t, newTestGateway(t, Options{Seed: 1}, nil))
+	want := map[string][]string{
+		"crem_gateway_rx_packets_total":           {"socket", "crem", "local", "tun", "wan"},
+		"crem_gateway_tx_packets_total":           {"socket", "crem", "local", "tun", "wan"},
+		"crem_gateway_rx_bytes_total":             {"socket", "crem", "local", "tun", "wan"},
+		"crem_gateway_tx_bytes_total":             {"socket", "crem", "local", "tun", "wan"},
+		"crem_gateway_socket_drops_total":         {"socket", "crem", "local", "tun", "wan"},
+		"crem_gateway_handed_total":               {"socket", "crem", "local", "tun", "wan"},
+		"crem_gateway_dropped_total":              {"socket", "crem", "local", "tun", "wan"},
+		"crem_gateway_crem_dropped_total":         {"reason", "bad_header", "malformed", "unknown_flow"},
+		"crem_gateway_path_reports_dropped_total": {"reason", "malformed", "unknown_flow"},
+		"crem_csf_path_reports_rejected_total":    {"reason", "implausible", "unknown_method", "unlisted", "wrong_flow"},
+		"crem_pairing_unpaired_total":             {"reason", "contradiction", "expired", "replaced", "restart"},
+		"crem_csf_close_sent_by_reason_total":     {"reason", "circuit_breaker", "idle", "normal", "param_unanswered", "protocol_error", "resources_exhausted"},
+		"crem_crf_close_received_by_reason_total": {"reason", "circuit_breaker", "idle", "normal", "param_unanswered", "protocol_error", "resources_exhausted"},
+	}
+	for name, w := range want {
+		f := fams[name]
+		if f == nil {
+			t.Errorf("no %s", name)
+			continue
+		}
+		var got []string
+		for _, m := range f.Metric {
+			if len(m.Label) != 1 || m.Label[0].GetName() != w[0] {
+				t.Errorf("%s: labels %v, want %s only", name, m.Label, w[0])
+				continue
+			}
+			got = append(got, m.Label[0].GetValue())
+		}
+		slices.Sort(got)
+		if !slices.Equal(got, w[1:]) {
+			t.Errorf("%s{%s}: %q, want %q", name, w[0], got, w[1:])
+		}
+	}
+	for _, old := range []string{"crem_gateway_rx_packets_crem_total", "crem_gateway_socket_drops_wan_total", "crem_gateway_dropped_tun_total",
+		"crem_gateway_crem_discarded_total", "crem_gateway_path_reports_malformed_total", "crem_csf_path_reports_unlisted_total",
+		"crem_csf_path_reports_implausible_total", "crem_pairing_unpaired_expired_total"} {
+		if fams[old] != nil {
+			t.Errorf("%s: a socket or reason in the name", old)
+		}
+	}
+}
+
+// TestBuildInfo: crem_build_info is 1, labelled with the version given (else "dev" in a test
+// binary), the Go version and the FEC codec's path as fec.CodecPath reports it.
+func TestBuildInfo(t *testing.T) {
+	for ver, want := range map[string]string{"": "dev", "v1.2.3": "v1.2.3"} {
+		f := families(t, newTestGateway(t, Options{Seed: 1, Version: ver}, nil))["crem_build_info"]
+		if f == nil || len(f.Metric) != 1 {
+			t.Fatalf("crem_build_info: %v", f)
+		}
+		m := f.Metric[0]
+		got := map[string]string{}
+		for _, l := range m.Label {
+			got[l.GetName()] = l.GetValue()
+		}
+		if m.GetGauge().GetValue() != 1 || got["version"] != want || got["goversion"] != runtime.Version() ||
+			got["codec_path"] != fec.CodecPath() || len(got) != 3 {
+			t.Errorf("version %q: %v = %v, want version %q, goversion %q, codec_path %q", ver, got, m.GetGauge().GetValue(), want, runtime.Version(), fec.CodecPath())
+		}
+	}
+}
+
+// TestFlowGaugesFollowBusiestFlows: the per-flow gauges an operator watches (k, m in force,
+// loss estimate, SRTT, breaker state) exist for exactly the flows the per-flow counters cover:
+// the 64 busiest of 100.
+func TestFlowGaugesFollowBusiestFlows(t *testing.T) {
+	fams := families(t, busyGateway(t))
+	series := func(name string) []string {
+		var out []string
+		for _, m := range fams[name].GetMetric() {
+			out = append(out, fmt.Sprint(m.Label))
+		}
+		slices.Sort(out)
+		return out
+	}
+	want := series("crem_csf_flow_sources_total")
+	if len(want) != maxLabelledFlows {
+		t.Fatalf("crem_csf_flow_sources_total: %d series", len(want))
+	}
+	for _, name := range []string{"crem_csf_flow_block_sources", "crem_csf_flow_block_repair", "crem_csf_flow_loss_ratio", "crem_csf_flow_srtt_seconds",
+		"crem_csf_flow_breaker_state", "crem_csf_flow_state", "crem_csf_flow_source_rate"} {
+		if got := series(name); !slices.Equal(got, want) {
+			t.Errorf("%s: %d series, not those of crem_csf_flow_sources_total", name, len(got))
+		}
+		if fams[name].GetType() != dto.MetricType_GAUGE {
+			t.Errorf("%s: %v", name, fams[name].GetType())
+		}
+	}
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/crem-project/crem/csf"
 	"github.com/crem-project/crem/flow"
 	"github.com/crem-project/crem/pairing"
+	"github.com/crem-project/crem/policy"
 )
 
 // A shard publishes what its node counts: every publishEvery while anything happens, the
@@ -46,6 +47,12 @@ type csfRow struct {
 	st    csf.Stats
 	state csf.State
 	rate  float64
+	// What an operator watches of the flow: k of the configuration in force, m in force for
+	// new blocks, the loss estimate, SRTT and the circuit breaker.
+	k, m    int
+	loss    float64
+	srtt    time.Duration
+	breaker policy.BreakerState
 }
 
 type crfRow struct {
@@ -126,7 +133,12 @@ func (sh *shard) publish(now time.Duration) {
 	s.csfRows = make([]csfRow, 0, len(top))
 	for _, r := range top {
 		x := n.list[r.i]
-		s.csfRows = append(s.csfRows, csfRow{key: x.key, st: x.s.Stats(), state: x.s.State(), rate: r.rate})
+		k := 0
+		if cfg, ok := x.s.Config(); ok {
+			k = cfg.K
+		}
+		s.csfRows = append(s.csfRows, csfRow{key: x.key, st: x.s.Stats(), state: x.s.State(), rate: r.rate,
+			k: k, m: x.s.M(), loss: x.s.CostPath().Loss, srtt: x.s.SRTT(), breaker: x.s.BreakerState()})
 	}
 
 	s.receiver = n.recv.Stats()

@@ -125,7 +125,7 @@ func runGateway(args []string, s stdio) int {
 		lv = slog.LevelError
 	}
 	log := slog.New(slog.NewTextHandler(s.err, &slog.HandlerOptions{Level: lv}))
-	opts := gateway.Options{Logger: log}
+	opts := gateway.Options{Logger: log, Version: version}
 	if cfg.Pcap != "" {
 		f, err := os.Create(cfg.Pcap)
 		if err != nil {

@@ -310,15 +310,19 @@ func (c *netnsChain) metrics(g *nsGateway) map[string]float64 {
 		if l == "" || l[0] == '#' {
 			continue
 		}
-		f := strings.Fields(l)
-		if len(f) < 2 {
+		// A series and its value: a name, labels perhaps (values with spaces among them), a
+		// number. Kept by series (crem_gateway_rx_packets_total{socket="tun"}) and summed by name.
+		sp := strings.LastIndexByte(l, ' ')
+		if sp <= 0 {
 			continue
 		}
-		name := f[0]
+		series := l[:sp]
+		v, _ := strconv.ParseFloat(l[sp+1:], 64)
+		name := series
 		if i := strings.IndexByte(name, '{'); i >= 0 {
 			name = name[:i]
+			m[series] = v
 		}
-		v, _ := strconv.ParseFloat(f[1], 64)
 		m[name] += v
 	}
 	return m
@@ -657,8 +661,8 @@ func TestTunGSONetns(t *testing.T) {
 		before, beforeB := c.metrics(gws[0]), c.metrics(gws[1])
 		m := c.blast("gso-"+offload, time.Second, gws[:], "CREM_NETNS_GSO=15", "CREM_NETNS_VERIFY=1", "CREM_NETNS_PPS=40000")
 		after, afterB := c.metrics(gws[0]), c.metrics(gws[1])
-		for _, k := range []string{"crem_gateway_rx_packets_tun_total", "crem_gateway_tx_packets_tun_total", "crem_gateway_dropped_tun_total",
-			"crem_gateway_tx_packets_crem_total", "crem_gateway_rx_packets_crem_total", "crem_csf_repair_sent_total", "crem_csf_retransmissions_total",
+		for _, k := range []string{`crem_gateway_rx_packets_total{socket="tun"}`, `crem_gateway_tx_packets_total{socket="tun"}`, `crem_gateway_dropped_total{socket="tun"}`,
+			`crem_gateway_tx_packets_total{socket="crem"}`, `crem_gateway_rx_packets_total{socket="crem"}`, "crem_csf_repair_sent_total", "crem_csf_retransmissions_total",
 			"crem_gateway_shard_queue_full_total", "crem_gateway_write_errors_total", "crem_gateway_tun_gso_refused_total",
 			"crem_gateway_buffers_exhausted_total", "crem_gateway_truncated_total"} {
 			t.Logf("offload %s: %s A %.0f B %.0f", offload, k, after[k]-before[k], afterB[k]-beforeB[k])
@@ -690,8 +694,8 @@ func TestTunGSONetns(t *testing.T) {
 		}
 		// On a busy machine a gateway may lag and drop what it cannot hold (counted: a full
 		// shard queue, no buffer left); nothing else may go missing.
-		counted := after["crem_gateway_dropped_tun_total"] - before["crem_gateway_dropped_tun_total"] +
-			afterB["crem_gateway_dropped_tun_total"] - beforeB["crem_gateway_dropped_tun_total"]
+		dropped := `crem_gateway_dropped_total{socket="tun"}`
+		counted := after[dropped] - before[dropped] + afterB[dropped] - beforeB[dropped]
 		if m.res.Sent == 0 || m.res.Packets > m.res.Sent || !tc.loss && float64(m.res.Packets)+counted < 0.98*float64(m.res.Sent) {
 			t.Errorf("offload %s: %d of %d packets delivered, %.0f dropped by the gateways (counted)", offload, m.res.Packets, m.res.Sent, counted)
 		}
