@@ -3,6 +3,7 @@ package gateway
 import (
 	"errors"
 	"net"
+	"net/netip"
 	"strings"
 	"testing"
 )
@@ -51,8 +52,8 @@ func TestConfigPortInUse(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer busy.Close()
-	c := Config{CREMAddress: busy.LocalAddr().String(), Peer: "127.0.0.1:50001",
-		Relay: RelayConfig{Listen: "127.0.0.1:0", Target: "127.0.0.1:4791", WANListen: "127.0.0.1:0", PeerData: "127.0.0.1:7000"}}
+	c := Config{CREMAddress: busy.LocalAddr().(*net.UDPAddr).AddrPort(), Peer: netip.MustParseAddrPort("127.0.0.1:50001"),
+		Relay: RelayConfig{Listen: netip.MustParseAddrPort("127.0.0.1:0"), Target: netip.MustParseAddrPort("127.0.0.1:4791"), WANListen: netip.MustParseAddrPort("127.0.0.1:0"), PeerData: netip.MustParseAddrPort("127.0.0.1:7000")}}
 	_, err = New(c, Options{})
 	var ce *ConfigError
 	if !errors.As(err, &ce) || !strings.Contains(err.Error(), "address already in use") {
@@ -61,8 +62,8 @@ func TestConfigPortInUse(t *testing.T) {
 }
 
 func TestConfigNonLoopbackWithProtection(t *testing.T) {
-	c := Config{CREMAddress: "192.0.2.1:50000", DomainProtection: "boundary", Peer: "192.0.2.2:50000",
-		Relay: RelayConfig{Listen: "127.0.0.1:0", Target: "127.0.0.1:4791", WANListen: "127.0.0.1:0", PeerData: "127.0.0.1:7000"}}
+	c := Config{CREMAddress: netip.MustParseAddrPort("192.0.2.1:50000"), DomainProtection: ProtectionBoundary, Peer: netip.MustParseAddrPort("192.0.2.2:50000"),
+		Relay: RelayConfig{Listen: netip.MustParseAddrPort("127.0.0.1:0"), Target: netip.MustParseAddrPort("127.0.0.1:4791"), WANListen: netip.MustParseAddrPort("127.0.0.1:0"), PeerData: netip.MustParseAddrPort("127.0.0.1:7000")}}
 	if err := c.Validate(); err != nil {
 		t.Fatal(err)
 	}
