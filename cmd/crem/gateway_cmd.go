@@ -147,6 +147,10 @@ func runGateway(args []string, s stdio) int {
 		defer f.Close()
 		opts.Pcap = f
 	}
+	// From here SIGHUP reloads (a SIGHUP while the sockets open waits for the start), and
+	// SIGINT and SIGTERM stop with CLOSE to every peer and the summary line.
+	sigs, release := serviceSignals()
+	defer release()
 	g, err := gateway.New(cfg, opts)
 	if err != nil {
 		var ce *gateway.ConfigError
@@ -158,8 +162,6 @@ func runGateway(args []string, s stdio) int {
 	}
 	ctx, stop := context.WithCancel(context.Background())
 	defer stop()
-	sigs, release := serviceSignals()
-	defer release()
 	go func() {
 		for {
 			select {

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"strings"
 	"testing"
 )
@@ -202,5 +203,22 @@ func TestGatewayCheckConfigBroken(t *testing.T) {
 				t.Errorf("the error shows Go's types: %q", errs)
 			}
 		})
+	}
+}
+
+// TestGatewayCheckConfigExamples: every example configuration of deploy/examples checks out
+// (exit 0, nothing on standard error); TUN mode's on Linux only.
+func TestGatewayCheckConfigExamples(t *testing.T) {
+	files, _ := filepath.Glob("../../deploy/examples/*.toml")
+	if len(files) == 0 {
+		t.Fatal("no example configuration")
+	}
+	for _, f := range files {
+		if strings.HasPrefix(filepath.Base(f), "tun-") && runtime.GOOS != "linux" {
+			continue
+		}
+		if code, out, errs := runCmd("gateway", "--check-config", f); code != 0 || errs != "" || !strings.Contains(out, "is valid") {
+			t.Errorf("%s: code %d, stderr %q", f, code, errs)
+		}
 	}
 }
