@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/netip"
 	"os"
+	"slices"
 	"strings"
 
 	"github.com/crem-project/crem/internal/fault"
@@ -315,7 +316,44 @@ func (s *source) decode(b []byte, c *Config, by string) error {
 		}
 		return &ConfigError{Where: where(row), Key: key, Value: raw, Err: errors.New(msg)}
 	}
+	// A value's own refusal the decoder passes on without a position (a TextUnmarshaler given
+	// a number): found by decoding the keys one by one.
+	if k := s.culprit(); k != "" && by == "" {
+		where, raw, _ := s.at(k)
+		msg := err.Error()
+		if want := wantOf(k); want != "" && !strings.HasPrefix(msg, "want ") {
+			msg = "want " + want
+		}
+		return &ConfigError{Where: where, Key: k, Value: raw, Err: errors.New(msg)}
+	}
 	return &ConfigError{Where: s.file, Err: err}
+}
+
+// culprit is the first key, by line, whose value alone does not decode; "" if none.
+func (s *source) culprit() string {
+	keys := make([]string, 0, len(s.keys))
+	for k, p := range s.keys {
+		if p.by == "" {
+			keys = append(keys, k)
+		}
+	}
+	slices.SortFunc(keys, func(a, b string) int { return s.keys[a].line - s.keys[b].line })
+	for _, k := range keys {
+		doc := k + " = " + s.keys[k].raw + "\n"
+		if i := strings.LastIndexByte(k, '.'); i >= 0 {
+			table, leaf := k[:i], k[i+1:]
+			if j := strings.IndexByte(table, '['); j >= 0 {
+				doc = "[[" + table[:j] + "]]\n" + leaf + " = " + s.keys[k].raw + "\n"
+			} else {
+				doc = "[" + table + "]\n" + leaf + " = " + s.keys[k].raw + "\n"
+			}
+		}
+		var c Config
+		if toml.Unmarshal([]byte(doc), &c) != nil {
+			return k
+		}
+	}
+	return ""
 }
 
 // wantOf says what a key takes, for the errors of values of the wrong type.

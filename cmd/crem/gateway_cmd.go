@@ -21,9 +21,12 @@ TOML configuration file). Flags override the file. There is no default CREM port
 
 A peer that does not answer is not fatal: the flows stay unprotected, the log and the metrics
 say so, and HELLO is tried again after the hold-off (C3). SIGTERM and SIGINT close every flow
-with CLOSE reason 0 and drain. /metrics (Prometheus) and /healthz are served on
-metrics_address. Exit status: 0 after a clean stop, 1 on a run-time failure, 2 for a bad
-configuration (one line on standard error).
+with CLOSE reason 0, drain and log "gateway stopped". SIGHUP reads the file again (with the
+flags over it): the protect rules, the policy, the reporters and the log level change without a
+flow dropped; a file that does not check out, or that changes a socket, is refused with one log
+line and the gateway runs on (docs/gateway.md, Reloading). /metrics (Prometheus) and /healthz
+are served on metrics_address. Exit status: 0 after a clean stop, 1 on a run-time failure, 2
+for a bad configuration (one line on standard error naming the file, line, key and value).
 
 --check-config validates the file and the flags given with it as a start does, without
 opening a socket or the TUN device, and prints the resolved configuration: every field with

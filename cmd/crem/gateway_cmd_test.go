@@ -222,3 +222,11 @@ func TestGatewayCheckConfigExamples(t *testing.T) {
 		}
 	}
 }
+
+// TestGatewayNeedsConfig: `crem gateway` alone asks for the configuration file, exit 2.
+func TestGatewayNeedsConfig(t *testing.T) {
+	code, out, errs := runCmd("gateway")
+	if code != 2 || out != "" || !strings.Contains(errs, "give --config FILE") {
+		t.Fatalf("code %d, stdout %q, stderr %q; want 2 and a request for --config", code, out, errs)
+	}
+}
