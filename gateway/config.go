@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"maps"
 	"net/netip"
 	"os"
 	"slices"
@@ -172,9 +173,12 @@ func parseConfig(file string, b []byte) (Config, error) {
 // Set sets one key as a line `key = value` of the file would (value in TOML: strings quoted),
 // on top of what is there; errors name by (a flag, say) rather than a line of the file.
 func (c *Config) Set(by, key, value string) error {
-	if c.src == nil {
-		c.src = &source{keys: map[string]keyPos{}}
+	// A copy of the Config shares its source: the key is marked on a source of its own.
+	src := &source{keys: map[string]keyPos{}}
+	if c.src != nil {
+		src.file, src.keys = c.src.file, maps.Clone(c.src.keys)
 	}
+	c.src = src
 	doc := key + " = " + value + "\n"
 	if table, leaf, ok := strings.Cut(key, "."); ok {
 		doc = "[" + table + "]\n" + leaf + " = " + value + "\n"

@@ -186,15 +186,15 @@ func New(c Config, o Options) (*Gateway, error) {
 		}
 	}()
 	if g.crem, err = listen("crem_address", r.crem, kindCREM, o.Sockets.CREM, r.offload); err != nil {
-		return nil, err
+		return nil, c.placed(err)
 	}
 	switch r.mode {
 	case ModeRelay:
 		if g.local, err = listen("relay.listen", r.listen, kindLocal, o.Sockets.Relay, r.offload); err != nil {
-			return nil, err
+			return nil, c.placed(err)
 		}
 		if g.wan, err = listen("relay.wan_listen", r.wanListen, kindWAN, o.Sockets.WAN, r.offload); err != nil {
-			return nil, err
+			return nil, c.placed(err)
 		}
 	case ModeTun:
 		if g.tun, err = openTun(r); err != nil {

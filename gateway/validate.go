@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"errors"
 	"fmt"
 	"log/slog"
 	"math"
@@ -383,8 +384,7 @@ func unmapAP(ap netip.AddrPort) netip.AddrPort {
 }
 
 // csfOptions are the options of the CSF of flow d under protect rule ru: made here alone, for
-// the nodes and for the check of buildEngines. wanSrc and wanDst are the addresses relayed
-// datagrams cross the path with (relay mode, Node.reportKey).
+// the nodes and for the check of buildEngines.
 func (r *resolved) csfOptions(d flow.Descriptor, ru rule, rnd func() uint64, log *slog.Logger) []csf.Option {
 	opts := []csf.Option{csf.WithFlow(d), csf.WithCRF(r.peer), csf.WithRandom(rnd),
 		csf.WithConfig(wire.SchemeCauchy, r.k, r.m, 0), csf.WithRDMAMTU(r.mtu), csf.WithLimits(r.limits),
@@ -467,4 +467,19 @@ func probeFlow(r *resolved, ru rule) (flow.Key, uint16) {
 		port = 4791
 	}
 	return flow.Key{Src: src, Dst: dst, DestQP: qp}, port
+}
+
+// placed adds to a refusal of a key's value, made where the source is not known (a socket's
+// bind), where the key was written and its text.
+func (c *Config) placed(err error) error {
+	var ce *ConfigError
+	if errors.As(err, &ce) && ce.Where == "" && ce.Key != "" {
+		if where, raw, ok := c.src.at(ce.Key); where != "" {
+			ce.Where = where
+			if ok {
+				ce.Value = raw
+			}
+		}
+	}
+	return err
 }
