@@ -34,7 +34,7 @@ type target struct {
 
 // The policy docs/conform.md gives the target: the runner's SRTT as its initial RTT, a short
 // HELLO hold-off, a burst gap below the runner's pause.
-var targetPolicy = gateway.PolicyConfig{K: 16, M: 2, InitialRTT: "20ms", HelloHoldOff: "1s", BurstGap: "2ms"}
+var targetPolicy = gateway.PolicyConfig{K: new(16), M: new(2), InitialRTT: gateway.Dur(20 * time.Millisecond), HelloHoldOff: gateway.Dur(time.Second), BurstGap: gateway.Dur(2 * time.Millisecond)}
 
 // startTarget starts a gateway for the half (with the faults planted) and returns the runner's
 // configuration for it.
@@ -57,17 +57,17 @@ func startTargetOpt(t testing.TB, half conform.Half, faults fault.Set, peer neti
 	if !peer.IsValid() {
 		peer = ap(cremC)
 	}
-	c := gateway.Config{Peer: peer.String(), Shards: 1, Policy: targetPolicy, Faults: faults,
-		Relay: gateway.RelayConfig{LocalEndpoint: "127.0.0.1", RemoteEndpoint: "127.0.0.2"}}
+	c := gateway.Config{Peer: peer, Shards: 1, Policy: targetPolicy, Faults: faults,
+		Relay: gateway.RelayConfig{LocalEndpoint: netip.MustParseAddr("127.0.0.1"), RemoteEndpoint: netip.MustParseAddr("127.0.0.2")}}
 	cc := conform.Config{Half: half, Target: ap(gCREM), CREMConn: cremC, DataConn: dataC, SRTT: 20 * time.Millisecond}
 	switch half {
 	case conform.HalfCSF:
-		c.Relay.Target, c.Relay.PeerData = "127.0.0.1:9", ap(dataC).String()
-		c.Reporters = []string{"127.0.0.2"}
+		c.Relay.Target, c.Relay.PeerData = netip.MustParseAddrPort("127.0.0.1:9"), ap(dataC)
+		c.Reporters = []netip.Addr{netip.MustParseAddr("127.0.0.2")}
 		cc.Inject = ap(gRelay)
 		cc.Reporter, cc.Stranger = netip.MustParseAddr("127.0.0.2"), netip.MustParseAddr("127.0.0.3")
 	case conform.HalfCRF:
-		c.Relay.Target, c.Relay.PeerData = ap(dataC).String(), "127.0.0.1:9"
+		c.Relay.Target, c.Relay.PeerData = ap(dataC), netip.MustParseAddrPort("127.0.0.1:9")
 		c.Protect = []gateway.ProtectRule{{SrcPort: 40000}}
 		cc.Inject = ap(gWAN)
 		cc.FlowSrc, cc.FlowDst, cc.FlowSrcPort = netip.MustParseAddr("127.0.0.2"), netip.MustParseAddr("127.0.0.1"), 40000

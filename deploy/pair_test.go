@@ -39,7 +39,7 @@ func livePair(t *testing.T) (metricsA, metricsB string) {
 	t.Helper()
 	aCREM, bCREM, bWAN, target, ep := bound(t), bound(t), bound(t), bound(t), bound(t)
 	port := uint16(ep.LocalAddr().(*net.UDPAddr).Port)
-	rule := []gateway.ProtectRule{{SrcPort: int(port)}}
+	rule := []gateway.ProtectRule{{SrcPort: port}}
 	ctx, cancel := context.WithCancel(context.Background())
 	var done []chan struct{}
 	t.Cleanup(func() {
@@ -63,11 +63,11 @@ func livePair(t *testing.T) (metricsA, metricsB string) {
 		go g.ServeMetrics(ctx, ln)
 		return g, "http://" + ln.Addr().String() + "/metrics"
 	}
-	_, urlB := start(gateway.Config{Peer: aCREM.LocalAddr().String(), Protect: rule, Shards: 1,
-		Relay: gateway.RelayConfig{Listen: "127.0.0.1:0", Target: target.LocalAddr().String(), PeerData: "127.0.0.1:9"}},
+	_, urlB := start(gateway.Config{Peer: aCREM.LocalAddr().(*net.UDPAddr).AddrPort(), Protect: rule, Shards: 1,
+		Relay: gateway.RelayConfig{Listen: netip.MustParseAddrPort("127.0.0.1:0"), Target: target.LocalAddr().(*net.UDPAddr).AddrPort(), PeerData: netip.MustParseAddrPort("127.0.0.1:9")}},
 		gateway.Sockets{CREM: bCREM, WAN: bWAN})
-	a, urlA := start(gateway.Config{Peer: bCREM.LocalAddr().String(), Protect: rule, Shards: 1,
-		Relay: gateway.RelayConfig{Listen: "127.0.0.1:0", Target: "127.0.0.1:9", WANListen: "127.0.0.1:0", PeerData: bWAN.LocalAddr().String()}},
+	a, urlA := start(gateway.Config{Peer: bCREM.LocalAddr().(*net.UDPAddr).AddrPort(), Protect: rule, Shards: 1,
+		Relay: gateway.RelayConfig{Listen: netip.MustParseAddrPort("127.0.0.1:0"), Target: netip.MustParseAddrPort("127.0.0.1:9"), WANListen: netip.MustParseAddrPort("127.0.0.1:0"), PeerData: bWAN.LocalAddr().(*net.UDPAddr).AddrPort()}},
 		gateway.Sockets{CREM: aCREM})
 	desc := flow.Descriptor{Kind: wire.FlowKindRoCEv2, Src: netip.MustParseAddr("127.0.0.1"), Dst: netip.MustParseAddr("127.0.0.1"), DestQP: 0x42, SrcPort: port}
 	syn := cremtest.Synth{Desc: desc, PSN: 100}

@@ -1,6 +1,8 @@
 package deploy
 
 import (
+	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -77,8 +79,8 @@ func TestSystemdUnitsVerify(t *testing.T) {
 }
 
 // TestSystemdUnitsHardened: the units run the gateway as a user of its own with no
-// capability, check the configuration before the start, restart on failure but not on a bad
-// configuration; the TUN drop-in grants CAP_NET_ADMIN and CAP_NET_RAW and /dev/net/tun, and
+// capability, let the gateway check its configuration itself, restart on failure but not on a
+// bad configuration, reload on SIGHUP; the TUN drop-in grants CAP_NET_ADMIN and CAP_NET_RAW and /dev/net/tun, and
 // nothing else. (systemd-analyze verify checks the syntax, this what the lines say.)
 func TestSystemdUnitsHardened(t *testing.T) {
 	keys := func(file string) map[string][]string {
@@ -103,14 +105,75 @@ func TestSystemdUnitsHardened(t *testing.T) {
 				t.Errorf("%s: %s=%q, want %q", unit, key, v, want)
 			}
 		}
-		pre, start := k["ExecStartPre"], k["ExecStart"]
-		if len(pre) != 1 || len(start) != 1 || !strings.HasSuffix(pre[0], "--check-config") || start[0]+" --check-config" != pre[0] {
-			t.Errorf("%s: ExecStartPre %q must check the configuration ExecStart %q runs", unit, pre, start)
+		// RestartPreventExitStatus covers the main process alone: a check in ExecStartPre that
+		// fails would restart the unit until the start limit (TestSystemdBadConfigNotRestarted).
+		if pre := k["ExecStartPre"]; len(pre) != 0 {
+			t.Errorf("%s: ExecStartPre %q: the main process checks the configuration", unit, pre)
+		}
+		if start := k["ExecStart"]; len(start) != 1 || !strings.HasPrefix(start[0], installed+" gateway --config /etc/crem/") {
+			t.Errorf("%s: ExecStart %q", unit, start)
+		}
+		if r := k["ExecReload"]; len(r) != 1 || r[0] != "/bin/kill -HUP $MAINPID" {
+			t.Errorf("%s: ExecReload %q, want SIGHUP to the gateway", unit, r)
 		}
 	}
 	k := keys("crem-gateway.service.d/tun.conf")
 	if len(k) != 5 || k["CapabilityBoundingSet"][0] != "CAP_NET_ADMIN CAP_NET_RAW" || k["AmbientCapabilities"][0] != "CAP_NET_ADMIN CAP_NET_RAW" ||
 		k["DeviceAllow"][0] != "/dev/net/tun rw" || k["PrivateDevices"][0] != "no" {
 		t.Errorf("tun.conf: %q", k)
+	}
+}
+
+// TestSystemdBadConfigNotRestarted: the command line of each unit's ExecStart, run on a
+// configuration that does not check out, exits 2 with one line (what the journal shows) and
+// binds nothing; the unit says Restart=on-failure with RestartPreventExitStatus=2, so systemd
+// does not restart it (systemd.service: RestartPreventExitStatus= applies to the main process,
+// and ExecStart's is the main process; the units have no ExecStartPre, whose failure would
+// restart them). The gateway is built from ../cmd/crem.
+func TestSystemdBadConfigNotRestarted(t *testing.T) {
+	goCmd, err := exec.LookPath("go")
+	if err != nil {
+		t.Skip("needs go to build crem")
+	}
+	crem := buildCrem(t, goCmd)
+	dir := t.TempDir()
+	bad := filepath.Join(dir, "gw.toml")
+	// relay-a.toml with epsilon 2 (it is a probability).
+	example, err := os.ReadFile("examples/relay-a.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	text, line := "", 0
+	for i, l := range strings.Split(string(example), "\n") {
+		if strings.HasPrefix(l, "epsilon ") {
+			l, line = "epsilon = 2", i+1
+		}
+		text += l + "\n"
+	}
+	os.WriteFile(bad, []byte(text), 0o644)
+	for unit, conf := range map[string]string{"crem-gateway.service": "/etc/crem/gateway.toml", "crem-gateway@.service": "/etc/crem/%i.toml"} {
+		b, err := os.ReadFile(filepath.Join("systemd", unit))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var start string
+		for _, l := range strings.Split(string(b), "\n") {
+			if v, ok := strings.CutPrefix(l, "ExecStart="); ok {
+				start = v
+			}
+		}
+		args := strings.Fields(strings.ReplaceAll(start, conf, bad))
+		if len(args) < 2 || args[0] != installed {
+			t.Fatalf("%s: ExecStart=%s", unit, start)
+		}
+		cmd := exec.Command(crem, args[1:]...)
+		var stderr strings.Builder
+		cmd.Stderr = &stderr
+		err = cmd.Run()
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) || ee.ExitCode() != 2 || strings.Count(strings.TrimSpace(stderr.String()), "\n") != 0 ||
+			!strings.Contains(stderr.String(), fmt.Sprintf("%s:%d: policy.epsilon = 2", bad, line)) {
+			t.Errorf("%s: %v, stderr %q; want exit 2 and one line naming the file, line and key", unit, err, stderr.String())
+		}
 	}
 }

@@ -40,11 +40,11 @@ func testRelayNoAllocs(t *testing.T, offload bool) {
 	target.SetReadBuffer(8 << 20)
 	ep, _ := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
 	defer ep.Close()
-	port := ep.LocalAddr().(*net.UDPAddr).Port
+	port := uint16(ep.LocalAddr().(*net.UDPAddr).Port)
 	off := false
-	pol := gateway.PolicyConfig{K: 32, M: 4, Adapt: &off, BurstGap: "1ms"}
+	pol := gateway.PolicyConfig{K: new(32), M: new(4), Adapt: &off, BurstGap: gateway.Dur(time.Millisecond)}
 	rule := []gateway.ProtectRule{{SrcPort: port}}
-	a, b, stop := startRelayPairWith(t, target.LocalAddr().String(), rule, pol, offload, 1)
+	a, b, stop := startRelayPairWith(t, target.LocalAddr().(*net.UDPAddr).AddrPort(), rule, pol, offload, 1)
 	defer stop()
 	desc := flow.Descriptor{Kind: wire.FlowKindRoCEv2, Src: netip.MustParseAddr("127.0.0.1"), Dst: netip.MustParseAddr("127.0.0.1"), DestQP: 0x42, SrcPort: uint16(port)}
 	syn := cremtest.Synth{Desc: desc, PSN: 1}

@@ -52,7 +52,7 @@ func BenchmarkRelayShards(b *testing.B) {
 
 // startRelayPairWith is startRelayPair with relay.offload and the shards of both gateways
 // chosen.
-func startRelayPairWith(tb testing.TB, target string, rule []gateway.ProtectRule, pol gateway.PolicyConfig, offload bool, shards int) (a, b *gateway.Gateway, stop func()) {
+func startRelayPairWith(tb testing.TB, target netip.AddrPort, rule []gateway.ProtectRule, pol gateway.PolicyConfig, offload bool, shards int) (a, b *gateway.Gateway, stop func()) {
 	tb.Helper()
 	aCREM, bCREM, bWAN := boundUDP(tb), boundUDP(tb), boundUDP(tb)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -76,10 +76,10 @@ func startRelayPairWith(tb testing.TB, target string, rule []gateway.ProtectRule
 		return g
 	}
 	b = mk(gateway.Config{Peer: addrOf(aCREM), Protect: rule, Policy: pol,
-		Relay: gateway.RelayConfig{Listen: "127.0.0.1:0", Target: target, PeerData: "127.0.0.1:9"}},
+		Relay: gateway.RelayConfig{Listen: netip.MustParseAddrPort("127.0.0.1:0"), Target: target, PeerData: netip.MustParseAddrPort("127.0.0.1:9")}},
 		gateway.Sockets{CREM: bCREM, WAN: bWAN})
 	a = mk(gateway.Config{Peer: addrOf(bCREM), Protect: rule, Policy: pol,
-		Relay: gateway.RelayConfig{Listen: "127.0.0.1:0", Target: "127.0.0.1:9", WANListen: "127.0.0.1:0", PeerData: addrOf(bWAN)}},
+		Relay: gateway.RelayConfig{Listen: netip.MustParseAddrPort("127.0.0.1:0"), Target: netip.MustParseAddrPort("127.0.0.1:9"), WANListen: netip.MustParseAddrPort("127.0.0.1:0"), PeerData: addrOf(bWAN)}},
 		gateway.Sockets{CREM: aCREM})
 	return a, b, stop
 }
@@ -140,20 +140,20 @@ func benchRelay(b *testing.B, protect, offload bool, shards, flows int) {
 	}
 	defer ep.Close()
 	ep.SetWriteBuffer(8 << 20)
-	port := ep.LocalAddr().(*net.UDPAddr).Port
+	port := uint16(ep.LocalAddr().(*net.UDPAddr).Port)
 	rule := []gateway.ProtectRule{{SrcPort: port}}
 	if flows > 1 {
 		rule = nil
 		for f := range flows {
-			rule = append(rule, gateway.ProtectRule{SrcPort: port, QP: 0x42 + f, ReverseQP: 0x142 + f})
+			rule = append(rule, gateway.ProtectRule{SrcPort: port, QP: 0x42 + uint32(f), ReverseQP: 0x142 + uint32(f)})
 		}
 	}
 	if !protect {
 		rule = []gateway.ProtectRule{{QP: 0xfffffe}}
 	}
 	off := false
-	pol := gateway.PolicyConfig{K: 32, M: 4, Adapt: &off, BurstGap: "1ms"}
-	a, gb, stop := startRelayPairWith(b, target.LocalAddr().String(), rule, pol, offload, shards)
+	pol := gateway.PolicyConfig{K: new(32), M: new(4), Adapt: &off, BurstGap: gateway.Dur(time.Millisecond)}
+	a, gb, stop := startRelayPairWith(b, target.LocalAddr().(*net.UDPAddr).AddrPort(), rule, pol, offload, shards)
 	defer stop()
 
 	// Per flow, copies of one 4 KiB WRITE packet whose PSN is rewritten for each send, so that

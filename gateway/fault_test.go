@@ -36,11 +36,11 @@ func newFaultNet(t *testing.T, seed uint64, faultsA, faultsB fault.Set) *faultNe
 	t.Helper()
 	off := false
 	mk := func(self, peer netip.AddrPort, local, remote netip.Addr, f fault.Set) *gateway.Node {
-		n, err := gateway.NewNode(gateway.Config{CREMAddress: self.String(), Peer: peer.String(),
+		n, err := gateway.NewNode(gateway.Config{CREMAddress: self, Peer: peer,
 			Protect: []gateway.ProtectRule{{SrcPort: faultSrcPort}},
-			Policy:  gateway.PolicyConfig{K: 8, M: 2, Adapt: &off, MTU: 1024, InitialRTT: "10ms", BurstGap: "1ms"},
-			Relay: gateway.RelayConfig{Listen: "127.0.0.1:0", WANListen: "127.0.0.1:0",
-				Target: netip.AddrPortFrom(local, 4791).String(), PeerData: netip.AddrPortFrom(remote, 4791).String()},
+			Policy:  gateway.PolicyConfig{K: new(8), M: new(2), Adapt: &off, MTU: new(1024), InitialRTT: gateway.Dur(10 * time.Millisecond), BurstGap: gateway.Dur(time.Millisecond)},
+			Relay: gateway.RelayConfig{Listen: netip.MustParseAddrPort("127.0.0.1:0"), WANListen: netip.MustParseAddrPort("127.0.0.1:0"),
+				Target: netip.AddrPortFrom(local, 4791), PeerData: netip.AddrPortFrom(remote, 4791)},
 			Faults: f},
 			gateway.NodeOptions{Seed: seed})
 		if err != nil {

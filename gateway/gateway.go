@@ -97,6 +97,10 @@ type Gateway struct {
 	finished chan struct{} // closed when Run returns
 
 	testReceiver func(*receiver) // tests: adjusts each reader as it is made
+
+	reloadMu sync.Mutex // Reload, one at a time
+	live     *resolved  // the configuration the nodes run: cfg's, or the latest Reload's
+	handed   [3]*sock   // the sockets of Options.Sockets, by kind: they stand for their addresses
 }
 
 // counters are the gateway's own outcomes (the engines count theirs).
@@ -146,16 +150,13 @@ func (p *pkt) data() []byte { return p.buf[:p.n] }
 func New(c Config, o Options) (*Gateway, error) {
 	for _, h := range []struct {
 		conn *net.UDPConn
-		addr *string
+		addr *netip.AddrPort
 	}{{o.Sockets.CREM, &c.CREMAddress}, {o.Sockets.Relay, &c.Relay.Listen}, {o.Sockets.WAN, &c.Relay.WANListen}} {
 		if h.conn != nil {
-			*h.addr = h.conn.LocalAddr().String()
+			*h.addr = h.conn.LocalAddr().(*net.UDPAddr).AddrPort()
 		}
 	}
-	r, err := c.resolve()
-	if err == nil {
-		err = r.checkEngines()
-	}
+	r, err := c.validate()
 	if err != nil {
 		o.Sockets.close()
 		return nil, err
@@ -188,17 +189,17 @@ func New(c Config, o Options) (*Gateway, error) {
 		}
 	}()
 	if g.crem, err = listen("crem_address", r.crem, kindCREM, o.Sockets.CREM, r.offload); err != nil {
-		return nil, err
+		return nil, c.placed(err)
 	}
 	switch r.mode {
-	case "relay":
+	case ModeRelay:
 		if g.local, err = listen("relay.listen", r.listen, kindLocal, o.Sockets.Relay, r.offload); err != nil {
-			return nil, err
+			return nil, c.placed(err)
 		}
 		if g.wan, err = listen("relay.wan_listen", r.wanListen, kindWAN, o.Sockets.WAN, r.offload); err != nil {
-			return nil, err
+			return nil, c.placed(err)
 		}
-	case "tun":
+	case ModeTun:
 		if g.tun, err = openTun(r); err != nil {
 			return nil, err
 		}
@@ -220,6 +221,16 @@ func New(c Config, o Options) (*Gateway, error) {
 		g.shards = append(g.shards, sh)
 	}
 	g.qps = newQPShards(r, len(g.shards))
+	g.live = r
+	for _, h := range []struct {
+		conn *net.UDPConn
+		s    *sock
+		kind int
+	}{{o.Sockets.CREM, g.crem, kindCREM}, {o.Sockets.Relay, g.local, kindLocal}, {o.Sockets.WAN, g.wan, kindWAN}} {
+		if h.conn != nil {
+			g.handed[h.kind] = h.s
+		}
+	}
 	ok = true
 	if c, w := g.crem.addr.Addr(), g.WANAddr().Addr(); len(r.reporters) > 0 && g.wan != nil &&
 		!c.IsUnspecified() && !w.IsUnspecified() && c != w {
@@ -450,7 +461,7 @@ func (g *Gateway) shardFor(p *pkt) *shard {
 		}
 		return g.shards[g.pairHash(h.Source.Unmap(), h.Destination.Unmap())]
 	case wire.TypePathReport:
-		if g.cfg.mode == "relay" {
+		if g.cfg.mode == ModeRelay {
 			// Every outbound flow runs between the two endpoints, whatever addresses the
 			// report names them by (Node.reportKey): their shard parses, maps and counts it.
 			return g.shards[g.pathReportShard(b)]

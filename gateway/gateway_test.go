@@ -67,7 +67,7 @@ func newSink(t *testing.T) *sink {
 	return s
 }
 
-func (s *sink) addr() string { return s.c.LocalAddr().String() }
+func (s *sink) addr() netip.AddrPort { return s.c.LocalAddr().(*net.UDPAddr).AddrPort() }
 
 // boundUDP binds a UDP socket on 127.0.0.1: one to hand to a gateway (gateway.Options.Sockets),
 // or an address where nothing answers (it is never read; closed at the test's end).
@@ -80,7 +80,7 @@ func boundUDP(t testing.TB) *net.UDPConn {
 	return c
 }
 
-func addrOf(c *net.UDPConn) string { return c.LocalAddr().String() }
+func addrOf(c *net.UDPConn) netip.AddrPort { return c.LocalAddr().(*net.UDPAddr).AddrPort() }
 
 func start(t *testing.T, c gateway.Config, socks gateway.Sockets) (*gateway.Gateway, context.CancelFunc, chan struct{}) {
 	g, err := gateway.New(c, gateway.Options{Seed: 7, Sockets: socks})
@@ -106,8 +106,8 @@ func send(t *testing.T, to netip.AddrPort, from *net.UDPConn, b []byte) {
 func TestUnreachablePeerAndGarbage(t *testing.T) {
 	peerData, target := newSink(t), newSink(t)
 	c := gateway.Config{Peer: addrOf(boundUDP(t)), Shards: 2,
-		Relay:  gateway.RelayConfig{Listen: "127.0.0.1:0", Target: target.addr(), WANListen: "127.0.0.1:0", PeerData: peerData.addr()},
-		Policy: gateway.PolicyConfig{HelloHoldOff: "200ms"}}
+		Relay:  gateway.RelayConfig{Listen: netip.MustParseAddrPort("127.0.0.1:0"), Target: target.addr(), WANListen: netip.MustParseAddrPort("127.0.0.1:0"), PeerData: peerData.addr()},
+		Policy: gateway.PolicyConfig{HelloHoldOff: gateway.Dur(200 * time.Millisecond)}}
 	g, _, _ := start(t, c, gateway.Sockets{CREM: boundUDP(t)})
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -168,10 +168,10 @@ func TestCloseOnStop(t *testing.T) {
 	aCREM, bCREM, bWAN := boundUDP(t), boundUDP(t), boundUDP(t)
 	rule := []gateway.ProtectRule{{SrcPort: 5000}}
 	b, _, _ := start(t, gateway.Config{Peer: addrOf(aCREM), Protect: rule,
-		Relay: gateway.RelayConfig{Listen: "127.0.0.1:0", Target: target.addr(), PeerData: "127.0.0.1:9"}},
+		Relay: gateway.RelayConfig{Listen: netip.MustParseAddrPort("127.0.0.1:0"), Target: target.addr(), PeerData: netip.MustParseAddrPort("127.0.0.1:9")}},
 		gateway.Sockets{CREM: bCREM, WAN: bWAN})
 	a, cancelA, doneA := start(t, gateway.Config{Peer: addrOf(bCREM), Protect: rule,
-		Relay: gateway.RelayConfig{Listen: "127.0.0.1:0", Target: "127.0.0.1:9", WANListen: "127.0.0.1:0", PeerData: addrOf(bWAN)}},
+		Relay: gateway.RelayConfig{Listen: netip.MustParseAddrPort("127.0.0.1:0"), Target: netip.MustParseAddrPort("127.0.0.1:9"), WANListen: netip.MustParseAddrPort("127.0.0.1:0"), PeerData: addrOf(bWAN)}},
 		gateway.Sockets{CREM: aCREM})
 	ep, _ := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 5000})
 	if ep == nil {
@@ -207,7 +207,7 @@ func TestPcap(t *testing.T) {
 	peerData := newSink(t)
 	var buf bytes.Buffer
 	c := gateway.Config{Peer: addrOf(boundUDP(t)),
-		Relay: gateway.RelayConfig{Listen: "127.0.0.1:0", Target: "127.0.0.1:9", WANListen: "127.0.0.1:0", PeerData: peerData.addr()}}
+		Relay: gateway.RelayConfig{Listen: netip.MustParseAddrPort("127.0.0.1:0"), Target: netip.MustParseAddrPort("127.0.0.1:9"), WANListen: netip.MustParseAddrPort("127.0.0.1:0"), PeerData: peerData.addr()}}
 	g, err := gateway.New(c, gateway.Options{Pcap: &buf, Seed: 1, Sockets: gateway.Sockets{CREM: boundUDP(t)}})
 	if err != nil {
 		t.Fatal(err)
@@ -247,7 +247,7 @@ func TestPcap(t *testing.T) {
 		switch {
 		case d.Dst == g.RelayAddr():
 			in++
-		case d.Src == g.WANAddr() && d.Dst.String() == peerData.addr():
+		case d.Src == g.WANAddr() && d.Dst == peerData.addr():
 			out++
 		}
 	}

@@ -17,8 +17,8 @@ import (
 
 // relayConfig is a gateway in relay mode on loopback whose peer answers nothing.
 func relayConfig() Config {
-	return Config{Peer: "127.0.0.1:9",
-		Relay: RelayConfig{Listen: "127.0.0.1:0", Target: "127.0.0.1:9", WANListen: "127.0.0.1:0", PeerData: "127.0.0.1:9"}}
+	return Config{Peer: netip.MustParseAddrPort("127.0.0.1:9"),
+		Relay: RelayConfig{Listen: netip.MustParseAddrPort("127.0.0.1:0"), Target: netip.MustParseAddrPort("127.0.0.1:9"), WANListen: netip.MustParseAddrPort("127.0.0.1:0"), PeerData: netip.MustParseAddrPort("127.0.0.1:9")}}
 }
 
 // cremSocket binds a CREM socket on loopback for Options.Sockets.

@@ -103,7 +103,7 @@ type relaySetup struct {
 	shards        int
 	maxOpenBlocks int
 	bufferTrim    time.Duration // 0: the gateway's default
-	reporters     []string      // the gateways' configured path reporters
+	reporters     []netip.Addr  // the gateways' configured path reporters
 	adapt         *bool         // nil: the default (the RECOMMENDED policy on)
 }
 
@@ -145,8 +145,8 @@ func newRelayPair(t *testing.T, s relaySetup) *relayPair {
 
 	f := false
 	rules := []gateway.ProtectRule{
-		{Src: p.addrA.String(), Dst: p.addrB.String(), SrcPort: int(p.hostA.LocalAddr().Port()), Ordered: &f},
-		{Src: p.addrB.String(), Dst: p.addrA.String(), SrcPort: int(p.hostB.LocalAddr().Port()), Ordered: &f},
+		{Src: gateway.HostPrefix(p.addrA), Dst: gateway.HostPrefix(p.addrB), SrcPort: p.hostA.LocalAddr().Port(), Ordered: &f},
+		{Src: gateway.HostPrefix(p.addrB), Dst: gateway.HostPrefix(p.addrA), SrcPort: p.hostB.LocalAddr().Port(), Ordered: &f},
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
@@ -156,11 +156,11 @@ func newRelayPair(t *testing.T, s relaySetup) *relayPair {
 		if i == 1 {
 			host, other = p.hostB, p.addrA
 		}
-		c := gateway.Config{Peer: p.path.addr[i].String(), Shards: s.shards, Protect: rules, Reporters: s.reporters,
-			Relay: gateway.RelayConfig{Target: host.LocalAddr().String(), PeerData: p.path.addr[i].String(),
-				LocalEndpoint: self.String(), RemoteEndpoint: other.String()},
-			Policy: gateway.PolicyConfig{K: 32, M: 4, MTU: s.mtu, InitialRTT: (s.rtt + time.Millisecond).String(),
-				MaxOpenBlocks: s.maxOpenBlocks, BurstGap: "2ms", Idle: "5m", Adapt: s.adapt}}
+		c := gateway.Config{Peer: p.path.addr[i], Shards: s.shards, Protect: rules, Reporters: s.reporters,
+			Relay: gateway.RelayConfig{Target: host.LocalAddr(), PeerData: p.path.addr[i],
+				LocalEndpoint: self, RemoteEndpoint: other},
+			Policy: gateway.PolicyConfig{K: new(32), M: new(4), MTU: new(s.mtu), InitialRTT: gateway.Dur((s.rtt + time.Millisecond)),
+				MaxOpenBlocks: new(s.maxOpenBlocks), BurstGap: gateway.Dur(2 * time.Millisecond), Idle: gateway.Dur(5 * time.Minute), Adapt: s.adapt}}
 		g, err := gateway.New(c, gateway.Options{Seed: s.seed*16 + uint64(i) + 1, BufferTrim: s.bufferTrim,
 			Sockets: gateway.Sockets{CREM: socks[i], Relay: bindLoopback(t, self), WAN: bindLoopback(t, self)}})
 		if err != nil {

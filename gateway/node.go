@@ -146,7 +146,7 @@ type NodeOptions struct {
 // the configuration's mode. Addresses of sockets (relay.listen, relay.wan_listen) are parsed
 // but never bound; relay.target is where Drain's endpoint datagrams are addressed.
 func NewNode(c Config, o NodeOptions) (*Node, error) {
-	r, err := c.resolve()
+	r, err := c.validate()
 	if err != nil {
 		return nil, err
 	}
@@ -170,12 +170,9 @@ func newNode(r *resolved, log *slog.Logger, seed uint64, idx int, rt routes) (*N
 	n := &Node{cfg: r, log: log, senders: map[flow.Key]*sender{}, byFlowID: map[uint32]*sender{},
 		byNonce: map[uint64]*sender{}, rng: rand.New(rand.NewPCG(seed, uint64(idx)+1)), routes: rt,
 		rxRoutes: map[uint32]time.Duration{}, warnedNoPort: make([]bool, len(r.rules))}
-	n.limits = flow.DefaultLimits()
-	n.limits.MaxK, n.limits.MaxM, n.limits.MaxOpenBlocks = r.maxK, r.maxM, r.maxOpen
-	n.limits.MaxT = max(n.limits.MaxT, r.mtu+128)
+	n.limits = r.limits
 	rr := rand.New(rand.NewPCG(seed, uint64(idx)+1<<32))
-	recv, err := crf.New(crf.WithRandom(rr.Uint64), crf.WithLimits(n.limits), crf.WithInitialRTT(r.initialRTT),
-		crf.WithSettings(n.settings), crf.WithLogger(log), crf.WithFaults(r.faults))
+	recv, err := crf.New(r.crfOptions(rr.Uint64, n.settings, log)...)
 	if err != nil {
 		return nil, fmt.Errorf("gateway: receiver function: %w", err)
 	}
@@ -197,9 +194,9 @@ func (n *Node) settings(d flow.Descriptor) (crf.Settings, bool) {
 		}
 		s := crf.Settings{Ordered: r.ordered, Reorder: c.reorder, Idle: c.idle, SrcPort: r.srcPort}
 		switch {
-		case c.mode == "tun" && !c.tunLogical:
+		case c.mode == ModeTun && !c.tunLogical:
 			s.Verify = crf.VerifyTemplate
-		case c.mode == "tun":
+		case c.mode == ModeTun:
 			// The logical check in TUN mode: without a src_port in the rule the CRF takes the
 			// flow's UDP source port from its own packets, which cross the device.
 		case r.srcPort == 0:
@@ -491,7 +488,7 @@ func (n *Node) CREM(now time.Duration, from netip.AddrPort, b []byte, ce bool) {
 // logical addresses are tried first: where they equal the WAN ones nothing changes.
 func (n *Node) reportKey(pr *wire.PathReport) flow.Key {
 	k := flow.Key{Src: pr.Source.Unmap(), Dst: pr.Destination.Unmap(), DestQP: pr.FlowLabel & 0xffffff}
-	if n.cfg.mode != "relay" {
+	if n.cfg.mode != ModeRelay {
 		return k
 	}
 	if _, ok := n.senders[k]; ok {
@@ -564,30 +561,7 @@ func (n *Node) senderFor(now time.Duration, k flow.Key, srcPort uint16) *sender 
 		return nil
 	}
 	d := flow.Descriptor{Kind: wire.FlowKindRoCEv2, Src: k.Src, Dst: k.Dst, DestQP: qp, SrcPort: srcPort}
-	opts := []csf.Option{csf.WithFlow(d), csf.WithCRF(c.peer), csf.WithRandom(n.rng.Uint64),
-		csf.WithConfig(wire.SchemeCauchy, c.k, c.m, 0), csf.WithRDMAMTU(c.mtu), csf.WithLimits(n.limits),
-		csf.WithInitialRTT(c.initialRTT), csf.WithHoldOff(c.holdOff), csf.WithIdleTimeout(c.idle),
-		csf.WithAdaptation(c.adapt), csf.WithPolicy(c.epsilon, c.rho), csf.WithRepairFraction(c.repairFrac),
-		csf.WithRule(ruleFor(c.rule, ru.ordered)), csf.WithPathRate(float64(c.flowRate), c.competes),
-		csf.WithLogger(n.log.With("src", k.Src, "dst", k.Dst, "qp", qp)), csf.WithFaults(c.faults)}
-	if len(c.reporters) > 0 {
-		opts = append(opts, csf.WithReporters(c.reporters...))
-	}
-	if c.mode == "relay" { // reportKey's mapping
-		src, dst := n.wanReportAddrs()
-		if src.IsValid() && !src.IsUnspecified() {
-			opts = append(opts, csf.WithReportAddresses(src, unspecified(src)))
-		}
-		if dst.IsValid() && !dst.IsUnspecified() {
-			opts = append(opts, csf.WithReportAddresses(unspecified(dst), dst))
-		}
-	}
-	if c.burstGap > 0 {
-		opts = append(opts, csf.WithBurstGap(c.burstGap))
-	}
-	if ru.reverseQP != 0 {
-		opts = append(opts, csf.WithReverseQP(ru.reverseQP))
-	}
+	opts := c.csfOptions(d, *ru, n.rng.Uint64, n.log.With("src", k.Src, "dst", k.Dst, "qp", qp))
 	cs, err := csf.New(opts...)
 	if err != nil {
 		n.log.Error("cannot protect flow", "src", k.Src, "dst", k.Dst, "qp", qp, "err", err)
@@ -709,7 +683,7 @@ func (n *Node) Drain(out func(Datagram)) {
 		n.stats.DeliveredFromCRF++
 		dg := Datagram{Kind: ToEndpoint, To: n.cfg.target, Payload: d.Packet, Flow: d.Flow, PSN: uint32(d.PSN),
 			Restored: d.Kind == crf.Restored}
-		if n.cfg.mode == "tun" {
+		if n.cfg.mode == ModeTun {
 			ip, udp, err := n.recv.Template(d.Flow, d.PSN, len(d.Packet))
 			if err != nil {
 				n.stats.TemplateErrors++

@@ -67,11 +67,11 @@ func TestNodesInVirtualTime(t *testing.T) {
 	const srcPort = 5000
 	off := false
 	mk := func(self, peer netip.AddrPort, local, remote netip.Addr) *gateway.Node {
-		n, err := gateway.NewNode(gateway.Config{CREMAddress: self.String(), Peer: peer.String(),
+		n, err := gateway.NewNode(gateway.Config{CREMAddress: self, Peer: peer,
 			Protect: []gateway.ProtectRule{{SrcPort: srcPort}},
-			Policy:  gateway.PolicyConfig{K: 16, M: 2, Adapt: &off, MTU: 1024, InitialRTT: "10ms", BurstGap: "1ms"},
-			Relay: gateway.RelayConfig{Listen: "127.0.0.1:0", WANListen: "127.0.0.1:0",
-				Target: netip.AddrPortFrom(local, 4791).String(), PeerData: netip.AddrPortFrom(remote, 4791).String()}},
+			Policy:  gateway.PolicyConfig{K: new(16), M: new(2), Adapt: &off, MTU: new(1024), InitialRTT: gateway.Dur(10 * time.Millisecond), BurstGap: gateway.Dur(time.Millisecond)},
+			Relay: gateway.RelayConfig{Listen: netip.MustParseAddrPort("127.0.0.1:0"), WANListen: netip.MustParseAddrPort("127.0.0.1:0"),
+				Target: netip.AddrPortFrom(local, 4791), PeerData: netip.AddrPortFrom(remote, 4791)}},
 			gateway.NodeOptions{Seed: seed})
 		if err != nil {
 			t.Fatal(err)
@@ -206,10 +206,10 @@ func (h *logRecords) Handle(_ context.Context, r slog.Record) error {
 func TestNodeCMPairs(t *testing.T) {
 	logs := &logRecords{}
 	epA, epB := netip.MustParseAddr("10.0.0.1"), netip.MustParseAddr("10.0.0.2")
-	n, err := gateway.NewNode(gateway.Config{CREMAddress: "127.0.0.1:7001", Peer: "127.0.0.2:7001",
+	n, err := gateway.NewNode(gateway.Config{CREMAddress: netip.MustParseAddrPort("127.0.0.1:7001"), Peer: netip.MustParseAddrPort("127.0.0.2:7001"),
 		Protect: []gateway.ProtectRule{{SrcPort: 5000}},
-		Relay: gateway.RelayConfig{Listen: "127.0.0.1:0", WANListen: "127.0.0.1:0",
-			Target: netip.AddrPortFrom(epA, 4791).String(), PeerData: netip.AddrPortFrom(epB, 4791).String()}},
+		Relay: gateway.RelayConfig{Listen: netip.MustParseAddrPort("127.0.0.1:0"), WANListen: netip.MustParseAddrPort("127.0.0.1:0"),
+			Target: netip.AddrPortFrom(epA, 4791), PeerData: netip.AddrPortFrom(epB, 4791)}},
 		gateway.NodeOptions{Seed: 1, Logger: slog.New(logs)})
 	if err != nil {
 		t.Fatal(err)
@@ -270,10 +270,10 @@ func TestNodeCMPairs(t *testing.T) {
 // the new QP's ACKs confirm it.
 func TestNodeRestartClearsReverseQP(t *testing.T) {
 	epA, epB := netip.MustParseAddr("10.0.0.1"), netip.MustParseAddr("10.0.0.2")
-	n, err := gateway.NewNode(gateway.Config{CREMAddress: "127.0.0.1:7001", Peer: "127.0.0.2:7001",
+	n, err := gateway.NewNode(gateway.Config{CREMAddress: netip.MustParseAddrPort("127.0.0.1:7001"), Peer: netip.MustParseAddrPort("127.0.0.2:7001"),
 		Protect: []gateway.ProtectRule{{SrcPort: 5000}},
-		Relay: gateway.RelayConfig{Listen: "127.0.0.1:0", WANListen: "127.0.0.1:0",
-			Target: netip.AddrPortFrom(epA, 4791).String(), PeerData: netip.AddrPortFrom(epB, 4791).String()}},
+		Relay: gateway.RelayConfig{Listen: netip.MustParseAddrPort("127.0.0.1:0"), WANListen: netip.MustParseAddrPort("127.0.0.1:0"),
+			Target: netip.AddrPortFrom(epA, 4791), PeerData: netip.AddrPortFrom(epB, 4791)}},
 		gateway.NodeOptions{Seed: 1})
 	if err != nil {
 		t.Fatal(err)

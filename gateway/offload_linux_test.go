@@ -74,8 +74,8 @@ func testRelayOffload(t *testing.T, offload, toPeer bool) {
 		t.Skipf("the kernel refuses UDP_GRO (Linux >= 5.0 needed): %v", probe)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	g, err := gateway.New(gateway.Config{Peer: "127.0.0.1:9", Protect: []gateway.ProtectRule{{QP: 0xfffffe}}, Shards: 1,
-		Relay: gateway.RelayConfig{Listen: "127.0.0.1:0", Target: addrOf(target), PeerData: addrOf(peerData), Offload: &offload}},
+	g, err := gateway.New(gateway.Config{Peer: netip.MustParseAddrPort("127.0.0.1:9"), Protect: []gateway.ProtectRule{{QP: 0xfffffe}}, Shards: 1,
+		Relay: gateway.RelayConfig{Listen: netip.MustParseAddrPort("127.0.0.1:0"), Target: addrOf(target), PeerData: addrOf(peerData), Offload: &offload}},
 		gateway.Options{Seed: 1, Sockets: gateway.Sockets{CREM: crem, WAN: wan}})
 	if err != nil {
 		t.Fatal(err)
@@ -161,8 +161,8 @@ func TestRelayOffloadOddReceives(t *testing.T) {
 	peerData, target, ep, crem, wan := boundUDP(t), boundUDP(t), boundUDP(t), boundUDP(t), boundUDP(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	on := true
-	g, err := gateway.New(gateway.Config{Peer: "127.0.0.1:9", Protect: []gateway.ProtectRule{{QP: 0xfffffe}}, Shards: 1,
-		Relay: gateway.RelayConfig{Listen: "127.0.0.1:0", Target: addrOf(target), PeerData: addrOf(peerData), Offload: &on}},
+	g, err := gateway.New(gateway.Config{Peer: netip.MustParseAddrPort("127.0.0.1:9"), Protect: []gateway.ProtectRule{{QP: 0xfffffe}}, Shards: 1,
+		Relay: gateway.RelayConfig{Listen: netip.MustParseAddrPort("127.0.0.1:0"), Target: addrOf(target), PeerData: addrOf(peerData), Offload: &on}},
 		gateway.Options{Seed: 1, Sockets: gateway.Sockets{CREM: crem, WAN: wan}})
 	if err != nil {
 		t.Fatal(err)

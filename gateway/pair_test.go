@@ -2,6 +2,7 @@ package gateway_test
 
 import (
 	"context"
+	"net/netip"
 	"testing"
 
 	"github.com/crem-project/crem/gateway"
@@ -10,7 +11,7 @@ import (
 // startRelayPair runs gateways A and B back to back in relay mode on loopback, each with one
 // shard: what arrives at A's RelayAddr crosses A's CSF and the WAN socket to B, whose CRF hands
 // it to target. stop ends both and waits for them.
-func startRelayPair(tb testing.TB, target string, rule []gateway.ProtectRule, pol gateway.PolicyConfig) (a, b *gateway.Gateway, stop func()) {
+func startRelayPair(tb testing.TB, target netip.AddrPort, rule []gateway.ProtectRule, pol gateway.PolicyConfig) (a, b *gateway.Gateway, stop func()) {
 	tb.Helper()
 	aCREM, bCREM, bWAN := boundUDP(tb), boundUDP(tb), boundUDP(tb)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -33,10 +34,10 @@ func startRelayPair(tb testing.TB, target string, rule []gateway.ProtectRule, po
 		return g
 	}
 	b = mk(gateway.Config{Peer: addrOf(aCREM), Protect: rule, Shards: 1, Policy: pol,
-		Relay: gateway.RelayConfig{Listen: "127.0.0.1:0", Target: target, PeerData: "127.0.0.1:9"}},
+		Relay: gateway.RelayConfig{Listen: netip.MustParseAddrPort("127.0.0.1:0"), Target: target, PeerData: netip.MustParseAddrPort("127.0.0.1:9")}},
 		gateway.Sockets{CREM: bCREM, WAN: bWAN})
 	a = mk(gateway.Config{Peer: addrOf(bCREM), Protect: rule, Shards: 1, Policy: pol,
-		Relay: gateway.RelayConfig{Listen: "127.0.0.1:0", Target: "127.0.0.1:9", WANListen: "127.0.0.1:0", PeerData: addrOf(bWAN)}},
+		Relay: gateway.RelayConfig{Listen: netip.MustParseAddrPort("127.0.0.1:0"), Target: netip.MustParseAddrPort("127.0.0.1:9"), WANListen: netip.MustParseAddrPort("127.0.0.1:0"), PeerData: addrOf(bWAN)}},
 		gateway.Sockets{CREM: aCREM})
 	return a, b, stop
 }

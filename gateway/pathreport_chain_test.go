@@ -3,6 +3,7 @@ package gateway_test
 import (
 	"context"
 	"fmt"
+	"net"
 	"net/netip"
 	"os"
 	"strconv"
@@ -69,7 +70,7 @@ func runChain(t *testing.T, report bool, seed uint64) chainRun {
 	t.Cleanup(func() { hostB.Close() })
 	wanA, wanB := bindLoopback(t, addrA), bindLoopback(t, addrB)
 	wanBAddr := wanB.LocalAddr().String()
-	wanAAddr := wanA.LocalAddr().String()
+	wanAAddr := wanA.LocalAddr().(*net.UDPAddr).AddrPort()
 
 	// The script: forward datagrams are the WRITE packets in order, the first WRITE's 64 first.
 	var script []string
@@ -112,24 +113,24 @@ func runChain(t *testing.T, report bool, seed uint64) chainRun {
 
 	f := false
 	rules := []gateway.ProtectRule{
-		{Src: epA.String(), Dst: epB.String(), SrcPort: int(hostA.LocalAddr().Port()), Ordered: &f},
-		{Src: epB.String(), Dst: epA.String(), SrcPort: int(hostB.LocalAddr().Port()), Ordered: &f},
+		{Src: gateway.HostPrefix(epA), Dst: gateway.HostPrefix(epB), SrcPort: hostA.LocalAddr().Port(), Ordered: &f},
+		{Src: gateway.HostPrefix(epB), Dst: gateway.HostPrefix(epA), SrcPort: hostB.LocalAddr().Port(), Ordered: &f},
 	}
-	pol := gateway.PolicyConfig{K: k, M: 1, Adapt: &f, MTU: mtu, InitialRTT: "3ms", BurstGap: "2ms", Idle: "5m",
-		Reorder: "20ms"}
+	pol := gateway.PolicyConfig{K: new(k), M: new(1), Adapt: &f, MTU: new(mtu), InitialRTT: gateway.Dur(3 * time.Millisecond), BurstGap: gateway.Dur(2 * time.Millisecond), Idle: gateway.Dur(5 * time.Minute),
+		Reorder: gateway.Dur(20 * time.Millisecond)}
 	var gws [2]*gateway.Gateway
 	for i := range 2 {
-		c := gateway.Config{Shards: 1, Protect: rules, Policy: pol, Reporters: []string{repAddr.String()}}
+		c := gateway.Config{Shards: 1, Protect: rules, Policy: pol, Reporters: []netip.Addr{repAddr}}
 		s := gateway.Sockets{CREM: socks[i], Relay: bindLoopback(t, []netip.Addr{addrA, addrB}[i])}
 		if i == 0 {
-			c.Peer = cremPath.Addr().String()
-			c.Relay = gateway.RelayConfig{Target: hostA.LocalAddr().String(), PeerData: proxy.Addr().String(),
-				LocalEndpoint: epA.String(), RemoteEndpoint: epB.String()}
+			c.Peer = cremPath.Addr()
+			c.Relay = gateway.RelayConfig{Target: hostA.LocalAddr(), PeerData: proxy.Addr(),
+				LocalEndpoint: epA, RemoteEndpoint: epB}
 			s.WAN = wanA
 		} else {
-			c.Peer = socks[0].LocalAddr().String()
-			c.Relay = gateway.RelayConfig{Target: hostB.LocalAddr().String(), PeerData: wanAAddr,
-				LocalEndpoint: epB.String(), RemoteEndpoint: epA.String()}
+			c.Peer = socks[0].LocalAddr().(*net.UDPAddr).AddrPort()
+			c.Relay = gateway.RelayConfig{Target: hostB.LocalAddr(), PeerData: wanAAddr,
+				LocalEndpoint: epB, RemoteEndpoint: epA}
 			s.WAN = wanB
 		}
 		g, err := gateway.New(c, gateway.Options{Seed: seed*4 + uint64(i) + 1, Sockets: s})

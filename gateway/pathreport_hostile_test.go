@@ -69,7 +69,7 @@ func TestForgedPathReportsSecurity(t *testing.T) {
 	reporterAddr := netip.MustParseAddr("127.0.0.9")
 	off := false
 	p := newRelayPair(t, relaySetup{seed: seed, loss: "0.02", rate: 1e9, rtt: rtt, mtu: mtu, shards: 2, maxOpenBlocks: 16,
-		reporters: []string{reporterAddr.String()}, adapt: &off})
+		reporters: []netip.Addr{reporterAddr}, adapt: &off})
 	addrA, addrB, hostA, hostB, gws := p.addrA, p.addrB, p.hostA, p.hostB, p.gws
 	p.path.run()
 	rng := rand.New(rand.NewPCG(seed, 0x12))

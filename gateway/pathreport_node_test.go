@@ -48,13 +48,13 @@ func runWANReports(t *testing.T, report bool, from netip.AddrPort, src, dst neti
 	const srcPort, qp = 5000, 0x2a
 	off, ordered := false, false
 	mk := func(self, peer, wan, peerData netip.AddrPort, local, remote netip.Addr) *gateway.Node {
-		n, err := gateway.NewNode(gateway.Config{CREMAddress: self.String(), Peer: peer.String(), DomainProtection: "boundary",
+		n, err := gateway.NewNode(gateway.Config{CREMAddress: self, Peer: peer, DomainProtection: gateway.ProtectionBoundary,
 			Protect:   []gateway.ProtectRule{{SrcPort: srcPort, Ordered: &ordered}},
-			Reporters: []string{wrReporter.Addr().String()},
-			Policy: gateway.PolicyConfig{K: 16, M: 1, Adapt: &off, MTU: 1024, InitialRTT: "10ms", BurstGap: "1ms",
-				Reorder: "20ms"},
-			Relay: gateway.RelayConfig{Listen: "127.0.0.1:0", WANListen: wan.String(), Target: "127.0.0.1:4791",
-				PeerData: peerData.String(), LocalEndpoint: local.String(), RemoteEndpoint: remote.String()}},
+			Reporters: []netip.Addr{wrReporter.Addr()},
+			Policy: gateway.PolicyConfig{K: new(16), M: new(1), Adapt: &off, MTU: new(1024), InitialRTT: gateway.Dur(10 * time.Millisecond), BurstGap: gateway.Dur(time.Millisecond),
+				Reorder: gateway.Dur(20 * time.Millisecond)},
+			Relay: gateway.RelayConfig{Listen: netip.MustParseAddrPort("127.0.0.1:0"), WANListen: wan, Target: netip.MustParseAddrPort("127.0.0.1:4791"),
+				PeerData: peerData, LocalEndpoint: local, RemoteEndpoint: remote}},
 			gateway.NodeOptions{Seed: 7})
 		if err != nil {
 			t.Fatal(err)
@@ -255,16 +255,16 @@ func TestRelayReportAddressWarnedC10(t *testing.T) {
 	for _, tc := range []struct {
 		name      string
 		wan       netip.Addr
-		reporters []string
+		reporters []netip.Addr
 		warned    bool
 	}{
-		{"CREM elsewhere", netip.MustParseAddr("127.0.0.2"), []string{"127.0.0.9"}, true},
-		{"CREM on the WAN address", netip.MustParseAddr("127.0.0.1"), []string{"127.0.0.9"}, false},
+		{"CREM elsewhere", netip.MustParseAddr("127.0.0.2"), []netip.Addr{netip.MustParseAddr("127.0.0.9")}, true},
+		{"CREM on the WAN address", netip.MustParseAddr("127.0.0.1"), []netip.Addr{netip.MustParseAddr("127.0.0.9")}, false},
 		{"no reporters", netip.MustParseAddr("127.0.0.2"), nil, false},
 	} {
 		h := &logRecords{}
-		g, err := gateway.New(gateway.Config{Peer: "127.0.0.1:9", Reporters: tc.reporters,
-			Relay: gateway.RelayConfig{Target: "127.0.0.1:9", PeerData: "127.0.0.1:9"}},
+		g, err := gateway.New(gateway.Config{Peer: netip.MustParseAddrPort("127.0.0.1:9"), Reporters: tc.reporters,
+			Relay: gateway.RelayConfig{Target: netip.MustParseAddrPort("127.0.0.1:9"), PeerData: netip.MustParseAddrPort("127.0.0.1:9")}},
 			gateway.Options{Logger: slog.New(h), Seed: 1, Sockets: gateway.Sockets{CREM: bindLoopback(t, netip.MustParseAddr("127.0.0.1")),
 				Relay: bindLoopback(t, netip.MustParseAddr("127.0.0.1")), WAN: bindLoopback(t, tc.wan)}})
 		if err != nil {

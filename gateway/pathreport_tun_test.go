@@ -37,11 +37,11 @@ func TestTunPathReportC10C14(t *testing.T) {
 	cremA, cremB := netip.MustParseAddrPort("127.0.0.1:7001"), netip.MustParseAddrPort("127.0.0.2:7001")
 	off := false
 	mk := func(self, peer netip.AddrPort, local string) *gateway.Node {
-		n, err := gateway.NewNode(gateway.Config{CREMAddress: self.String(), Peer: peer.String(), Mode: "tun",
-			Tun:       gateway.TunConfig{LocalPrefixes: []string{local}},
-			Protect:   []gateway.ProtectRule{{Src: src.String(), Dst: dst.String(), QP: qp}},
-			Reporters: []string{reporter.String()},
-			Policy:    gateway.PolicyConfig{K: 8, M: 1, Adapt: &off, MTU: 1024, InitialRTT: "4ms", BurstGap: "1ms"}},
+		n, err := gateway.NewNode(gateway.Config{CREMAddress: self, Peer: peer, Mode: gateway.ModeTun,
+			Tun:       gateway.TunConfig{LocalPrefixes: []gateway.Prefix{gateway.MustParsePrefix(local)}},
+			Protect:   []gateway.ProtectRule{{Src: gateway.HostPrefix(src), Dst: gateway.HostPrefix(dst), QP: qp}},
+			Reporters: []netip.Addr{reporter},
+			Policy:    gateway.PolicyConfig{K: new(8), M: new(1), Adapt: &off, MTU: new(1024), InitialRTT: gateway.Dur(4 * time.Millisecond), BurstGap: gateway.Dur(time.Millisecond)}},
 			gateway.NodeOptions{Seed: 3})
 		if err != nil {
 			t.Fatal(err)

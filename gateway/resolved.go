@@ -1,19 +1,11 @@
 package gateway
 
 import (
-	"context"
-	"errors"
 	"fmt"
 	"io"
-	"log/slog"
-	"net/netip"
 	"runtime"
 	"strconv"
 	"strings"
-	"time"
-
-	"github.com/crem-project/crem/flow"
-	"github.com/crem-project/crem/units"
 )
 
 // Resolved is a configuration as a start runs it: validated, with every default filled in.
@@ -98,201 +90,77 @@ type ResolvedPolicy struct {
 	RepairCompetes bool    `json:"repair_competes"`
 }
 
-// defaultBurstGap is the CSF's floor of the burst gap when the configuration sets none.
-const defaultBurstGap = 50 * time.Microsecond
-
 // Resolve validates the configuration as a start does, without opening a socket or the TUN
-// device, and returns every field with the value the gateway runs with. It also builds the
-// engines a start and a first flow build (a CRF, and a CSF for each protect rule), so that a
-// value the engines refuse is an error now (a *ConfigError naming the field where one does)
-// rather than a refused flow at run time. It cannot tell whether an address is in use, the TUN
-// device may be opened, or the pcap file written.
+// device, and returns every field with the value the gateway runs with, read off the
+// configuration Validate completes. Validate builds the engines a start and a first flow of
+// each protect rule build, so that a value the engines refuse is an error now (a *ConfigError
+// naming the key) rather than a refused flow at run time. It cannot tell whether an address is
+// in use, the TUN device may be opened, or the pcap file written.
 func (c Config) Resolve() (Resolved, error) {
-	r, err := c.resolve()
+	r, err := c.validate()
 	if err != nil {
 		return Resolved{}, err
 	}
-	if r.mode == "tun" && runtime.GOOS != "linux" {
-		return Resolved{}, configErr("mode tun needs Linux")
+	if r.mode == ModeTun && runtime.GOOS != "linux" {
+		return Resolved{}, c.errAt("mode", r.mode, "tun mode needs Linux")
 	}
-	if err := r.checkEngines(); err != nil {
-		return Resolved{}, err
-	}
-	out := Resolved{CREMAddress: r.crem.String(), DomainProtection: c.DomainProtection, Peer: r.peer.String(),
-		Mode: r.mode, MetricsAddress: r.metricsAddr, LogLevel: c.LogLevel, Shards: r.shards, Pcap: c.Pcap,
-		Reporters: []string{}, ProtectAll: len(c.Protect) == 0, Warnings: []string{}}
-	if out.LogLevel == "" {
-		out.LogLevel = "info"
+	return r.cfg.resolvedView(len(c.Protect) == 0), nil
+}
+
+// resolvedView writes a normalized configuration (Validate's: every optional field set) out
+// as Resolved.
+func (n Config) resolvedView(protectAll bool) Resolved {
+	out := Resolved{CREMAddress: n.CREMAddress.String(), DomainProtection: n.DomainProtection.String(), Peer: n.Peer.String(),
+		Mode: n.Mode.String(), LogLevel: n.LogLevel.String(), Shards: n.Shards, Pcap: n.Pcap,
+		Reporters: []string{}, ProtectAll: protectAll, Warnings: []string{}}
+	if n.MetricsAddress.IsValid() {
+		out.MetricsAddress = n.MetricsAddress.String()
 	}
 	if out.Shards == 0 {
 		out.Shards, out.ShardsPerCore = runtime.GOMAXPROCS(0), true
 	}
-	for _, a := range r.reporters {
+	for _, a := range n.Reporters {
 		out.Reporters = append(out.Reporters, a.String())
 	}
-	switch r.mode {
-	case "relay":
-		out.Relay = &ResolvedRelay{Listen: r.listen.String(), Target: r.target.String(), WANListen: r.wanListen.String(),
-			PeerData: r.peerData.String(), LocalEndpoint: r.localEP.String(), RemoteEndpoint: r.remoteEP.String(),
-			Offload: r.offload}
-	case "tun":
-		t := &ResolvedTun{Name: r.tunName, Mark: r.tunMark, Verify: "template", LocalPrefixes: []string{}, Offload: r.tunOffload, Write: "raw"}
-		if r.tunDevWrite {
-			t.Write = "device"
+	switch n.Mode {
+	case ModeRelay:
+		rl := n.Relay
+		out.Relay = &ResolvedRelay{Listen: rl.Listen.String(), Target: rl.Target.String(), WANListen: rl.WANListen.String(),
+			PeerData: rl.PeerData.String(), LocalEndpoint: rl.LocalEndpoint.String(), RemoteEndpoint: rl.RemoteEndpoint.String(),
+			Offload: *rl.Offload}
+	case ModeTun:
+		t := n.Tun
+		rt := &ResolvedTun{Name: t.Name, Mark: int(*t.Mark), Verify: t.Verify.String(), LocalPrefixes: []string{},
+			Offload: *t.Offload, Write: t.Write.String()}
+		for _, p := range t.LocalPrefixes {
+			rt.LocalPrefixes = append(rt.LocalPrefixes, p.String())
 		}
-		if r.tunLogical {
-			t.Verify = "logical"
-		}
-		for _, p := range r.tunLocal {
-			t.LocalPrefixes = append(t.LocalPrefixes, p.String())
-		}
-		out.Tun = t
+		out.Tun = rt
 	}
-	for _, ru := range r.rules {
-		rr := ResolvedRule{SrcPort: int(ru.srcPort), QP: int(ru.qp), Ordered: ru.ordered, ReverseQP: int(ru.reverseQP)}
-		if ru.src.IsValid() {
-			rr.Src = ru.src.String()
-		}
-		if ru.dst.IsValid() {
-			rr.Dst = ru.dst.String()
-		}
-		out.Protect = append(out.Protect, rr)
+	rules := n.Protect
+	if len(rules) == 0 {
+		rules = []ProtectRule{{Ordered: orBool(nil, true)}}
 	}
-	if r.mode == "relay" {
-		for i, ru := range r.rules {
-			if ru.srcPort == 0 {
-				which := fmt.Sprintf("protect[%d] has no src_port", i)
-				if out.ProtectAll {
-					which = "no protect rule gives a src_port"
-				}
-				out.Warnings = append(out.Warnings, which+": in relay mode the CRF refuses the HELLO of a flow arriving from the peer without one (it checks restored packets under the logical header, C12), and such a flow stays unprotected")
+	for i, ru := range rules {
+		out.Protect = append(out.Protect, ResolvedRule{Src: ru.Src.String(), Dst: ru.Dst.String(), SrcPort: int(ru.SrcPort),
+			QP: int(ru.QP), Ordered: *ru.Ordered, ReverseQP: int(ru.ReverseQP)})
+		if n.Mode == ModeRelay && ru.SrcPort == 0 {
+			which := fmt.Sprintf("protect[%d] has no src_port", i)
+			if protectAll {
+				which = "no protect rule gives a src_port"
 			}
+			out.Warnings = append(out.Warnings, which+": in relay mode the CRF refuses the HELLO of a flow arriving from the peer without one (it checks restored packets under the logical header, C12), and such a flow stays unprotected")
 		}
 	}
-	out.Policy = ResolvedPolicy{K: r.k, M: r.m, Adapt: r.adapt, Epsilon: r.epsilon, Rho: r.rho, RepairFraction: r.repairFrac,
-		MaxOpenBlocks: r.maxOpen, MaxK: r.maxK, MaxM: r.maxM, MTU: r.mtu, InitialRTT: durString(r.initialRTT),
-		HelloHoldOff: durString(r.holdOff), Idle: durString(r.idle), BurstGap: durString(defaultBurstGap),
-		Rule: string(r.rule), RepairCompetes: r.competes}
-	if r.flowRate > 0 {
-		out.Policy.FlowRate = units.FormatRate(r.flowRate)
+	p := n.Policy
+	out.Policy = ResolvedPolicy{K: *p.K, M: *p.M, Adapt: *p.Adapt, Epsilon: *p.Epsilon, Rho: *p.Rho, RepairFraction: *p.RepairFraction,
+		MaxOpenBlocks: *p.MaxOpenBlocks, MaxK: *p.MaxK, MaxM: *p.MaxM, MTU: *p.MTU, InitialRTT: p.InitialRTT.String(),
+		HelloHoldOff: p.HelloHoldOff.String(), Idle: p.Idle.String(), BurstGap: p.BurstGap.String(),
+		Rule: string(p.Rule), FlowRate: p.FlowRate.String(), RepairCompetes: *p.RepairCompetes}
+	if *p.Reorder > 0 {
+		out.Policy.Reorder = p.Reorder.String()
 	}
-	if r.reorder > 0 {
-		out.Policy.Reorder = durString(r.reorder)
-	}
-	if r.burstGap > 0 {
-		out.Policy.BurstGap = durString(r.burstGap)
-	}
-	return out, nil
-}
-
-// durString writes a duration as ParseDuration reads it back, in ASCII ("50us", not "50µs").
-func durString(d time.Duration) string { return strings.ReplaceAll(d.String(), "µ", "u") }
-
-// checkEngines refuses what resolve lets through but the engines, or the TUN device, would
-// refuse at run time; New and Resolve both call it, so a start refuses what --check-config
-// refuses.
-func (r *resolved) checkEngines() error {
-	if r.mode == "tun" && len(r.tunName) > 15 {
-		return configErr("tun.name %q: at most 15 characters (IFNAMSIZ)", r.tunName)
-	}
-	if err := engineLimits(r); err != nil {
-		return err
-	}
-	return probeEngines(r)
-}
-
-// engineLimits refuses, naming the field, the values resolve lets through that the CSF of
-// every flow would refuse at run time (it would leave each flow unprotected).
-func engineLimits(r *resolved) error {
-	switch {
-	case r.initialRTT <= 0:
-		return configErr("policy.initial_rtt %v: want more than 0", r.initialRTT)
-	case r.holdOff <= 0:
-		return configErr("policy.hello_hold_off %v: want more than 0", r.holdOff)
-	case r.idle <= 0:
-		return configErr("policy.idle_timeout %v: want more than 0", r.idle)
-	case !(r.epsilon > 0 && r.epsilon < 1):
-		return configErr("policy.epsilon %v: want a value in (0, 1)", r.epsilon)
-	case !(r.rho > 0 && r.rho < 1):
-		return configErr("policy.rho %v: want a value in (0, 1)", r.rho)
-	case !(r.repairFrac > 0 && r.repairFrac <= 16):
-		return configErr("policy.repair_fraction %v: want a value in (0, 16]", r.repairFrac)
-	}
-	return nil
-}
-
-// probeEngines builds, on a node of its own that nothing reaches, the CRF of a start and the
-// CSF a first flow of each protect rule gets: what the engines refuse is an error.
-func probeEngines(r *resolved) error {
-	rec := &errRecorder{}
-	n, err := newNode(r, slog.New(rec), 1, 0, nil)
-	if err != nil {
-		return &ConfigError{fmt.Errorf("policy: %w", err)}
-	}
-	for i, ru := range r.rules {
-		k, port := probeFlow(r, ru)
-		rec.err = nil
-		// nil with no error: the probe flow matched no rule (a rule no flow can match, such as
-		// an IPv6 source with an IPv4 destination), which a start accepts too.
-		if n.senderFor(0, k, port) == nil && rec.err != nil {
-			return configErr("protect[%d] with [policy]: a flow it covers could not be protected: %v", i, rec.err)
-		}
-	}
-	return nil
-}
-
-// probeFlow is a flow that rule ru covers (and that no earlier rule need cover).
-func probeFlow(r *resolved, ru rule) (flow.Key, uint16) {
-	src, dst := r.localEP, r.remoteEP
-	if r.mode == "tun" {
-		src = r.tunLocal[0].Addr()
-		dst = netip.AddrFrom4([4]byte{192, 0, 2, 1})
-	}
-	if ru.src.IsValid() {
-		src = ru.src.Addr()
-	}
-	if ru.dst.IsValid() {
-		dst = ru.dst.Addr()
-	}
-	if !src.IsValid() || src.IsUnspecified() {
-		src = netip.AddrFrom4([4]byte{192, 0, 2, 2})
-	}
-	if !dst.IsValid() || dst.IsUnspecified() || src.Is4() != dst.Is4() {
-		dst = src.Next()
-	}
-	qp := ru.qp
-	if qp == 0 {
-		qp = 1
-	}
-	port := ru.srcPort
-	if port == 0 {
-		port = 4791
-	}
-	return flow.Key{Src: src, Dst: dst, DestQP: qp}, port
-}
-
-// errRecorder is a log handler that keeps the err attribute of the last error record.
-type errRecorder struct{ err error }
-
-func (h *errRecorder) Enabled(_ context.Context, l slog.Level) bool { return l >= slog.LevelError }
-func (h *errRecorder) WithAttrs([]slog.Attr) slog.Handler           { return h }
-func (h *errRecorder) WithGroup(string) slog.Handler                { return h }
-func (h *errRecorder) Handle(_ context.Context, rec slog.Record) error {
-	rec.Attrs(func(a slog.Attr) bool {
-		if a.Key == "err" {
-			if e, ok := a.Value.Any().(error); ok {
-				h.err = e
-			} else {
-				h.err = errors.New(a.Value.String())
-			}
-			return false
-		}
-		return true
-	})
-	if h.err == nil {
-		h.err = errors.New(rec.Message)
-	}
-	return nil
+	return out
 }
 
 // WriteTOML writes the resolved configuration as a TOML configuration file: every field with
@@ -384,7 +252,11 @@ func (r Resolved) WriteTOML(w io.Writer) error {
 	line("initial_rtt", q(p.InitialRTT), "")
 	line("hello_hold_off", q(p.HelloHoldOff), "")
 	line("idle_timeout", q(p.Idle), "")
-	line("reorder", q(p.Reorder), cmt(p.Reorder == "", "max(1ms, SRTT/8), per flow"))
+	reorder := p.Reorder
+	if reorder == "" {
+		reorder = "0s"
+	}
+	line("reorder", q(reorder), cmt(p.Reorder == "", "max(1ms, SRTT/8), per flow"))
 	line("burst_gap", q(p.BurstGap), "")
 	_, err := io.WriteString(w, b.String())
 	return err

@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"bytes"
+	"encoding"
 	"encoding/json"
 	"errors"
 	"net"
@@ -138,14 +139,15 @@ func tomlKeys(t reflect.Type, prefix string) []string {
 	for i := range t.NumField() {
 		f := t.Field(i)
 		k := strings.Split(f.Tag.Get("toml"), ",")[0]
-		if k == "-" {
-			continue // not configuration (Faults: tests only)
+		if k == "-" || !f.IsExported() {
+			continue // not configuration (Faults: tests only; where keys were written)
 		}
 		ft := f.Type
 		if ft.Kind() == reflect.Slice && ft.Elem().Kind() == reflect.Struct {
 			ft = ft.Elem()
 		}
-		if ft.Kind() == reflect.Struct {
+		// Tables; not the structs that are values (addresses, prefixes: TextUnmarshaler).
+		if ft.Kind() == reflect.Struct && !reflect.PointerTo(ft).Implements(reflect.TypeFor[encoding.TextUnmarshaler]()) {
 			keys = append(keys, tomlKeys(ft, prefix+k+".")...)
 			continue
 		}
@@ -238,21 +240,21 @@ func TestResolveRefusesWhatEnginesRefuse(t *testing.T) {
 }
 
 // TestResolveProbesTheSenders: a value only the CSF refuses, past the checks of resolve and of
-// engineLimits, is found by building the CSF of each protect rule (probeEngines), named by rule.
+// validate, is found by building the CSF of each protect rule (buildEngines), named by rule.
 func TestResolveProbesTheSenders(t *testing.T) {
 	c, err := ParseConfig([]byte(relayMinimal + "[[protect]]\nsrc_port = 4791\n[[protect]]\nsrc = \"127.0.0.9\"\nsrc_port = 4791\n"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, err := c.resolve()
+	r, err := c.validate()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := probeEngines(r); err != nil {
+	if err := r.buildEngines(&c); err != nil {
 		t.Fatalf("a valid configuration: %v", err)
 	}
-	r.holdOff = 0 // what engineLimits refuses first, here to reach the CSF (the CRF takes no hold-off)
-	err = probeEngines(r)
+	r.holdOff = 0 // what validate refuses first, here to reach the CSF (the CRF takes no hold-off)
+	err = r.buildEngines(&c)
 	var ce *ConfigError
 	if !errors.As(err, &ce) || !strings.Contains(err.Error(), "protect[0]") || !strings.Contains(err.Error(), "WithHoldOff") {
 		t.Fatalf("got %v, want a configuration error naming protect[0] and the CSF's refusal", err)

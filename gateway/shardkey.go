@@ -18,7 +18,7 @@ type qpShards map[uint32]int
 // mode, one shard, no pair, or pairs that share a QP across shards (everything then stays on
 // the address pair's shard).
 func newQPShards(r *resolved, shards int) qpShards {
-	if r.mode != "relay" || shards <= 1 {
+	if r.mode != ModeRelay || shards <= 1 {
 		return nil
 	}
 	m := qpShards{}

@@ -15,8 +15,8 @@ import (
 
 func relayResolved(t *testing.T, rules []ProtectRule) *resolved {
 	t.Helper()
-	r, err := Config{CREMAddress: "127.0.0.1:7500", Peer: "127.0.0.1:7600", Protect: rules,
-		Relay: RelayConfig{Listen: "127.0.0.1:0", Target: "127.0.0.1:9", WANListen: "127.0.0.1:0", PeerData: "127.0.0.1:9"}}.resolve()
+	r, err := Config{CREMAddress: netip.MustParseAddrPort("127.0.0.1:7500"), Peer: netip.MustParseAddrPort("127.0.0.1:7600"), Protect: rules,
+		Relay: RelayConfig{Listen: netip.MustParseAddrPort("127.0.0.1:0"), Target: netip.MustParseAddrPort("127.0.0.1:9"), WANListen: netip.MustParseAddrPort("127.0.0.1:0"), PeerData: netip.MustParseAddrPort("127.0.0.1:9")}}.validate()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -117,10 +117,10 @@ func TestRelayQPPairsSpreadOverShards(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	g, err := New(Config{Peer: "127.0.0.1:9", Shards: 2,
+	g, err := New(Config{Peer: netip.MustParseAddrPort("127.0.0.1:9"), Shards: 2,
 		Protect: []ProtectRule{{QP: 0x42, ReverseQP: 0x142}, {QP: 0x43, ReverseQP: 0x143}},
-		Relay: RelayConfig{Listen: "127.0.0.1:0", Target: sink.LocalAddr().String(), WANListen: "127.0.0.1:0",
-			PeerData: sink.LocalAddr().String()}}, Options{Seed: 1, Sockets: Sockets{CREM: crem}})
+		Relay: RelayConfig{Listen: netip.MustParseAddrPort("127.0.0.1:0"), Target: sink.LocalAddr().(*net.UDPAddr).AddrPort(), WANListen: netip.MustParseAddrPort("127.0.0.1:0"),
+			PeerData: sink.LocalAddr().(*net.UDPAddr).AddrPort()}}, Options{Seed: 1, Sockets: Sockets{CREM: crem}})
 	if err != nil {
 		t.Fatal(err)
 	}

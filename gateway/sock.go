@@ -42,9 +42,9 @@ func listen(field string, ap netip.AddrPort, kind int, c *net.UDPConn, offload b
 		var err error
 		if c, err = net.ListenUDP("udp", net.UDPAddrFromAddrPort(ap)); err != nil {
 			if errors.Is(err, syscall.EADDRINUSE) {
-				return nil, configErr("%s %v: address already in use", field, ap)
+				return nil, &ConfigError{Key: field, Value: ap.String(), Err: errors.New("address already in use")}
 			}
-			return nil, configErr("%s %v: %v", field, ap, err)
+			return nil, &ConfigError{Key: field, Value: ap.String(), Err: err}
 		}
 	}
 	for _, size := range []int{8 << 20, 4 << 20, 1 << 20} {

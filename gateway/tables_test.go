@@ -51,10 +51,10 @@ var (
 // and epRemote, sources from UDP port 5000.
 func tableNode(t *testing.T, pol PolicyConfig, rt routes) *Node {
 	t.Helper()
-	c := Config{CREMAddress: "127.0.0.1:7001", Peer: "127.0.0.2:7001", Protect: []ProtectRule{{SrcPort: 5000}}, Policy: pol,
-		Relay: RelayConfig{Listen: "127.0.0.1:0", WANListen: "127.0.0.1:0",
-			Target: netip.AddrPortFrom(epLocal, 4791).String(), PeerData: netip.AddrPortFrom(epRemote, 4791).String()}}
-	r, err := c.resolve()
+	c := Config{CREMAddress: netip.MustParseAddrPort("127.0.0.1:7001"), Peer: netip.MustParseAddrPort("127.0.0.2:7001"), Protect: []ProtectRule{{SrcPort: 5000}}, Policy: pol,
+		Relay: RelayConfig{Listen: netip.MustParseAddrPort("127.0.0.1:0"), WANListen: netip.MustParseAddrPort("127.0.0.1:0"),
+			Target: netip.AddrPortFrom(epLocal, 4791), PeerData: netip.AddrPortFrom(epRemote, 4791)}}
+	r, err := c.validate()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -102,7 +102,7 @@ func hello(t *testing.T, nonce uint64, qp uint32) []byte {
 // map gained an entry per HELLO_ACK and lost none.
 func TestRoutesFollowFlows(t *testing.T) {
 	rt := newRecRoutes()
-	n := tableNode(t, PolicyConfig{Idle: "5s"}, rt)
+	n := tableNode(t, PolicyConfig{Idle: Dur(5 * time.Second)}, rt)
 	now := time.Duration(0)
 	for i := range 3000 {
 		from := netip.AddrPortFrom(netip.AddrFrom4([4]byte{10, 9, byte(i >> 8), byte(i)}), 7001)
@@ -146,7 +146,7 @@ func TestRoutesFollowFlows(t *testing.T) {
 // leave the table four idle timeouts later, their counters kept in the sums.
 func TestSenderTablesBounded(t *testing.T) {
 	rt := newRecRoutes()
-	n := tableNode(t, PolicyConfig{Idle: "2s", HelloHoldOff: "10ms"}, rt)
+	n := tableNode(t, PolicyConfig{Idle: Dur(2 * time.Second), HelloHoldOff: Dur(10 * time.Millisecond)}, rt)
 	syn := cremtest.Synth{Desc: flow.Descriptor{Kind: wire.FlowKindRoCEv2, Src: epLocal, Dst: epRemote, DestQP: 0x42, SrcPort: 5000}, PSN: 1}
 	now := time.Duration(0)
 	for range 1000 {

@@ -30,15 +30,15 @@ import (
 // device's reader and GSO splitting are covered, with a kernel behind them, by
 // cmd/crem.TestTunGSONetns. Needs root (TUN device, raw socket).
 func TestTunNoAllocs(t *testing.T) {
-	for _, write := range []string{"raw", "device"} {
-		t.Run(write, func(t *testing.T) { tunNoAllocs(t, write) })
+	for _, write := range []TunWrite{WriteRaw, WriteDevice} {
+		t.Run(write.String(), func(t *testing.T) { tunNoAllocs(t, write) })
 	}
 }
 
 // tunNoAllocs runs TestTunNoAllocs with tun.write = write. With device writes the packets go
 // into the host's stack on the TUN devices, addressed to loopback addresses, which the host
 // drops as martians on a device other than lo: nothing leaves.
-func tunNoAllocs(t *testing.T, write string) {
+func tunNoAllocs(t *testing.T, write TunWrite) {
 	if runtime.GOOS != "linux" {
 		t.Skip("tun mode exists on Linux only")
 	}
@@ -54,19 +54,19 @@ func tunNoAllocs(t *testing.T, write string) {
 	if testenv.Race {
 		t.Skip("the race detector allocates")
 	}
-	freePort := func() string {
+	freePort := func() netip.AddrPort {
 		c, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer c.Close()
-		return c.LocalAddr().String()
+		return c.LocalAddr().(*net.UDPAddr).AddrPort()
 	}
 	src, dst := netip.MustParseAddr("127.77.0.1"), netip.MustParseAddr("127.88.0.1")
 	const qp, reverseQP, sport = 0x42, 0x43, 49152
 	off := false
-	rule := []ProtectRule{{Src: src.String(), Dst: dst.String(), QP: qp, ReverseQP: reverseQP, SrcPort: sport, Ordered: &off}}
-	pol := PolicyConfig{K: 32, M: 4, Adapt: &off, BurstGap: "1ms"}
+	rule := []ProtectRule{{Src: HostPrefix(src), Dst: HostPrefix(dst), QP: qp, ReverseQP: reverseQP, SrcPort: sport, Ordered: &off}}
+	pol := PolicyConfig{K: new(32), M: new(4), Adapt: &off, BurstGap: Dur(time.Millisecond)}
 	aCREM, bCREM := freePort(), freePort()
 	ctx, cancel := context.WithCancel(context.Background())
 	var done []chan struct{}
@@ -76,9 +76,9 @@ func tunNoAllocs(t *testing.T, write string) {
 			<-d
 		}
 	}()
-	mk := func(self, peer, name, local string) *Gateway {
-		g, err := New(Config{CREMAddress: self, Peer: peer, Mode: "tun", Shards: 1, Protect: rule, Policy: pol,
-			Tun: TunConfig{Name: fmt.Sprintf("%s%d", name, os.Getpid()%100000), LocalPrefixes: []string{local}, Verify: "logical", Write: write}},
+	mk := func(self, peer netip.AddrPort, name, local string) *Gateway {
+		g, err := New(Config{CREMAddress: self, Peer: peer, Mode: ModeTun, Shards: 1, Protect: rule, Policy: pol,
+			Tun: TunConfig{Name: fmt.Sprintf("%s%d", name, os.Getpid()%100000), LocalPrefixes: []Prefix{MustParsePrefix(local)}, Verify: VerifyLogical, Write: write}},
 			Options{Seed: 1})
 		if err != nil {
 			t.Fatalf("New in tun mode: %v", err)
@@ -175,7 +175,7 @@ func tunNoAllocs(t *testing.T, write string) {
 	if sa.Gateway["tx_packets_tun"] == 0 || sa.Gateway["tun_send_batches"] >= sa.Gateway["tx_packets_tun"] {
 		t.Errorf("A sent %d packets on in %d calls, want batches", sa.Gateway["tx_packets_tun"], sa.Gateway["tun_send_batches"])
 	}
-	if write == "device" && sa.Gateway["tun_coalesced"] == 0 {
+	if write == WriteDevice && sa.Gateway["tun_coalesced"] == 0 {
 		t.Errorf("A wrote no packet coalesced into the device")
 	}
 	if per > 0.05 {
@@ -199,21 +199,21 @@ func TestTunOffloadFallback(t *testing.T) {
 		tunOffloads[i] = 1 << 30 // no such TUN_F_ flag: EINVAL
 	}
 	off := false
-	port := func() string {
+	port := func() netip.AddrPort {
 		c, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer c.Close()
-		return c.LocalAddr().String()
+		return c.LocalAddr().(*net.UDPAddr).AddrPort()
 	}
 	for _, c := range []struct {
 		name    string
 		offload *bool
 		want    string
 	}{{"refused", nil, "off (TUNSETOFFLOAD: invalid argument)"}, {"not asked", &off, "off"}} {
-		g, err := New(Config{CREMAddress: port(), Peer: "127.0.0.1:9", Mode: "tun", Shards: 1,
-			Tun: TunConfig{Name: fmt.Sprintf("cremz%d", os.Getpid()%100000), LocalPrefixes: []string{"127.77.0.0/16"}, Offload: c.offload}},
+		g, err := New(Config{CREMAddress: port(), Peer: netip.MustParseAddrPort("127.0.0.1:9"), Mode: ModeTun, Shards: 1,
+			Tun: TunConfig{Name: fmt.Sprintf("cremz%d", os.Getpid()%100000), LocalPrefixes: []Prefix{MustParsePrefix("127.77.0.0/16")}, Offload: c.offload}},
 			Options{Seed: 1})
 		if err != nil {
 			t.Fatalf("%s: New: %v", c.name, err)

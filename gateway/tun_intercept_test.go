@@ -35,13 +35,13 @@ func TestTunInterceptsPathReportC10(t *testing.T) {
 	if _, err := os.Stat("/dev/net/tun"); err != nil {
 		t.Skipf("no TUN device: %v", err)
 	}
-	cremAddr := func() string {
+	cremAddr := func() netip.AddrPort {
 		c, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer c.Close()
-		return c.LocalAddr().String()
+		return c.LocalAddr().(*net.UDPAddr).AddrPort()
 	}()
 	var (
 		src      = netip.MustParseAddr("127.77.0.1") // this side's endpoint: the flow's source
@@ -51,10 +51,10 @@ func TestTunInterceptsPathReportC10(t *testing.T) {
 	)
 	const qp, otherQP, sport = 0x42, 0x43, 49152
 	var pcap bytes.Buffer
-	g, err := New(Config{CREMAddress: cremAddr, Peer: "127.0.0.1:9", Mode: "tun", Shards: 1,
-		Tun:       TunConfig{Name: fmt.Sprintf("cremt%d", os.Getpid()%1000000), LocalPrefixes: []string{"127.77.0.0/16"}},
-		Protect:   []ProtectRule{{Src: src.String(), Dst: dst.String(), QP: qp}},
-		Reporters: []string{reporter.String()}}, Options{Seed: 1, Pcap: &pcap})
+	g, err := New(Config{CREMAddress: cremAddr, Peer: netip.MustParseAddrPort("127.0.0.1:9"), Mode: ModeTun, Shards: 1,
+		Tun:       TunConfig{Name: fmt.Sprintf("cremt%d", os.Getpid()%1000000), LocalPrefixes: []Prefix{MustParsePrefix("127.77.0.0/16")}},
+		Protect:   []ProtectRule{{Src: HostPrefix(src), Dst: HostPrefix(dst), QP: qp}},
+		Reporters: []netip.Addr{reporter}}, Options{Seed: 1, Pcap: &pcap})
 	if err != nil {
 		t.Fatalf("New in tun mode: %v", err)
 	}

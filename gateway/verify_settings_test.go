@@ -16,23 +16,23 @@ import (
 // whose rule has no src_port, and counts it.
 func TestInboundVerifySettingsByMode(t *testing.T) {
 	d := flow.Descriptor{Src: netip.MustParseAddr("198.18.1.10"), Dst: netip.MustParseAddr("198.18.2.10"), DestQP: 0x1001}
-	rules := []ProtectRule{{Src: "198.18.1.0/24", Dst: "198.18.2.0/24"}}
+	rules := []ProtectRule{{Src: MustParsePrefix("198.18.1.0/24"), Dst: MustParsePrefix("198.18.2.0/24")}}
 	for _, c := range []struct {
 		name   string
-		mode   string
-		verify string
+		mode   Mode
+		verify Verify
 		ok     bool
 		want   crf.Verify
 	}{
-		{"tun logical, no src_port", "tun", "logical", true, crf.VerifyLogical},
-		{"tun template", "tun", "template", true, crf.VerifyTemplate},
-		{"relay, no src_port", "relay", "", false, 0},
+		{"tun logical, no src_port", ModeTun, VerifyLogical, true, crf.VerifyLogical},
+		{"tun template", ModeTun, VerifyTemplate, true, crf.VerifyTemplate},
+		{"relay, no src_port", ModeRelay, VerifyTemplate, false, 0},
 	} {
-		cfg := Config{CREMAddress: "127.0.0.1:7001", Peer: "127.0.0.2:7001", Mode: c.mode, Protect: rules}
-		if c.mode == "tun" {
-			cfg.Tun = TunConfig{LocalPrefixes: []string{"198.18.2.0/24"}, Verify: c.verify}
+		cfg := Config{CREMAddress: netip.MustParseAddrPort("127.0.0.1:7001"), Peer: netip.MustParseAddrPort("127.0.0.2:7001"), Mode: c.mode, Protect: rules}
+		if c.mode == ModeTun {
+			cfg.Tun = TunConfig{LocalPrefixes: []Prefix{MustParsePrefix("198.18.2.0/24")}, Verify: c.verify}
 		} else {
-			cfg.Relay = RelayConfig{Listen: "127.0.0.1:0", Target: "127.0.0.1:4791", WANListen: "127.0.0.1:0", PeerData: "127.0.0.2:7002"}
+			cfg.Relay = RelayConfig{Listen: netip.MustParseAddrPort("127.0.0.1:0"), Target: netip.MustParseAddrPort("127.0.0.1:4791"), WANListen: netip.MustParseAddrPort("127.0.0.1:0"), PeerData: netip.MustParseAddrPort("127.0.0.2:7002")}
 		}
 		n, err := NewNode(cfg, NodeOptions{Seed: 1})
 		if err != nil {

@@ -15,7 +15,6 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/netip"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -531,8 +530,8 @@ func runOne(ctx context.Context, o *Options, name string, ports *Ports, pc *path
 		// configures it: the gateways tell the flows apart by destination QP, and which reverse
 		// QP belongs to which flow is theirs to learn (G30).
 		rules := []gateway.ProtectRule{
-			{Src: addrA.String(), Dst: addrB.String(), SrcPort: int(hostA.LocalAddr().Port()), Ordered: &ordered},
-			{Src: addrB.String(), Dst: addrA.String(), SrcPort: int(hostB.LocalAddr().Port()), Ordered: &ordered},
+			{Src: gateway.HostPrefix(addrA), Dst: gateway.HostPrefix(addrB), SrcPort: hostA.LocalAddr().Port(), Ordered: &ordered},
+			{Src: gateway.HostPrefix(addrB), Dst: gateway.HostPrefix(addrA), SrcPort: hostB.LocalAddr().Port(), Ordered: &ordered},
 		}
 		// The RDMA senders' pacer sends in bursts of up to 1 ms on real sockets: a block
 		// closes on a longer gap only (C5), so that blocks fill up to k.
@@ -545,19 +544,19 @@ func runOne(ctx context.Context, o *Options, name string, ports *Ports, pc *path
 			reorder = 3 * o.RTT / 2
 		}
 		// With a reporter in the path, the CSFs accept PATH_REPORT from its address only (C14).
-		var reporters []string
+		var reporters []netip.Addr
 		if p.rep != nil {
-			reporters = []string{p.rep.addr().Addr().String()}
+			reporters = []netip.Addr{p.rep.addr().Addr()}
 		}
 		mkcfg := func(self, other netip.Addr, pathSelf netip.AddrPort, host *udp.Host, pathData netip.AddrPort) gateway.Config {
-			return gateway.Config{CREMAddress: netip.AddrPortFrom(self, uint16(port)).String(), Peer: pathSelf.String(),
-				Mode: "relay", Shards: 1, Protect: rules,
-				Relay: gateway.RelayConfig{Listen: netip.AddrPortFrom(self, 0).String(), Target: host.LocalAddr().String(),
-					WANListen: netip.AddrPortFrom(self, 0).String(), PeerData: pathData.String(),
-					LocalEndpoint: self.String(), RemoteEndpoint: other.String()},
-				Policy: gateway.PolicyConfig{K: o.K, M: o.M, MTU: o.MTU, InitialRTT: (o.RTT + time.Millisecond).String(),
-					Rule: o.Rule, FlowRate: strconv.FormatInt(rate, 10),
-					MaxOpenBlocks: maxOpen(o, rate), BurstGap: burstGap.String(), Reorder: reorder.String()},
+			return gateway.Config{CREMAddress: netip.AddrPortFrom(self, uint16(port)), Peer: pathSelf,
+				Mode: gateway.ModeRelay, Shards: 1, Protect: rules,
+				Relay: gateway.RelayConfig{Listen: netip.AddrPortFrom(self, 0), Target: host.LocalAddr(),
+					WANListen: netip.AddrPortFrom(self, 0), PeerData: pathData,
+					LocalEndpoint: self, RemoteEndpoint: other},
+				Policy: gateway.PolicyConfig{K: gateway.Opt(o.K), M: gateway.Opt(o.M), MTU: gateway.Opt(o.MTU), InitialRTT: gateway.Dur(o.RTT + time.Millisecond),
+					Rule: policy.Rule(o.Rule), FlowRate: gateway.Rate(rate),
+					MaxOpenBlocks: gateway.Opt(maxOpen(o, rate)), BurstGap: gateway.Dur(burstGap), Reorder: gateway.Dur(reorder)},
 				Reporters: reporters}
 		}
 		log := o.Logger

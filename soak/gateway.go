@@ -40,20 +40,20 @@ func newGW(w *world, side int) (*gw, error) {
 	for _, p := range w.qps {
 		ordered := p.spec.Mode == modeGBN
 		for _, f := range p.flows {
-			r := gateway.ProtectRule{Src: f.key.Src.String(), Dst: f.key.Dst.String(), SrcPort: int(f.srcPort),
-				QP: int(f.key.DestQP), Ordered: &ordered}
+			r := gateway.ProtectRule{Src: gateway.HostPrefix(f.key.Src), Dst: gateway.HostPrefix(f.key.Dst), SrcPort: f.srcPort,
+				QP: f.key.DestQP, Ordered: &ordered}
 			if sc.Routing == RouteConfigured {
-				r.ReverseQP = int(f.reverseQP)
+				r.ReverseQP = f.reverseQP
 			}
 			rules = append(rules, r)
 		}
 	}
-	c := gateway.Config{CREMAddress: cremAddr[side].String(), DomainProtection: "boundary", Peer: cremAddr[1-side].String(),
+	c := gateway.Config{CREMAddress: cremAddr[side], DomainProtection: gateway.ProtectionBoundary, Peer: cremAddr[1-side],
 		Protect: rules,
-		Policy: gateway.PolicyConfig{K: sc.K, M: sc.M, Adapt: &adapt, MaxOpenBlocks: sc.MaxOpenBlocks, MaxK: sc.MaxK,
-			MaxM: sc.MaxM, MTU: sc.MTU},
-		Relay: gateway.RelayConfig{Listen: "127.0.0.1:0", WANListen: "127.0.0.1:0",
-			Target: netip.AddrPortFrom(hostAddr[side], roce.UDPPort).String(), PeerData: netip.AddrPortFrom(hostAddr[1-side], roce.UDPPort).String()}}
+		Policy: gateway.PolicyConfig{K: gateway.Opt(sc.K), M: gateway.Opt(sc.M), Adapt: &adapt, MaxOpenBlocks: gateway.Opt(sc.MaxOpenBlocks), MaxK: gateway.Opt(sc.MaxK),
+			MaxM: gateway.Opt(sc.MaxM), MTU: gateway.Opt(sc.MTU)},
+		Relay: gateway.RelayConfig{Listen: netip.MustParseAddrPort("127.0.0.1:0"), WANListen: netip.MustParseAddrPort("127.0.0.1:0"),
+			Target: netip.AddrPortFrom(hostAddr[side], roce.UDPPort), PeerData: netip.AddrPortFrom(hostAddr[1-side], roce.UDPPort)}}
 	n, err := gateway.NewNode(c, gateway.NodeOptions{Seed: mix(sc.Seed, streamGatewayA), Index: side})
 	if err != nil {
 		return nil, fmt.Errorf("soak: gateway %c: %w", 'A'+side, err)

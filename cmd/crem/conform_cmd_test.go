@@ -6,10 +6,12 @@ import (
 	"encoding/json"
 	"encoding/xml"
 	"net"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/crem-project/crem/gateway"
 )
@@ -36,9 +38,9 @@ func freePort(t *testing.T) string {
 func TestConformCLI(t *testing.T) {
 	listen, data := freePort(t), freePort(t)
 	gCREM, gRelay, gWAN := udpOn(t), udpOn(t), udpOn(t)
-	g, err := gateway.New(gateway.Config{Peer: listen, Shards: 1, Protect: []gateway.ProtectRule{{SrcPort: 40000}},
-		Relay:  gateway.RelayConfig{Target: data, PeerData: "127.0.0.1:9", LocalEndpoint: "127.0.0.1", RemoteEndpoint: "127.0.0.2"},
-		Policy: gateway.PolicyConfig{InitialRTT: "20ms", HelloHoldOff: "1s", BurstGap: "2ms"}},
+	g, err := gateway.New(gateway.Config{Peer: netip.MustParseAddrPort(listen), Shards: 1, Protect: []gateway.ProtectRule{{SrcPort: 40000}},
+		Relay:  gateway.RelayConfig{Target: netip.MustParseAddrPort(data), PeerData: netip.MustParseAddrPort("127.0.0.1:9"), LocalEndpoint: netip.MustParseAddr("127.0.0.1"), RemoteEndpoint: netip.MustParseAddr("127.0.0.2")},
+		Policy: gateway.PolicyConfig{InitialRTT: gateway.Dur(20 * time.Millisecond), HelloHoldOff: gateway.Dur(time.Second), BurstGap: gateway.Dur(2 * time.Millisecond)}},
 		gateway.Options{Sockets: gateway.Sockets{CREM: gCREM, Relay: gRelay, WAN: gWAN}})
 	if err != nil {
 		t.Fatal(err)

@@ -8,7 +8,8 @@ import (
 	"log/slog"
 	"net"
 	"os"
-	"os/signal"
+	"strconv"
+	"strings"
 	"syscall"
 
 	"github.com/crem-project/crem/gateway"
@@ -20,9 +21,12 @@ TOML configuration file). Flags override the file. There is no default CREM port
 
 A peer that does not answer is not fatal: the flows stay unprotected, the log and the metrics
 say so, and HELLO is tried again after the hold-off (C3). SIGTERM and SIGINT close every flow
-with CLOSE reason 0 and drain. /metrics (Prometheus) and /healthz are served on
-metrics_address. Exit status: 0 after a clean stop, 1 on a run-time failure, 2 for a bad
-configuration (one line on standard error).
+with CLOSE reason 0, drain and log "gateway stopped". SIGHUP reads the file again (with the
+flags over it): the protect rules, the policy, the reporters and the log level change without a
+flow dropped; a file that does not check out, or that changes a socket, is refused with one log
+line and the gateway runs on (docs/gateway.md, Reloading). /metrics (Prometheus) and /healthz
+are served on metrics_address. Exit status: 0 after a clean stop, 1 on a run-time failure, 2
+for a bad configuration (one line on standard error naming the file, line, key and value).
 
 --check-config validates the file and the flags given with it as a start does, without
 opening a socket or the TUN device, and prints the resolved configuration: every field with
@@ -79,35 +83,54 @@ func runGateway(args []string, s stdio) int {
 	case *asJSON && !check.set:
 		return bad(errors.New("--json needs --check-config"))
 	}
-	var cfg gateway.Config
-	if *file != "" {
-		c, err := gateway.LoadConfig(*file)
-		if err != nil {
-			return bad(err)
-		}
-		cfg = c
-	}
-	for _, o := range []struct {
-		v   string
-		dst *string
-	}{{*cremAddr, &cfg.CREMAddress}, {*peer, &cfg.Peer}, {*mode, &cfg.Mode}, {*protection, &cfg.DomainProtection},
-		{*metrics, &cfg.MetricsAddress}, {*level, &cfg.LogLevel}, {*pcapFile, &cfg.Pcap}, {*tunWrite, &cfg.Tun.Write},
-		{*tunVerify, &cfg.Tun.Verify}} {
-		if o.v != "" {
-			*o.dst = o.v
-		}
-	}
-	if *noOffload {
-		off := false
-		cfg.Relay.Offload = &off
-	}
+	overrides := []struct{ flag, key, v string }{{"--crem-address", "crem_address", *cremAddr}, {"--peer", "peer", *peer},
+		{"--mode", "mode", *mode}, {"--domain-protection", "domain_protection", *protection},
+		{"--metrics-address", "metrics_address", *metrics}, {"--log-level", "log_level", *level}, {"--pcap", "pcap", *pcapFile},
+		{"--tun-write", "tun.write", *tunWrite}, {"--tun-verify", "tun.verify", *tunVerify}}
 	switch *tunOffload {
-	case "":
-	case "on", "off":
-		on := *tunOffload == "on"
-		cfg.Tun.Offload = &on
+	case "", "on", "off":
 	default:
 		return bad(fmt.Errorf("--tun-offload %q: want on or off", *tunOffload))
+	}
+	given := *noOffload || *tunOffload != ""
+	for _, o := range overrides {
+		given = given || o.v != ""
+	}
+	if *file == "" && !given {
+		return bad(errors.New("no configuration: give --config FILE (docs/gateway.md describes it; --check-config FILE checks one)"))
+	}
+	// load reads the file and applies the flags over it: at the start, and again on SIGHUP.
+	load := func() (gateway.Config, error) {
+		var cfg gateway.Config
+		if *file != "" {
+			c, err := gateway.LoadConfig(*file)
+			if err != nil {
+				return cfg, err
+			}
+			cfg = c
+		}
+		for _, o := range overrides {
+			if o.v != "" {
+				if err := cfg.Set(o.flag, o.key, strconv.Quote(o.v)); err != nil {
+					return cfg, err
+				}
+			}
+		}
+		if *noOffload {
+			if err := cfg.Set("--no-offload", "relay.offload", "false"); err != nil {
+				return cfg, err
+			}
+		}
+		if *tunOffload != "" {
+			if err := cfg.Set("--tun-offload", "tun.offload", strconv.FormatBool(*tunOffload == "on")); err != nil {
+				return cfg, err
+			}
+		}
+		return cfg, nil
+	}
+	cfg, err := load()
+	if err != nil {
+		return bad(err)
 	}
 	if check.set {
 		return checkConfig(cfg, *file, *asJSON, s)
@@ -115,16 +138,9 @@ func runGateway(args []string, s stdio) int {
 	if err := cfg.Validate(); err != nil {
 		return bad(err)
 	}
-	lv := slog.LevelInfo
-	switch cfg.LogLevel {
-	case "debug":
-		lv = slog.LevelDebug
-	case "warn":
-		lv = slog.LevelWarn
-	case "error":
-		lv = slog.LevelError
-	}
-	log := slog.New(slog.NewTextHandler(s.err, &slog.HandlerOptions{Level: lv}))
+	levelVar := new(slog.LevelVar)
+	levelVar.Set(cfg.LogLevel.Slog())
+	log := slog.New(slog.NewTextHandler(s.err, &slog.HandlerOptions{Level: levelVar}))
 	opts := gateway.Options{Logger: log, Version: version}
 	if cfg.Pcap != "" {
 		f, err := os.Create(cfg.Pcap)
@@ -134,6 +150,10 @@ func runGateway(args []string, s stdio) int {
 		defer f.Close()
 		opts.Pcap = f
 	}
+	// From here SIGHUP reloads (a SIGHUP while the sockets open waits for the start), and
+	// SIGINT and SIGTERM stop with CLOSE to every peer and the summary line.
+	sigs, release := serviceSignals()
+	defer release()
 	g, err := gateway.New(cfg, opts)
 	if err != nil {
 		var ce *gateway.ConfigError
@@ -143,8 +163,23 @@ func runGateway(args []string, s stdio) int {
 		fmt.Fprintf(s.err, "crem gateway: %v\n", err)
 		return 1
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, stop := context.WithCancel(context.Background())
 	defer stop()
+	go func() {
+		for {
+			select {
+			case sig := <-sigs:
+				if sig != syscall.SIGHUP {
+					log.Info("gateway stopping", "signal", signalName(sig))
+					stop()
+					return
+				}
+				reloadGateway(g, load, levelVar, log)
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
 	if a := g.MetricsAddress(); a != "" {
 		ln, err := net.Listen("tcp", a)
 		if err != nil {
@@ -162,6 +197,23 @@ func runGateway(args []string, s stdio) int {
 		return 1
 	}
 	return 0
+}
+
+// reloadGateway is SIGHUP: the file read again with the flags over it, and what may change
+// without new sockets applied to the running gateway (Gateway.Reload), or nothing applied and
+// one line that says why. Either way the gateway runs on.
+func reloadGateway(g *gateway.Gateway, load func() (gateway.Config, error), level *slog.LevelVar, log *slog.Logger) {
+	cfg, err := load()
+	var changed []string
+	if err == nil {
+		changed, err = g.Reload(cfg)
+	}
+	if err != nil {
+		log.Error("configuration not reloaded: the gateway runs on as before", "err", err)
+		return
+	}
+	level.Set(cfg.LogLevel.Slog())
+	log.Info("configuration reloaded", "changed", strings.Join(changed, " "))
 }
 
 // checkFlag is --check-config: alone (the file is --config's, or the next argument), or

@@ -3,9 +3,12 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"net"
 	"os"
 	"path/filepath"
+	"regexp"
+	"runtime"
 	"strings"
 	"testing"
 )
@@ -111,7 +114,7 @@ k = 16
 		t.Fatalf("no rule: code %d, stderr %q", code, errs)
 	}
 	for _, c := range []struct{ name, edit, want string }{
-		{"bad m", "m = 300", "policy: k 16 and m 300"},
+		{"bad m", "m = 300", "policy.m = 300: k 16 and m 300"},
 		{"zero RTT", "initial_rtt = \"0s\"", "policy.initial_rtt"},
 		{"unknown field", "kk = 3", "unknown field \"policy.kk\""},
 		{"bad duration", "idle_timeout = \"soon\"", "policy.idle_timeout"},
@@ -139,5 +142,91 @@ k = 16
 		if code, _, errs := runCmd(append([]string{"gateway"}, c.args...)...); code != 2 || !strings.Contains(errs, c.want) {
 			t.Errorf("%v: code %d, %q; want 2 and %q", c.args, code, errs, c.want)
 		}
+	}
+}
+
+// TestGatewayCheckConfigBroken: `crem gateway --check-config` on each broken configuration of
+// testdata/badconfig exits 2 with one line on standard error that names the file, the line of
+// the bad key (where there is one), the key, its value as written and what is wanted; nothing
+// on standard output.
+func TestGatewayCheckConfigBroken(t *testing.T) {
+	cases := []struct {
+		file string
+		line int // 0: a key that is missing, named with the file alone
+		want string
+	}{
+		{"missing-crem-address", 0, `crem_address is required: there is no default CREM port (C14)`},
+		{"crem-port-zero", 2, `crem_address = "127.0.0.1:0": the port must not be 0`},
+		{"unknown-field", 16, `unknown field "policy.colour"`},
+		{"misspelt-key", 2, `unknown field "crem_adress"`},
+		{"k-as-string", 15, `policy.k = "32": want an integer`},
+		{"epsilon-two", 16, `policy.epsilon = 2: want a value in (0, 1)`},
+		{"k-plus-m", 16, `policy.m = 10: k 250 and m 10: want 0 <= m and k + m <= 255`},
+		{"negative-m", 16, `policy.m = -1: k 32 and m -1: want 0 <= m`},
+		{"max-m-below-m", 17, `policy.max_m = 4: want m (8) to 255`},
+		{"max-open-blocks-zero", 16, `policy.max_open_blocks = 0: want 1 to 65535`},
+		{"wan-listen-equals-listen", 8, `relay.wan_listen = "127.0.0.1:7000": the UDP socket of relay.listen (127.0.0.1:7000) takes this port too`},
+		{"wildcard-overlap", 6, `relay.listen = "0.0.0.0:50000": the UDP socket of crem_address (127.0.0.1:50000) takes this port too`},
+		{"listen-without-port", 6, `relay.listen = "127.0.0.1": want an address and port in quotes`},
+		{"missing-target", 0, `relay.target is required: in relay mode`},
+		{"bad-mode", 4, `mode = "bridge": want relay or tun`},
+		{"non-loopback-unprotected", 2, `crem_address = "192.0.2.1:50000": not a loopback address: domain_protection must say`},
+		{"bad-protection", 4, `domain_protection = "hope": want ipsec or boundary`},
+		{"src-port-range", 12, `protect[0].src_port = 70000: want a UDP port`},
+		{"reverse-qp-without-qp", 13, `protect[0].reverse_qp = 5: reverse_qp 5 needs qp`},
+		{"bad-prefix", 13, `protect[0].src = "10.1.0.0/33": want an address or prefix`},
+		{"bad-duration", 16, `policy.idle_timeout = "30": want a duration`},
+		{"zero-initial-rtt", 16, `policy.initial_rtt = "0s": want more than 0`},
+		{"bad-rdma-mtu", 16, `policy.rdma_mtu = 1500: want 256, 512, 1024, 2048 or 4096`},
+		{"bad-reporter", 4, `reporters = ["192.0.2.7", "reporter-a"]: want an address`},
+		{"bad-log-level", 4, `log_level = "loud": want debug, info, warn or error`},
+		{"duplicate-key", 16, `k is already defined`},
+		{"unterminated-string", 3, `TOML: `},
+	}
+	files, _ := filepath.Glob("testdata/badconfig/*.toml")
+	if len(files) != len(cases) {
+		t.Errorf("testdata/badconfig holds %d files, the table %d rows", len(files), len(cases))
+	}
+	for _, c := range cases {
+		t.Run(c.file, func(t *testing.T) {
+			f := filepath.Join("testdata", "badconfig", c.file+".toml")
+			code, out, errs := runCmd("gateway", "--check-config", f)
+			where := "configuration: " + f + ": "
+			if c.line > 0 {
+				where = fmt.Sprintf("configuration: %s:%d: ", f, c.line)
+			}
+			if code != 2 || out != "" || strings.Count(strings.TrimSpace(errs), "\n") != 0 ||
+				!strings.Contains(errs, where) || !strings.Contains(errs, c.want) {
+				t.Errorf("code %d, stdout %q, stderr %q; want 2 and one line with %q and %q", code, out, errs, where, c.want)
+			}
+			if regexp.MustCompile(`gateway\.[A-Z]|netip|struct field|Parse[A-Z]`).MatchString(errs) {
+				t.Errorf("the error shows Go's types: %q", errs)
+			}
+		})
+	}
+}
+
+// TestGatewayCheckConfigExamples: every example configuration of deploy/examples checks out
+// (exit 0, nothing on standard error); TUN mode's on Linux only.
+func TestGatewayCheckConfigExamples(t *testing.T) {
+	files, _ := filepath.Glob("../../deploy/examples/*.toml")
+	if len(files) == 0 {
+		t.Fatal("no example configuration")
+	}
+	for _, f := range files {
+		if strings.HasPrefix(filepath.Base(f), "tun-") && runtime.GOOS != "linux" {
+			continue
+		}
+		if code, out, errs := runCmd("gateway", "--check-config", f); code != 0 || errs != "" || !strings.Contains(out, "is valid") {
+			t.Errorf("%s: code %d, stderr %q", f, code, errs)
+		}
+	}
+}
+
+// TestGatewayNeedsConfig: `crem gateway` alone asks for the configuration file, exit 2.
+func TestGatewayNeedsConfig(t *testing.T) {
+	code, out, errs := runCmd("gateway")
+	if code != 2 || out != "" || !strings.Contains(errs, "give --config FILE") {
+		t.Fatalf("code %d, stdout %q, stderr %q; want 2 and a request for --config", code, out, errs)
 	}
 }

@@ -72,3 +72,25 @@ func (w *stopSignal) exitCode() int {
 		return 128 + int(syscall.SIGINT)
 	}
 }
+
+// serviceSignals delivers SIGINT and SIGTERM (stop) and SIGHUP (reload the configuration) to a
+// service that runs until stopped (crem gateway), so that none of them kills it unannounced;
+// release hands them back to their defaults.
+func serviceSignals() (sigs <-chan os.Signal, release func()) {
+	ch := make(chan os.Signal, 4)
+	signal.Notify(ch, os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
+	return ch, func() { signal.Stop(ch) }
+}
+
+// signalName is SIGINT, SIGTERM or SIGHUP.
+func signalName(s os.Signal) string {
+	switch s {
+	case syscall.SIGTERM:
+		return "SIGTERM"
+	case syscall.SIGHUP:
+		return "SIGHUP"
+	case os.Interrupt:
+		return "SIGINT"
+	}
+	return s.String()
+}
