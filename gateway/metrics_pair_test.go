@@ -41,7 +41,7 @@ func flowGauges(text string) map[string]float64 {
 func TestFlowGaugesOfProtectedFlow(t *testing.T) {
 	ep, target := boundUDP(t), boundUDP(t)
 	port := uint16(ep.LocalAddr().(*net.UDPAddr).Port)
-	a, _, stop := startRelayPair(t, addrOf(target), []gateway.ProtectRule{{SrcPort: int(port)}}, gateway.PolicyConfig{})
+	a, _, stop := startRelayPair(t, addrOf(target), []gateway.ProtectRule{{SrcPort: port}}, gateway.PolicyConfig{})
 	defer stop()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
