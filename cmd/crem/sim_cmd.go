@@ -176,7 +176,11 @@ func simConfig(args []string, s stdio, getenv func(string) string) (cfg *simRun,
 	if *rtt != "" {
 		d, err := time.ParseDuration(*rtt)
 		if err != nil || d <= 0 {
-			fmt.Fprintf(s.err, "crem sim: --rtt %q: want a positive Go duration (25ms)\n", *rtt)
+			reason, example := durationReason(*rtt)
+			if err == nil {
+				reason, example = "want a positive round trip", "25ms"
+			}
+			fmt.Fprintf(s.err, "crem sim: invalid value %q for flag --rtt: %s, e.g. --rtt %s\nRun 'crem sim -h' for usage.\n", *rtt, reason, example)
 			return nil, simExitConfig, false
 		}
 		sc.RTT = d

@@ -1,0 +1,148 @@
+package main
+
+import (
+	"runtime"
+	"runtime/debug"
+	"strings"
+	"testing"
+)
+
+// flagSets are every flag set of crem: the words before the flags, the name in its messages.
+var flagSets = []struct{ args []string }{
+	{[]string{"demo"}},
+	{[]string{"fec", "encode"}},
+	{[]string{"wire", "decode"}},
+	{[]string{"pcap"}},
+	{[]string{"pcap", "verify"}},
+	{[]string{"pcap", "stats"}},
+	{[]string{"netem"}},
+	{[]string{"perf", "serve"}},
+	{[]string{"perf", "write"}},
+	{[]string{"perf", "send"}},
+	{[]string{"perf", "read"}},
+	{[]string{"perf", "lat", "write"}},
+	{[]string{"sim"}},
+	{[]string{"sim", "merge"}},
+	{[]string{"gateway"}},
+	{[]string{"conform"}},
+	{[]string{"lab"}},
+	{[]string{"version"}},
+}
+
+// A mistyped flag prints one line naming it and the hint to the command's help, not the whole
+// usage, and exits 2, for every subcommand.
+func TestBadFlagPrintsOneErrorAndHint(t *testing.T) {
+	for _, fs := range flagSets {
+		name := strings.Join(fs.args, " ")
+		if fs.args[0] == "perf" && fs.args[1] == "lat" {
+			name = "perf lat write"
+		}
+		t.Run(name, func(t *testing.T) {
+			code, out, errs := runCmd(append(fs.args, "--no-such-flag")...)
+			want := "crem " + name + ": flag provided but not defined: -no-such-flag\nRun 'crem " + name + " -h' for usage.\n"
+			if code != 2 || out != "" || errs != want {
+				t.Fatalf("exit %d, stdout %q, stderr %q; want 2, nothing, %q", code, out, errs, want)
+			}
+		})
+	}
+	t.Run("unknown command", func(t *testing.T) {
+		code, _, errs := runCmd("sims")
+		if code != 2 || strings.Count(errs, "\n") != 1 {
+			t.Fatalf("exit %d, stderr %q", code, errs)
+		}
+	})
+}
+
+// A value a flag cannot take names the flag as typed (--rtt, -s) and the value, says why in
+// words and gives an example.
+func TestBadFlagValueNamesFlagValueAndExample(t *testing.T) {
+	cases := []struct {
+		args []string
+		want string
+	}{
+		{[]string{"lab", "--rtt", "20"}, `crem lab: invalid value "20" for flag --rtt: a duration needs a unit, e.g. --rtt 20ms`},
+		{[]string{"sim", "--scenario", "metro", "--rtt", "20"}, `crem sim: invalid value "20" for flag --rtt: a duration needs a unit, e.g. --rtt 20ms`},
+		{[]string{"netem", "--delay", "5"}, `crem netem: invalid value "5" for flag --delay: a duration needs a unit, e.g. --delay 5ms`},
+		{[]string{"perf", "write", "--rtt", "x"}, `crem perf write: invalid value "x" for flag --rtt: want a duration with a unit`},
+		{[]string{"perf", "write", "-s", "4x"}, `crem perf write: invalid value "4x" for flag -s: unknown unit "x"`},
+		{[]string{"perf", "write", "--rate", "4MB"}, `crem perf write: invalid value "4MB" for flag --rate: B means bytes`},
+		{[]string{"lab", "--rate", "fast"}, `e.g. --rate 500Mbit`},
+		{[]string{"lab", "--size", "big"}, `e.g. --size 4MiB`},
+		{[]string{"sim", "--trials", "many"}, `crem sim: invalid value "many" for flag --trials: want a whole number`},
+		{[]string{"sim", "--drop-rates", "1e-4,2"}, `crem sim: invalid value "1e-4,2" for flag --drop-rates: above 1, e.g. --drop-rates 0.01`},
+		{[]string{"conform", "--timeout", "2"}, `crem conform: invalid value "2" for flag --timeout: a duration needs a unit, e.g. --timeout 2ms`},
+	}
+	for _, c := range cases {
+		t.Run(strings.Join(c.args, " "), func(t *testing.T) {
+			code, _, errs := runCmd(c.args...)
+			if code != 2 || !strings.Contains(errs, c.want) || strings.Contains(errs, "parse error") ||
+				!strings.HasSuffix(errs, " -h' for usage.\n") || strings.Count(errs, "\n") != 2 {
+				t.Fatalf("exit %d, stderr %q; want 2 and %q, then the hint", code, errs, c.want)
+			}
+		})
+	}
+}
+
+// crem help CMD shows what crem CMD -h shows, the command's own help, and exits 0.
+func TestHelpCommandShowsCommandHelp(t *testing.T) {
+	for _, c := range commands() {
+		t.Run(c.name, func(t *testing.T) {
+			code, out, errs := runCmd("help", c.name)
+			hcode, hout, herrs := runCmd(c.name, "-h")
+			if code != 0 || hcode != 0 {
+				t.Fatalf("crem help %s exits %d, crem %s -h exits %d", c.name, code, c.name, hcode)
+			}
+			if out+errs != hout+herrs {
+				t.Fatalf("crem help %s and crem %s -h differ:\n%s\n---\n%s", c.name, c.name, out+errs, hout+herrs)
+			}
+			if !strings.Contains(out+errs, "Usage: crem "+c.name) || strings.Contains(out+errs, "Commands:") {
+				t.Fatalf("crem help %s does not show the command's help:\n%s", c.name, out+errs)
+			}
+		})
+	}
+	if code, out, errs := runCmd("help", "perf", "write"); code != 0 || !strings.Contains(out+errs, "Usage: crem perf write") {
+		t.Fatalf("crem help perf write: exit %d\n%s", code, out+errs)
+	}
+	if code, _, errs := runCmd("help", "nosuch"); code != 2 || !strings.Contains(errs, `unknown command "nosuch"`) {
+		t.Fatalf("crem help nosuch: exit %d, %q", code, errs)
+	}
+	if code, out, _ := runCmd("help"); code != 0 || !strings.Contains(out, "Commands:") {
+		t.Fatalf("crem help: exit %d\n%s", code, out)
+	}
+}
+
+// crem --version and crem version print the same line: crem, the version, the Go version.
+func TestVersionFlagAndCommandAgree(t *testing.T) {
+	code, out, _ := runCmd("version")
+	fcode, fout, _ := runCmd("--version")
+	if code != 0 || fcode != 0 || out != fout {
+		t.Fatalf("crem version: %d %q; crem --version: %d %q", code, out, fcode, fout)
+	}
+	if !strings.HasPrefix(out, "crem ") || !strings.HasSuffix(out, " "+runtime.Version()+"\n") || strings.Count(out, "\n") != 1 {
+		t.Fatalf("crem version prints %q; want one line crem VERSION %s", out, runtime.Version())
+	}
+}
+
+// The version comes from the build information, "dev" without it.
+func TestVersionLineFromBuildInfo(t *testing.T) {
+	none := func() (*debug.BuildInfo, bool) { return nil, false }
+	if got := versionLine("dev", none); got != "crem dev "+runtime.Version() {
+		t.Fatalf("no build information: %q", got)
+	}
+	tagged := func() (*debug.BuildInfo, bool) {
+		return &debug.BuildInfo{GoVersion: "go1.99", Main: debug.Module{Version: "v1.2.3"}}, true
+	}
+	if got := versionLine("dev", tagged); got != "crem v1.2.3 go1.99" {
+		t.Fatalf("module version: %q", got)
+	}
+	if got := versionLine("v9", tagged); got != "crem v9 go1.99" {
+		t.Fatalf("-ldflags version: %q", got)
+	}
+	checkout := func() (*debug.BuildInfo, bool) {
+		return &debug.BuildInfo{GoVersion: "go1.99", Main: debug.Module{Version: "(devel)"}, Settings: []debug.BuildSetting{
+			{Key: "vcs.revision", Value: "0123456789abcdef0123"}, {Key: "vcs.modified", Value: "true"}}}, true
+	}
+	if got := versionLine("dev", checkout); got != "crem dev-0123456789ab+dirty go1.99" {
+		t.Fatalf("git checkout: %q", got)
+	}
+}
