@@ -185,7 +185,7 @@ func simConfig(args []string, s stdio, getenv func(string) string) (cfg *simRun,
 		}
 		sc.RTT = d
 	}
-	sw := &sim.Sweep{Scenario: sc, Seed: *seed}
+	sw := &sim.Sweep{Scenario: sc, Seed: *seed, Overrides: simOverrides(fs)}
 	if *schemes == "" && *compareBest {
 		sw.Schemes, err = sim.ParseSchemes(strings.Join(append([]string{sim.CompareScheme}, sim.CompareAgainst...), ","))
 	} else if *schemes == "" {
@@ -212,6 +212,24 @@ func simConfig(args []string, s stdio, getenv func(string) string) (cfg *simRun,
 		return nil, simExitConfig, false
 	}
 	return &simRun{sw: sw, out: *out, asJSON: *asJSON, failIncomplete: *failIncomplete, shardFrom: from, compareBest: *compareBest}, 0, true
+}
+
+// simScenarioFlags are the flags that override a value of the scenario.
+var simScenarioFlags = []string{"schemes", "sizes", "drop-rates", "rate", "rtt", "mtu", "loss", "burst-len", "policy-burst", "trials"}
+
+// simOverrides returns the scenario's values the command line overrides, flag name to value in
+// the flag's canonical form (nil when none).
+func simOverrides(fs *flag.FlagSet) map[string]string {
+	var o map[string]string
+	fs.Visit(func(f *flag.Flag) {
+		if slices.Contains(simScenarioFlags, f.Name) {
+			if o == nil {
+				o = map[string]string{}
+			}
+			o[f.Name] = f.Value.String()
+		}
+	})
+	return o
 }
 
 // run runs the sweep and writes its results.
