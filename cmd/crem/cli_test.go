@@ -1,10 +1,13 @@
 package main
 
 import (
+	"io"
 	"runtime"
 	"runtime/debug"
 	"strings"
 	"testing"
+
+	"github.com/crem-project/crem/units"
 )
 
 // flagSets are every flag set of crem: the words before the flags, the name in its messages.
@@ -144,5 +147,88 @@ func TestVersionLineFromBuildInfo(t *testing.T) {
 	}
 	if got := versionLine("dev", checkout); got != "crem dev-0123456789ab+dirty go1.99" {
 		t.Fatalf("git checkout: %q", got)
+	}
+}
+
+// A rate under 1 Mbit/s (a rate typed without its unit) and a run predicted to take over an
+// hour are warned of before the run, naming the cause and the fix.
+func TestSlowRunWarnsFirst(t *testing.T) {
+	cases := []struct {
+		name string
+		plan runPlan
+		want []string
+	}{
+		{"bare rate", perfPlan("perf write", 100, true, true, false, false, 4096, 1, 1, false, 0, 0, 0, 0),
+			[]string{"--rate 100bit/s is under 1Mbit/s", "e.g. --rate 100Mbit"}},
+		{"bare rate, long", perfPlan("perf write", 100, true, true, false, false, 4096, 1000, 1, false, 0, 0, 0, 0),
+			[]string{"under 1Mbit/s", "this run takes at least", "4KiB x 1000 messages at 100bit/s", "raise --rate or lower --size or --iters"}},
+		{"long at the default rate", perfPlan("perf write", 0, false, true, false, false, 1 << 30, 1000, 1, false, 0, 0, 0, 0),
+			[]string{"this run takes at least 11.9 hours"}},
+		{"round trips of the latency test", perfPlan("perf lat write", 1e9, true, true, false, true, 2, 400000, 1, false, 0, 0, 10e6, 0),
+			[]string{"this run takes at least 1.1 hours"}},
+		{"lab", labPlan(100, 4<<20, 16, 0, false, 0, 20e6),
+			[]string{"crem lab: warning: --rate 100bit/s is under 1Mbit/s", "4 configurations of 16 x 4MiB", "lower --size or --messages"}},
+		{"sim", simPlanFor(t, "1MiB", 100), []string{"crem sim: warning: --rate 100bit/s", "a message of 1MiB", "lower --sizes"}},
+		{"perf fine", perfPlan("perf write", 0, false, true, false, false, 4 << 20, 1000, 1, false, 0, 0, 0, 0), nil},
+		{"perf for a duration", perfPlan("perf write", 2e6, true, true, false, false, 1 << 30, 1000, 1, false, 0, 5e9, 0, 0), nil},
+		{"lab fine", labPlan(500e6, 4<<20, 16, 0, true, 0, 20e6), nil},
+		{"sim fine", simPlanFor(t, "1MiB", 10e9), nil},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			w := strings.Join(c.plan.warnings(), "\n")
+			if c.want == nil && w != "" {
+				t.Fatalf("warned: %s", w)
+			}
+			for _, want := range c.want {
+				if !strings.Contains(w, want) {
+					t.Fatalf("warnings %q lack %q", w, want)
+				}
+			}
+		})
+	}
+	// The commands print them first, on standard error.
+	code, _, errs := runCmd("lab", "--rate", "100", "--json")
+	if code != 2 || !strings.HasPrefix(errs, "crem lab: warning: --rate 100bit/s is under 1Mbit/s") {
+		t.Fatalf("crem lab --rate 100: exit %d, %q", code, errs)
+	}
+	code, _, errs = runCmd("perf", "write", "--loopback", "--rate", "100", "--size", "8GiB")
+	if code != 2 || !strings.Contains(errs, "--size 8GiB") {
+		t.Fatalf("crem perf --rate 100 --size 8GiB: exit %d, %q", code, errs)
+	}
+}
+
+func simPlanFor(t *testing.T, size string, rate int64) runPlan {
+	t.Helper()
+	cfg, code, ok := simConfig([]string{"--scenario", "metro", "--sizes", size, "--rate", units.FormatRate(rate)},
+		stdio{in: strings.NewReader(""), out: io.Discard, err: io.Discard}, func(string) string { return "" })
+	if !ok {
+		t.Fatalf("simConfig: exit %d", code)
+	}
+	return simPlan(cfg.sw.Scenario)
+}
+
+// A size or range crem perf or crem lab cannot move exits 2 with one line naming the flag, and
+// prints no JSON object of zeros.
+func TestSizeOutOfRangeExitsTwoWithoutJSON(t *testing.T) {
+	cases := []struct {
+		args []string
+		want string
+	}{
+		{[]string{"perf", "write", "--loopback", "-s", "4GiB", "--json"}, "crem perf write: --size 4GiB: want 2 octets to 1GiB"},
+		{[]string{"perf", "read", "--loopback", "--size", "0", "--json"}, "positive --size"},
+		{[]string{"perf", "write", "--loopback", "-a", "--max-size", "2GiB", "--json"}, "--max-size"},
+		{[]string{"perf", "write", "--loopback", "--qps", "0", "--json"}, "--qps 0"},
+		{[]string{"lab", "--size", "2GiB", "--json"}, "crem lab: --size 2GiB"},
+		{[]string{"lab", "--messages", "-1", "--json"}, "--messages"},
+		{[]string{"sim", "--scenario", "metro", "--sizes", "0", "--json"}, "crem sim:"},
+	}
+	for _, c := range cases {
+		t.Run(strings.Join(c.args, " "), func(t *testing.T) {
+			code, out, errs := runCmd(c.args...)
+			if code != 2 || out != "" || !strings.Contains(errs, c.want) {
+				t.Fatalf("exit %d, stdout %q, stderr %q; want 2, nothing, %q", code, out, errs, c.want)
+			}
+		})
 	}
 }

@@ -211,7 +211,25 @@ func simConfig(args []string, s stdio, getenv func(string) string) (cfg *simRun,
 		fmt.Fprintf(s.err, "crem sim: %v\n", err)
 		return nil, simExitConfig, false
 	}
+	if _, given := sw.Overrides["rate"]; given {
+		simPlan(sc).warn(s.err)
+	}
 	return &simRun{sw: sw, out: *out, asJSON: *asJSON, failIncomplete: *failIncomplete, shardFrom: from, compareBest: *compareBest}, 0, true
+}
+
+// simPlan is the longest trial of a sweep in simulated time, for the warnings before it starts:
+// its largest message at the path's rate and a few round trips. The simulation's wall time grows
+// with the simulated time.
+func simPlan(sc sim.Scenario) runPlan {
+	var largest int64
+	for _, n := range sc.Sizes {
+		largest = max(largest, n)
+	}
+	for _, e := range sc.Extra {
+		largest = max(largest, e.Size)
+	}
+	return runPlan{name: "sim", rate: sc.Rate, rateFlag: "--rate", bytes: float64(largest), rtts: 4, rtt: sc.RTT,
+		what: "a message of " + units.FormatSize(largest), fix: "--sizes"}
 }
 
 // simScenarioFlags are the flags that override a value of the scenario.
