@@ -73,6 +73,7 @@ func TestBadFlagValueNamesFlagValueAndExample(t *testing.T) {
 		{[]string{"lab", "--size", "big"}, `e.g. --size 4MiB`},
 		{[]string{"sim", "--trials", "many"}, `crem sim: invalid value "many" for flag --trials: want a whole number`},
 		{[]string{"sim", "--drop-rates", "1e-4,2"}, `crem sim: invalid value "1e-4,2" for flag --drop-rates: above 1, e.g. --drop-rates 0.01`},
+		{[]string{"lab", "--json=maybe"}, `crem lab: invalid value "maybe" for flag --json: want true or false, as in --json=false`},
 		{[]string{"conform", "--timeout", "2"}, `crem conform: invalid value "2" for flag --timeout: a duration needs a unit, e.g. --timeout 2ms`},
 	}
 	for _, c := range cases {
@@ -230,5 +231,13 @@ func TestSizeOutOfRangeExitsTwoWithoutJSON(t *testing.T) {
 				t.Fatalf("exit %d, stdout %q, stderr %q; want 2, nothing, %q", code, out, errs, c.want)
 			}
 		})
+	}
+}
+
+// Flags before crem perf's operation are a usage error that shows the command as it should be.
+func TestPerfFlagsBeforeOperationShowTheOrder(t *testing.T) {
+	code, out, errs := runCmd("perf", "--loopback", "-s", "4KiB")
+	if code != 2 || out != "" || !strings.Contains(errs, "as in crem perf write --loopback -s 4KiB") {
+		t.Fatalf("exit %d, stdout %q, stderr %q", code, out, errs)
 	}
 }

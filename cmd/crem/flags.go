@@ -160,7 +160,8 @@ func flagValueReason(f *flag.Flag, value string, cause error, why string) (reaso
 		}
 		return "want a number", nonZero(f.DefValue, "1.5")
 	case bool:
-		return "want true or false", "true"
+		// A boolean flag takes its value after "=" only: --json=false.
+		return "want true or false, as in " + flagName(f.Name) + "=false", ""
 	}
 	if why == "parse error" {
 		why = "not a valid value"

@@ -10,6 +10,7 @@ import (
 	"net/netip"
 	"os"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/crem-project/crem/netem"
@@ -140,6 +141,10 @@ func runPerf(args []string, s stdio) int {
 		op, lat, args = args[1], true, args[1:]
 	default:
 		fmt.Fprintf(s.err, "crem perf: unknown subcommand %q (want serve, write, send, read or lat)\n", op)
+		if strings.HasPrefix(op, "-") {
+			// Flags after the operation: crem perf write --loopback.
+			fmt.Fprintf(s.err, "Run 'crem perf -h' for usage: the operation comes first, as in crem perf write %s\n", strings.Join(args, " "))
+		}
 		return 2
 	}
 	name := "perf " + op
