@@ -9,6 +9,7 @@ import (
 	"net/netip"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/crem-project/crem/roce"
@@ -31,8 +32,11 @@ type sock struct {
 	ch      chan rx
 	pending []rx // received, not yet taken by a scenario's predicate
 	dropped int
-	mu      sync.Mutex
-	done    chan struct{}
+	// received counts every datagram the socket read, for the runner's check that the target
+	// answers at all.
+	received atomic.Int64
+	mu       sync.Mutex
+	done     chan struct{}
 }
 
 const (
@@ -60,6 +64,7 @@ func (s *sock) read() {
 			}
 			continue
 		}
+		s.received.Add(1)
 		r := rx{at: time.Now(), from: netip.AddrPortFrom(from.Addr().Unmap(), from.Port()), b: append([]byte(nil), buf[:n]...)}
 		select {
 		case s.ch <- r:

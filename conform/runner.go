@@ -70,6 +70,11 @@ type Config struct {
 // ErrConfig marks a configuration the runner cannot run with.
 var ErrConfig = errors.New("conform: configuration")
 
+// ErrTargetSilent marks a run stopped because the target sent nothing at all: a scenario that
+// waited for it failed before any datagram came from it. The other scenarios would each wait
+// their timeout for nothing; Run returns the report of those that ran.
+var ErrTargetSilent = errors.New("conform: the target does not answer")
+
 func cfgErr(format string, a ...any) error {
 	return fmt.Errorf("%w: %s", ErrConfig, fmt.Sprintf(format, a...))
 }
@@ -186,18 +191,33 @@ func Run(cfg Config, all []Scenario) (*Report, error) {
 	}
 	rep := &Report{Half: cfg.Half, Target: cfg.Target.String()}
 	begin := time.Now()
+	var extraRx int64 // datagrams the scenarios' own sockets read
 	for _, sc := range sel {
-		res := runOne(&cfg, sc, rng, socks, nextQP)
+		res := runOne(&cfg, sc, rng, socks, nextQP, &extraRx)
 		rep.Results = append(rep.Results, res)
 		if cfg.Progress != nil {
 			fmt.Fprintf(cfg.Progress, "%-4s %s (%s) %s\n", res.Status, res.Name, res.Duration.Round(time.Millisecond), oneLine(res.Reason))
+		}
+		if res.Status == Fail && received(socks)+extraRx == 0 {
+			rep.Elapsed = time.Since(begin)
+			return rep, fmt.Errorf("%w: nothing came from %v during %s (%s)", ErrTargetSilent, cfg.Target, res.Name,
+				res.Duration.Round(time.Millisecond))
 		}
 	}
 	rep.Elapsed = time.Since(begin)
 	return rep, nil
 }
 
-func runOne(cfg *Config, sc Scenario, rng *rand.Rand, socks map[string]*sock, nextQP func() uint32) (res Result) {
+// received is the number of datagrams the runner's sockets read since the run began.
+func received(socks map[string]*sock) int64 {
+	var n int64
+	for _, s := range socks {
+		n += s.received.Load()
+	}
+	return n
+}
+
+func runOne(cfg *Config, sc Scenario, rng *rand.Rand, socks map[string]*sock, nextQP func() uint32, extraRx *int64) (res Result) {
 	res = Result{Name: sc.Name, Half: sc.Half, Section: sc.Section, Optional: sc.Optional, Status: Pass}
 	h := &Harness{cfg: cfg, rng: rng, socks: socks, res: &res, nextQP: nextQP}
 	for name := range socks {
@@ -208,6 +228,7 @@ func runOne(cfg *Config, sc Scenario, rng *rand.Rand, socks map[string]*sock, ne
 	defer func() {
 		for _, s := range h.extra {
 			s.close()
+			*extraRx += s.received.Load()
 		}
 		res.Duration = time.Since(h.start)
 		if res.Status == Fail {

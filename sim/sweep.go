@@ -39,6 +39,9 @@ type Sweep struct {
 	MemoryLimit int64
 	// Progress, if set, is called after each trial with the trials done and the total.
 	Progress func(done, total int)
+	// Overrides are the scenario's values the user changed (flag name to value as given, in
+	// canonical form), copied into every Result so a report says what it ran.
+	Overrides map[string]string
 }
 
 // Cells returns every cell of the sweep in report order (scheme, drop rate, size), before
@@ -286,6 +289,9 @@ func (s *Sweep) RunContext(ctx context.Context) ([]Result, error) {
 			res[i].Interrupted, res[i].TrialsPlanned, res[i].TrialsCancelled = true, len(outs[i]), cancelled[i]
 		}
 	}
+	for i := range res {
+		res[i].Overrides = s.Overrides
+	}
 	return res, nil
 }
 
@@ -322,6 +328,9 @@ type Result struct {
 	RecoveryMeanS  float64 `json:"recovery_mean_s,omitempty"`
 	RecoveryP99S   float64 `json:"recovery_p99_s,omitempty"`
 	RecoveryBlocks int     `json:"recovery_blocks,omitempty"`
+	// Overrides are the scenario's values the command line changed (Sweep.Overrides): flag name
+	// to value, e.g. "rtt": "20ms", "rate": "10Gbit/s". Absent when the scenario ran as defined.
+	Overrides map[string]string `json:"overrides,omitempty"`
 	// Completions are the trials' completion times in seconds, in trial order (CSV and merge).
 	Completions []float64 `json:"-"`
 	// KM is CREM's (k, m) over time in the first trial.

@@ -76,6 +76,10 @@ func FormatFraction(f float64) string {
 func ParseDuration(s string) (time.Duration, error) {
 	d, err := time.ParseDuration(strings.TrimSpace(s))
 	if err != nil {
+		if _, nerr := strconv.ParseFloat(strings.TrimSpace(s), 64); nerr == nil {
+			// A bare number: the unit is what is missing (0 alone is a duration).
+			return 0, &ParseError{Kind: "duration", Input: s, Err: syntaxf("a duration needs a unit (ns, us, ms, s, m, h), as in %sms", strings.TrimSpace(s))}
+		}
 		return 0, &ParseError{Kind: "duration", Input: s, Err: syntaxf("want a Go duration such as 25ms, 1.5s or 12us")}
 	}
 	if d < 0 {

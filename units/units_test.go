@@ -434,3 +434,15 @@ func TestFractionRoundTripProperty(t *testing.T) {
 		}
 	})
 }
+
+// A bare number is not a duration: the error says the unit is missing and shows it added.
+func TestParseDurationBareNumberNeedsUnit(t *testing.T) {
+	_, err := ParseDuration("20")
+	if err == nil || !errors.Is(err, ErrSyntax) || !strings.Contains(err.Error(), "needs a unit") || !strings.Contains(err.Error(), "20ms") {
+		t.Fatalf("ParseDuration(20) error = %v", err)
+	}
+	_, err = ParseDuration("20 parsecs")
+	if err == nil || strings.Contains(err.Error(), "needs a unit") {
+		t.Fatalf("ParseDuration(20 parsecs) error = %v", err)
+	}
+}

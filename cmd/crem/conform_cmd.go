@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"net/netip"
 	"os"
@@ -35,7 +36,8 @@ writes JUnit XML for CI. Progress goes to standard error with --verbose.
 
 Exit status:
   0  nothing required failed (OPTIONAL failures and SKIPs are reported, not counted)
-  1  a required scenario failed
+  1  a required scenario failed, or the target does not answer: when a scenario fails before
+     anything at all came from the target, crem says so once and runs no more scenarios
   2  bad usage: flags, addresses, --run matching nothing, a socket that cannot be bound, a
      --junit file that cannot be written
 
@@ -149,6 +151,12 @@ func runConform(args []string, s stdio) int {
 		c.Progress = s.err
 	}
 	rep, err := conform.Run(c, all)
+	if errors.Is(err, conform.ErrTargetSilent) {
+		// Said once, instead of every scenario failing its timeout with a guess at the cause.
+		fmt.Fprintf(s.err, "crem conform: target %v does not answer: is crem gateway running there? (%v; if it runs, check that its peer is --listen and that a protect rule covers the flow)\n",
+			c.Target, strings.TrimPrefix(err.Error(), conform.ErrTargetSilent.Error()+": "))
+		return 1
+	}
 	if err != nil {
 		fmt.Fprintf(s.err, "crem conform: %v\n", err)
 		return 2

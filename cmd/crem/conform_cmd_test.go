@@ -113,3 +113,25 @@ func TestConformCLIUsage(t *testing.T) {
 		}
 	}
 }
+
+// Against a target that does not answer, crem conform says so once and stops after the first
+// scenario that waited for it, instead of failing every scenario on its timeout.
+func TestConformDeadTargetSaysSoOnce(t *testing.T) {
+	dead := freePort(t) // nothing listens there
+	for _, half := range []string{"crf", "csf"} {
+		t.Run(half, func(t *testing.T) {
+			start := time.Now()
+			var out, errb bytes.Buffer
+			code := run([]string{"conform", half, "--target", dead, "--listen", freePort(t), "--inject", freePort(t),
+				"--data-listen", freePort(t), "--flow-src", "127.0.0.2", "--flow-dst", "127.0.0.1", "--flow-src-port", "40000",
+				"--timeout", "300ms"}, stdio{out: &out, err: &errb})
+			want := "crem conform: target " + dead + " does not answer: is crem gateway running there?"
+			if code != 1 || out.Len() != 0 || !strings.HasPrefix(errb.String(), want) || strings.Count(errb.String(), "\n") != 1 {
+				t.Fatalf("exit %d\nstdout %s\nstderr %s", code, out.String(), errb.String())
+			}
+			if el := time.Since(start); el > 3*time.Second {
+				t.Fatalf("took %v: more than the first scenario's wait", el)
+			}
+		})
+	}
+}

@@ -206,6 +206,11 @@ func runLab(args []string, s stdio) int {
 			o.Runs = append(o.Runs, lab.ReporterConfiguration)
 		}
 	}
+	if size < 0 || size > 1<<30 || *messages < 0 {
+		fmt.Fprintf(s.err, "crem lab: --size %s, --messages %d: want 1 octet to 1GiB and at least one message\n", size, *messages)
+		return 2
+	}
+	labPlan(int64(rate), int64(size), *messages, len(o.Runs), *withReporter, *duration, *rtt).warn(s.err)
 	if *pcapFile != "" {
 		f, err := os.Create(*pcapFile)
 		if err != nil {
@@ -293,6 +298,26 @@ func runLab(args []string, s stdio) int {
 		return 1
 	}
 	return 0
+}
+
+// labPlan is what crem lab moves, for the warnings before it starts: --messages of --size in
+// each configuration (runs of them, 0 for the default four, five with the reporter), one after
+// the other, at --rate, and a few round trips each. A soak (--duration) lasts as long as it
+// says, so only its rate is judged.
+func labPlan(rate, size int64, messages, runs int, reporter bool, duration, rtt time.Duration) runPlan {
+	if runs == 0 {
+		runs = 4
+		if reporter {
+			runs++
+		}
+	}
+	p := runPlan{name: "lab", rate: rate, rateFlag: "--rate", rtt: rtt, rtts: float64(4 * runs),
+		bytes: float64(size) * float64(messages) * float64(runs), fix: "--size or --messages",
+		what: fmt.Sprintf("%d configurations of %d x %s", runs, messages, units.FormatSize(size))}
+	if duration > 0 {
+		p.bytes, p.rtts = 0, 0
+	}
+	return p
 }
 
 func splitList(s string) []string {

@@ -5,6 +5,9 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime"
+	"runtime/debug"
+	"slices"
 )
 
 // stdio carries the streams a subcommand reads and writes, so tests can run it in process.
@@ -35,7 +38,8 @@ func commands() []command {
 	}
 }
 
-// version is set at build time with -ldflags "-X main.version=..."; "dev" otherwise.
+// version is set at build time with -ldflags "-X main.version=..."; "dev" otherwise, when
+// versionLine looks at the build information.
 var version = "dev"
 
 func main() {
@@ -43,12 +47,25 @@ func main() {
 }
 
 func run(args []string, s stdio) int {
-	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "-help" || (args[0] == "help" && len(args) == 1) {
 		usage(s.out)
 		if len(args) == 0 {
 			return 2
 		}
 		return 0
+	}
+	if args[0] == "--version" || args[0] == "-version" {
+		return runVersion(args[1:], s)
+	}
+	if args[0] == "help" {
+		// crem help CMD [SUB] is crem CMD [SUB] -h, as go help does for go's commands.
+		for _, c := range commands() {
+			if c.name == args[1] {
+				return c.run(append(slices.Clone(args[2:]), "-h"), s)
+			}
+		}
+		fmt.Fprintf(s.err, "crem help: unknown command %q\nRun 'crem -h' for usage.\n", args[1])
+		return 2
 	}
 	for _, c := range commands() {
 		if c.name == args[0] {
@@ -73,10 +90,48 @@ Run "crem <command> --help" for the flags of a command.`)
 }
 
 func runVersion(args []string, s stdio) int {
-	fs := newFlagSet("version", "crem version", "Prints the version of crem.", s)
+	fs := newFlagSet("version", "crem version | crem --version", "Prints the version of crem and the Go version it was built with.", s)
 	if code, done := parseFlags(fs, args); done {
 		return code
 	}
-	fmt.Fprintf(s.out, "crem %s\n", version)
+	fmt.Fprintln(s.out, versionLine(version, debug.ReadBuildInfo))
 	return 0
+}
+
+// versionLine is the one line crem version and crem --version print: "crem VERSION GOVERSION".
+// VERSION is the one set at build time (-ldflags -X main.version=...), else the module's version
+// from the build information (go install crem@v1.2.3), else "dev"; a build from a git checkout
+// adds the revision, with +dirty when the tree had changes.
+func versionLine(set string, read func() (*debug.BuildInfo, bool)) string {
+	v, goVersion := set, runtime.Version()
+	if bi, ok := read(); ok {
+		goVersion = bi.GoVersion
+		if v == "dev" && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
+			v = bi.Main.Version
+		}
+		if v == "dev" {
+			rev, dirty := "", false
+			for _, st := range bi.Settings {
+				switch st.Key {
+				case "vcs.revision":
+					rev = st.Value
+				case "vcs.modified":
+					dirty = st.Value == "true"
+				}
+			}
+			if len(rev) > 12 {
+				rev = rev[:12]
+			}
+			if rev != "" {
+				v += "-" + rev
+				if dirty {
+					v += "+dirty"
+				}
+			}
+		}
+	}
+	if v == "" {
+		v = "dev"
+	}
+	return "crem " + v + " " + goVersion
 }

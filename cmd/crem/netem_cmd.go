@@ -509,7 +509,8 @@ func runNetem(args []string, s stdio) int {
 			fs.Usage()
 			return 0
 		}
-		return fail(fmt.Errorf("%w (see crem netem --help)", err))
+		reportFlagError(s.err, fs, err)
+		return 2
 	}
 	switch {
 	case fs.NArg() > 0:

@@ -10,6 +10,7 @@ import (
 	"net/netip"
 	"os"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/crem-project/crem/netem"
@@ -140,6 +141,10 @@ func runPerf(args []string, s stdio) int {
 		op, lat, args = args[1], true, args[1:]
 	default:
 		fmt.Fprintf(s.err, "crem perf: unknown subcommand %q (want serve, write, send, read or lat)\n", op)
+		if strings.HasPrefix(op, "-") {
+			// Flags after the operation: crem perf write --loopback.
+			fmt.Fprintf(s.err, "Run 'crem perf -h' for usage: the operation comes first, as in crem perf write %s\n", strings.Join(args, " "))
+		}
 		return 2
 	}
 	name := "perf " + op
@@ -281,6 +286,12 @@ func runPerf(args []string, s stdio) int {
 		}
 		fmt.Fprintf(s.err, "crem %s: --rate %s (%s; give --rate to change it)\n", name, units.FormatRate(def), why)
 	}
+	if size > perfMaxSize {
+		fmt.Fprintf(s.err, "crem %s: --size %s: want %d octets to 1GiB\n", name, size, perf.MinSize)
+		return 2
+	}
+	perfPlan(name, int64(rate), rateSet, *loopback, *bidir, lat, int64(size), *iters, *qps, *allSizes, int64(maxSize),
+		time.Duration(dur), *rttFlag, *delay).warn(s.err)
 	if *reorder < 0 || *reorder > time.Second {
 		fmt.Fprintf(s.err, "crem %s: --reorder-window %v: want 0 to 1s\n", name, *reorder)
 		return 2
@@ -366,6 +377,50 @@ func runPerf(args []string, s stdio) int {
 		return 1
 	}
 	return 0
+}
+
+// perfMaxSize is the largest message crem perf moves.
+const perfMaxSize = 1 << 30
+
+// perfPlan is what a crem perf run moves, for the warnings before it starts: every message of
+// every size and QP at the rate (the default when --rate is not given), and round trips: one per
+// message in the latency test (ping-pong), a couple otherwise. A run for --duration takes as long
+// as it says, so only its rate is judged.
+func perfPlan(name string, rate int64, rateSet, loopback, bidir, lat bool, size int64, iters, qps int, allSizes bool,
+	maxSize int64, dur, rtt, delay time.Duration) runPlan {
+	if !rateSet {
+		rate = perf.DefaultRateFor(loopback, bidir)
+	}
+	if rtt == 0 {
+		rtt = 2 * delay
+	}
+	p := runPlan{name: name, rate: rate, rateFlag: "--rate", rtt: rtt, rtts: 2, fix: "--size or --iters"}
+	sizes := []int64{size}
+	if allSizes {
+		sizes = nil
+		for n := int64(perf.MinSize); n <= maxSize; n *= 2 {
+			sizes = append(sizes, n)
+		}
+	}
+	var total float64
+	for _, n := range sizes {
+		total += float64(n) * float64(iters) * float64(qps)
+	}
+	p.bytes = total
+	p.what = fmt.Sprintf("%s x %d messages", units.FormatSize(size), iters)
+	if allSizes {
+		p.what = fmt.Sprintf("every size to %s x %d messages", units.FormatSize(maxSize), iters)
+	}
+	if qps > 1 {
+		p.what += fmt.Sprintf(" on each of %d QPs", qps)
+	}
+	if lat {
+		p.rtts = float64(iters) * float64(len(sizes))
+	}
+	if dur > 0 {
+		p.bytes, p.rtts = 0, 0
+	}
+	return p
 }
 
 // perfOutput is `crem perf --json`'s object: the result, and the signal that interrupted it.

@@ -176,12 +176,16 @@ func simConfig(args []string, s stdio, getenv func(string) string) (cfg *simRun,
 	if *rtt != "" {
 		d, err := time.ParseDuration(*rtt)
 		if err != nil || d <= 0 {
-			fmt.Fprintf(s.err, "crem sim: --rtt %q: want a positive Go duration (25ms)\n", *rtt)
+			reason, example := durationReason(*rtt)
+			if err == nil {
+				reason, example = "want a positive round trip", "25ms"
+			}
+			fmt.Fprintf(s.err, "crem sim: invalid value %q for flag --rtt: %s, e.g. --rtt %s\nRun 'crem sim -h' for usage.\n", *rtt, reason, example)
 			return nil, simExitConfig, false
 		}
 		sc.RTT = d
 	}
-	sw := &sim.Sweep{Scenario: sc, Seed: *seed}
+	sw := &sim.Sweep{Scenario: sc, Seed: *seed, Overrides: simOverrides(fs)}
 	if *schemes == "" && *compareBest {
 		sw.Schemes, err = sim.ParseSchemes(strings.Join(append([]string{sim.CompareScheme}, sim.CompareAgainst...), ","))
 	} else if *schemes == "" {
@@ -207,7 +211,43 @@ func simConfig(args []string, s stdio, getenv func(string) string) (cfg *simRun,
 		fmt.Fprintf(s.err, "crem sim: %v\n", err)
 		return nil, simExitConfig, false
 	}
+	if _, given := sw.Overrides["rate"]; given {
+		simPlan(sc).warn(s.err)
+	}
 	return &simRun{sw: sw, out: *out, asJSON: *asJSON, failIncomplete: *failIncomplete, shardFrom: from, compareBest: *compareBest}, 0, true
+}
+
+// simPlan is the longest trial of a sweep in simulated time, for the warnings before it starts:
+// its largest message at the path's rate and a few round trips. The simulation's wall time grows
+// with the simulated time.
+func simPlan(sc sim.Scenario) runPlan {
+	var largest int64
+	for _, n := range sc.Sizes {
+		largest = max(largest, n)
+	}
+	for _, e := range sc.Extra {
+		largest = max(largest, e.Size)
+	}
+	return runPlan{name: "sim", rate: sc.Rate, rateFlag: "--rate", bytes: float64(largest), rtts: 4, rtt: sc.RTT,
+		what: "a message of " + units.FormatSize(largest), fix: "--sizes"}
+}
+
+// simScenarioFlags are the flags that override a value of the scenario.
+var simScenarioFlags = []string{"schemes", "sizes", "drop-rates", "rate", "rtt", "mtu", "loss", "burst-len", "policy-burst", "trials"}
+
+// simOverrides returns the scenario's values the command line overrides, flag name to value in
+// the flag's canonical form (nil when none).
+func simOverrides(fs *flag.FlagSet) map[string]string {
+	var o map[string]string
+	fs.Visit(func(f *flag.Flag) {
+		if slices.Contains(simScenarioFlags, f.Name) {
+			if o == nil {
+				o = map[string]string{}
+			}
+			o[f.Name] = f.Value.String()
+		}
+	})
+	return o
 }
 
 // run runs the sweep and writes its results.

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"regexp"
 	"slices"
 	"strconv"
@@ -571,5 +572,32 @@ func TestSimCompareBest(t *testing.T) {
 	code, out, errs = runSimCLI(t, append(args, "--json", "--out", t.TempDir())...)
 	if code != 0 || !strings.HasPrefix(strings.TrimSpace(out), "[") || !strings.Contains(errs, "compare-best: ") {
 		t.Fatalf("--json: exit %d, stdout %q, stderr %q", code, out, errs)
+	}
+}
+
+// The JSON of crem sim records every value of the scenario the command line overrode, flag name
+// to value, in each cell's overrides object; a run with none has no overrides.
+func TestSimJSONRecordsOverrides(t *testing.T) {
+	code, out, errOut := runSimCLI(t, "--scenario", "metro", "--schemes", "sr-nack", "--sizes", "256KiB",
+		"--drop-rates", "1e-2", "--trials", "2", "--rate", "10Gbit", "--rtt", "2ms", "--mtu", "1024",
+		"--loss", "bursty", "--burst-len", "3", "--policy-burst", "2", "--seed", "7", "--json", "--out", t.TempDir())
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	var cells []map[string]any
+	if err := json.Unmarshal([]byte(out), &cells); err != nil || len(cells) != 1 {
+		t.Fatalf("%v: %s", err, out)
+	}
+	want := map[string]any{"schemes": "sr-nack", "sizes": "256KiB", "drop-rates": "0.01", "trials": "2",
+		"rate": "10Gbit/s", "rtt": "2ms", "mtu": "1024", "loss": "bursty", "burst-len": "3", "policy-burst": "2"}
+	if got, _ := cells[0]["overrides"].(map[string]any); !reflect.DeepEqual(got, want) {
+		t.Fatalf("overrides %v, want %v", cells[0]["overrides"], want)
+	}
+	code, out, errOut = runSimCLI(t, "--scenario", "metro", "--json", "--out", t.TempDir(), "--shard", "0/400")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	if strings.Contains(out, "overrides") {
+		t.Fatalf("a run without overrides has them: %s", out)
 	}
 }
