@@ -8,7 +8,6 @@ import (
 
 	"github.com/crem-project/crem/fec"
 	"github.com/crem-project/crem/flow"
-	"github.com/crem-project/crem/internal/fault"
 	"github.com/crem-project/crem/psn"
 	"github.com/crem-project/crem/wire"
 )
@@ -39,8 +38,8 @@ func (r *Receiver) takeRepair(now time.Duration, f *rflow, msg []byte, ce, again
 		}
 	}
 	m, err := wire.ParseRepair(msg)
-	if err != nil && r.o.faults.Has(fault.AcceptMalformed) {
-		m, err = faultParseRepair(msg)
+	if err != nil && r.hook(Hooks.AcceptMalformedRepair) {
+		m, err = parseMalformedRepair(msg)
 	}
 	if err != nil {
 		r.st.MessagesMalformed++

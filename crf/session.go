@@ -5,7 +5,6 @@ import (
 	"time"
 
 	"github.com/crem-project/crem/flow"
-	"github.com/crem-project/crem/internal/fault"
 	"github.com/crem-project/crem/policy"
 	"github.com/crem-project/crem/psn"
 	"github.com/crem-project/crem/wire"
@@ -49,8 +48,8 @@ func (r *Receiver) onHello(now time.Duration, from netip.AddrPort, msg []byte) {
 	}
 	theirs := flow.LimitsOf(m.Capabilities, 0)
 	eff := r.o.limits.Min(theirs)
-	if r.o.faults.Has(fault.LimitsNotMinimum) {
-		eff = r.o.limits // planted: the CRF's own limits, not the minimum of both sides'
+	if r.hook(Hooks.OwnLimits) {
+		eff = r.o.limits // bent: the CRF's own limits, not the minimum of both sides'
 	}
 	if desc.Check() != nil || !eff.Schemes.Has(wire.SchemeCauchy) || old == nil && len(r.flows) >= r.o.maxFlows {
 		r.st.HelloRefused++ // C3: silently, no state, nothing to amplify
@@ -271,8 +270,8 @@ func (r *Receiver) tickFlow(now time.Duration, f *rflow) {
 // and folds it into the CRF's own loss estimate, which sets delta in requests.
 func (r *Receiver) report(now time.Duration, f *rflow) {
 	f.reportAt = now + f.rtt.SRTT()
-	if r.o.faults.Has(fault.LossReportRare) {
-		f.reportAt = now + max(faultReportEvery*f.rtt.SRTT(), faultReportFloor) // planted
+	if r.hook(Hooks.RareLossReports) {
+		f.reportAt = now + max(faultReportEvery*f.rtt.SRTT(), faultReportFloor) // bent
 	}
 	r.releaseConfigs(f) // once per SRTT: the window may have moved past an old configuration
 	iv := f.iv
@@ -281,8 +280,8 @@ func (r *Receiver) report(now time.Duration, f *rflow) {
 		return
 	}
 	iv.FlowID = f.id
-	if r.o.faults.Has(fault.LossReportMiscount) && iv.Expected > iv.Received {
-		iv.Expected = iv.Received // planted: the interval's losses left out
+	if r.hook(Hooks.HideLosses) && iv.Expected > iv.Received {
+		iv.Expected = iv.Received // bent: the interval's losses left out
 	}
 	iv.IntervalUS = uint32(min((now-f.ivStart)/time.Microsecond, 1<<32-1))
 	if r.sendReport(f.from, &iv) {

@@ -5,7 +5,6 @@ import (
 	"net/netip"
 	"time"
 
-	"github.com/crem-project/crem/internal/fault"
 	"github.com/crem-project/crem/policy"
 	"github.com/crem-project/crem/psn"
 	"github.com/crem-project/crem/roce"
@@ -138,8 +137,8 @@ func (s *Sender) onLossReport(now time.Duration, msg []byte) {
 		s.mOverride = true
 		return
 	}
-	if s.o.faults.Has(fault.BreakerNeverResumes) && s.breaker.Trips() > 0 {
-		return // planted: once tripped, m stays zero and coded retransmission stopped
+	if s.hook(Hooks.KeepBreakerTripped) && s.breaker.Trips() > 0 {
+		return // bent: once tripped, m stays zero and coded retransmission stopped
 	}
 	s.mOverride = false
 	if !used || !s.o.adapt || !s.haveCfg {
@@ -251,7 +250,7 @@ func (s *Sender) M() int {
 //     symbols per block, every one through the repair budget (C11 b). Other PSNs (no held
 //     block, not sent yet, absent, acknowledged) cause nothing and are counted.
 func (s *Sender) onPathReport(now time.Duration, from netip.AddrPort, msg []byte) {
-	if !s.listedReporter(from.Addr().Unmap()) && !s.o.faults.Has(fault.PathReportAnySource) {
+	if !s.listedReporter(from.Addr().Unmap()) && !s.hook(Hooks.PathReportAnySource) {
 		s.stats.PathReportsRejected++
 		s.stats.PathReportsUnlisted++
 		return

@@ -175,7 +175,7 @@ func newNode(r *resolved, log *slog.Logger, seed uint64, idx int, rt routes) (*N
 	n.limits.MaxT = max(n.limits.MaxT, r.mtu+128)
 	rr := rand.New(rand.NewPCG(seed, uint64(idx)+1<<32))
 	recv, err := crf.New(crf.WithRandom(rr.Uint64), crf.WithLimits(n.limits), crf.WithInitialRTT(r.initialRTT),
-		crf.WithSettings(n.settings), crf.WithLogger(log), crf.WithFaults(r.faults))
+		crf.WithSettings(n.settings), crf.WithLogger(log), crf.WithHooks(crfHooks(r.faults)))
 	if err != nil {
 		return nil, fmt.Errorf("gateway: receiver function: %w", err)
 	}
@@ -569,7 +569,7 @@ func (n *Node) senderFor(now time.Duration, k flow.Key, srcPort uint16) *sender 
 		csf.WithInitialRTT(c.initialRTT), csf.WithHoldOff(c.holdOff), csf.WithIdleTimeout(c.idle),
 		csf.WithAdaptation(c.adapt), csf.WithPolicy(c.epsilon, c.rho), csf.WithRepairFraction(c.repairFrac),
 		csf.WithRule(ruleFor(c.rule, ru.ordered)), csf.WithPathRate(float64(c.flowRate), c.competes),
-		csf.WithLogger(n.log.With("src", k.Src, "dst", k.Dst, "qp", qp)), csf.WithFaults(c.faults)}
+		csf.WithLogger(n.log.With("src", k.Src, "dst", k.Dst, "qp", qp)), csf.WithHooks(csfHooks(c.faults))}
 	if len(c.reporters) > 0 {
 		opts = append(opts, csf.WithReporters(c.reporters...))
 	}
