@@ -23,7 +23,6 @@ var overBound = map[string]int{
 	"cmd/crem/netem_cmd.go:runNetem":        39,
 	"cmd/crem/sim_cmd.go:resolveShard":      33,
 	"cmd/crem/gateway_cmd.go:runGateway":    33,
-	"crf/source.go:Receiver.observe":        43,
 	"csf/report.go:Sender.onPathReport":     42,
 	"pairing/learner.go:Learner.Reverse":    38,
 	"crf/session.go:Receiver.onParamUpdate": 34,
