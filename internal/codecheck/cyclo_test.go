@@ -23,9 +23,6 @@ var overBound = map[string]int{
 	"cmd/crem/netem_cmd.go:runNetem":     39,
 	"cmd/crem/sim_cmd.go:resolveShard":   33,
 	"cmd/crem/gateway_cmd.go:runGateway": 33,
-	"pairing/learner.go:Learner.Reverse": 38,
-	"rc/responder.go:responder.exec":     33,
-	"netem/spec.go:parseLossSpec":        32,
 }
 
 type over struct {
