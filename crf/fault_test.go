@@ -27,7 +27,7 @@ var crfFaults = map[fault.Set]faultScenario{
 	fault.SpoofedCloseHonoured: scenarioSpoofedClose,
 }
 
-// csfOnly are the faults the CSF alone makes: WithFaults takes them and the Receiver ignores them.
+// csfOnly are the faults the CSF alone makes: WithHooks takes them and the Receiver ignores them.
 var csfOnly = []fault.Set{fault.WrongCoefficient, fault.RepairAboveX, fault.AnswerRequestSource,
 	fault.RequestEverySRTT, fault.CodedRetxWholeBlock, fault.NoHelloBackoff, fault.FixedFlowNonce,
 	fault.EarlyParams, fault.ParamRetryForever, fault.BreakerNeverResumes, fault.PathReportAnySource}
@@ -82,7 +82,7 @@ func rawMsgs(r *Receiver) []flow.Datagram {
 // Security Considerations: HELLO_ACK is never larger than the HELLO it answers, the first
 // answer or one to a HELLO sent again.
 func scenarioAckSize(t *testing.T, f fault.Set) string {
-	r := newReceiver(t, Settings{}, WithFaults(f))
+	r := newReceiver(t, Settings{}, WithHooks(f))
 	h := msg(t, &wire.Hello{Capabilities: flow.DefaultLimits().Capabilities(1024), SenderNonce: 42,
 		Source: testFlow.Src, Destination: testFlow.Dst, FlowLabel: testFlow.DestQP})
 	for n := range 2 {
@@ -107,7 +107,7 @@ func scenarioAckSize(t *testing.T, f fault.Set) string {
 // Section 6: the effective limits are the minimum of both sides': a configuration beyond the
 // CSF's own Max k is refused with status 2, though within the CRF's.
 func scenarioLimits(t *testing.T, f fault.Set) string {
-	r := newReceiver(t, Settings{}, WithFaults(f))
+	r := newReceiver(t, Settings{}, WithHooks(f))
 	theirs := flow.DefaultLimits()
 	theirs.MaxK = 8
 	h := msg(t, &wire.Hello{Capabilities: theirs.Capabilities(1024), SenderNonce: 42, Source: testFlow.Src,
@@ -138,7 +138,7 @@ func scenarioLimits(t *testing.T, f fault.Set) string {
 
 // Section 8: LOSS_REPORT goes at least once per SRTT while the flow is active.
 func scenarioReportRate(t *testing.T, f fault.Set) string {
-	r := newReceiver(t, Settings{}, WithFaults(f), WithInitialRTT(10*time.Millisecond))
+	r := newReceiver(t, Settings{}, WithHooks(f), WithInitialRTT(10*time.Millisecond))
 	id := open(t, r, 0, cfg8)
 	var at []time.Duration
 	p := psn.PSN(0x100)
@@ -170,7 +170,7 @@ func scenarioReportRate(t *testing.T, f fault.Set) string {
 // Section 8: LOSS_REPORT counts the interval's sources expected and received before
 // restoration: a lost source restored by repair is still a loss.
 func scenarioReportCounts(t *testing.T, f fault.Set) string {
-	r := newReceiver(t, Settings{}, WithFaults(f))
+	r := newReceiver(t, Settings{}, WithHooks(f))
 	id := open(t, r, 0, cfg8)
 	b := newBlock(0x100, 8)
 	for j := range 8 {
@@ -228,7 +228,7 @@ func TestAcceptMalformedBothWays(t *testing.T) {
 // malformedRepair sends the block's only REPAIR, malformed the nth way, for its one lost source.
 func malformedRepair(t *testing.T, f fault.Set, n int) string {
 	bad := malformedRepairs[n]
-	r := newReceiver(t, Settings{}, WithFaults(f))
+	r := newReceiver(t, Settings{}, WithHooks(f))
 	id := open(t, r, 0, cfg8)
 	b := newBlock(0x100, 8)
 	for j := range 8 {
@@ -253,7 +253,7 @@ func malformedRepair(t *testing.T, f fault.Set, n int) string {
 // nothing, for a flow or a session still pending.
 func scenarioSpoofedClose(t *testing.T, f fault.Set) string {
 	other := netip.MustParseAddrPort("10.9.9.9:50000")
-	r := newReceiver(t, Settings{}, WithFaults(f))
+	r := newReceiver(t, Settings{}, WithHooks(f))
 	id := open(t, r, 0, cfg8)
 	r.Observe(time.Millisecond, id, packet(0x100, 200), false) // a flow, no longer pending
 	if _, ok := r.FlowStats(id); !ok {

@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/crem-project/crem/flow"
-	"github.com/crem-project/crem/internal/fault"
 )
 
 // Option configures a Receiver; it returns an error for a value it cannot use.
@@ -28,7 +27,7 @@ type options struct {
 	pending, perSource int
 	handshake          time.Duration
 	log                *slog.Logger
-	faults             fault.Set
+	hooks              Hooks
 }
 
 // Defaults of the pending sessions (WithHandshakes).
@@ -209,9 +208,9 @@ func WithLogger(l *slog.Logger) Option {
 	}
 }
 
-// WithFaults plants the CRF-side faults of f: deliberate departures from the draft, one rule
-// each, that the mutation check of `crem conform` must catch (package internal/fault). The zero
-// Set (the default) plants none; nothing in a deployment sets another.
-func WithFaults(f fault.Set) Option {
-	return func(o *options) error { o.faults = f; return nil }
+// WithHooks sets hooks that bend the Receiver's decisions away from the draft (Hooks): tests
+// and the conformance runner plant faults through them (package internal/fault). nil (the
+// default) bends none; nothing in a deployment sets them.
+func WithHooks(h Hooks) Option {
+	return func(o *options) error { o.hooks = h; return nil }
 }

@@ -9,7 +9,6 @@ import (
 
 	"github.com/crem-project/crem/fec"
 	"github.com/crem-project/crem/flow"
-	"github.com/crem-project/crem/internal/fault"
 	"github.com/crem-project/crem/roce"
 	"github.com/crem-project/crem/wire"
 )
@@ -136,7 +135,8 @@ func (r *Receiver) Handle(now time.Duration, from netip.AddrPort, msg []byte, ce
 		return
 	}
 	if h.Type == wire.TypeClose {
-		if p := r.pendingFor(h.FlowID); p != nil && (p.from == from || r.o.faults.Has(fault.SpoofedCloseHonoured)) {
+		from = r.closeSource(h.FlowID, from)
+		if p := r.pendingFor(h.FlowID); p != nil && p.from == from {
 			// A session closed before it proved anything else: it never becomes a flow.
 			if _, err := wire.ParseClose(msg); err != nil {
 				r.st.MessagesMalformed++
@@ -146,11 +146,6 @@ func (r *Receiver) Handle(now time.Duration, from netip.AddrPort, msg []byte, ce
 			r.st.HandshakesClosed++
 			r.pend.drop(p)
 			return
-		}
-	}
-	if h.Type == wire.TypeClose && r.o.faults.Has(fault.SpoofedCloseHonoured) {
-		if f := r.flow(h.FlowID); f != nil {
-			from = f.from // planted: a CLOSE from anywhere is taken as the bound peer's
 		}
 	}
 	// C14: the flow's messages come from where HELLO came from.

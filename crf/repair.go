@@ -8,7 +8,6 @@ import (
 
 	"github.com/crem-project/crem/fec"
 	"github.com/crem-project/crem/flow"
-	"github.com/crem-project/crem/internal/fault"
 	"github.com/crem-project/crem/psn"
 	"github.com/crem-project/crem/wire"
 )
@@ -24,23 +23,16 @@ func (r *Receiver) onRepair(now time.Duration, f *rflow, msg []byte, ce bool) {
 // takeRepair serves a REPAIR; again says it was kept aside before (and counted then).
 func (r *Receiver) takeRepair(now time.Duration, f *rflow, msg []byte, ce, again bool) {
 	f.active = true
-	if f.win != nil && len(msg) >= 16 {
-		// A block that has ended takes nothing more: skip the full parse (the common case
-		// without loss, where the first REPAIR finds every source held).
-		start := psn.PSN(uint32(msg[12])<<16 | uint32(msg[13])<<8 | uint32(msg[14]))
-		if s := f.at(start); s != nil {
-			if b := f.blockOf(s); b != nil && b.ended && b.start == start && b.cfg.ID == msg[8] {
-				if !again {
-					f.countRepair(ce)
-				}
-				f.st.RepairLate++
-				return
-			}
+	if endedBlock(f, msg) {
+		if !again {
+			f.countRepair(ce)
 		}
+		f.st.RepairLate++
+		return
 	}
 	m, err := wire.ParseRepair(msg)
-	if err != nil && r.o.faults.Has(fault.AcceptMalformed) {
-		m, err = faultParseRepair(msg)
+	if err != nil && r.hook(Hooks.AcceptMalformedRepair) {
+		m, err = parseMalformedRepair(msg)
 	}
 	if err != nil {
 		r.st.MessagesMalformed++
@@ -50,28 +42,13 @@ func (r *Receiver) takeRepair(now time.Duration, f *rflow, msg []byte, ce, again
 		f.countRepair(ce)
 	}
 	c := f.config(m.ConfigID)
-	noBlock := m.Info && m.Present.Empty()
-	switch {
-	case c == nil && f.win != nil && f.gone(m.BlockStartPSN.Add(int(m.K)-1)):
-		// A configuration released because its blocks had all left the window (E44): this
-		// REPAIR's block is behind the window too, too late for decoding whatever its
-		// configuration, which the CRF may no longer remember.
-		f.st.RepairLate++
-		return
-	case c == nil || f.win == nil:
-		f.st.RepairUnknownConfig++
-		return
-	case noBlock:
+	switch why := checkRepair(f, c, &m); why {
+	case repairFits:
+	case repairNoBlock:
 		r.noBlock(f, &m)
 		return
-	case m.Scheme != c.cfg.Scheme && m.Scheme != wire.SchemeSourceCopy && !m.Info:
-		f.st.RepairBadScheme++
-		return
-	case int(m.K) > c.cfg.K:
-		f.st.RepairBadK++
-		return
-	case !m.Info && len(m.Symbol) != c.cfg.T:
-		f.st.RepairBadT++
+	default:
+		(*repairRefused[why](&f.st))++
 		return
 	}
 	if !again && f.ahead(&m) {
@@ -94,61 +71,144 @@ func (r *Receiver) takeRepair(now time.Duration, f *rflow, msg []byte, ce, again
 		}
 		return
 	}
+	took := true
 	switch {
 	case m.Info:
 		f.st.InfoReceived++
 	case m.Scheme == wire.SchemeSourceCopy:
-		f.st.SourceCopies++
-		j := int(m.RepairIndex)
-		if err := r.ensureDecoder(f, b); err != nil {
-			return
-		}
-		if err := b.dec.AddSourceSymbol(j, m.Symbol); err != nil {
-			if errors.Is(err, fec.ErrDuplicate) {
-				f.st.RepairDuplicate++
-			} else {
-				f.st.RepairRejected++
-			}
-			break
-		}
-		p, _ := b.dec.Payload(j)
-		if !r.restored(now, f, b, j, p) {
-			// Not the source (E9): the decoder forgets it, and a genuine copy may still come.
-			f.st.SourceCopyMismatch++
-			if err := r.refeed(f, b, false); err != nil {
-				r.abandon(f, b, false)
-			}
-			return
-		}
-		f.st.RestoredSourceCopy++
+		took = r.takeSourceCopy(now, f, b, &m)
 	default:
-		over := b.present
-		if m.Retx {
-			over = m.Lost
-			if f.rangeAnswered(m.RepairSessionID, now) {
-				f.st.RTTSamples++ // the answer to a request of the PSN-range form (E49)
-			}
-			if m.RepairSessionID != b.reqID && b.newSession(m.RepairSessionID) && b.rounds < 2 {
-				// The answer to another request than the block's own: one in the PSN-range
-				// form for another of its PSNs, sent before the block was known. It was a round
-				// too (C9: two coded rounds, whichever form asked; E45).
-				b.rounds++
-				f.st.RangeRoundsCounted++
-			}
-			if m.RepairSessionID == b.reqID && !b.sampled && b.rounds == 1 && !b.fellBack {
-				// C4: REPAIR_REQUEST to the first RETX REPAIR of its session (Karn: first round only).
-				b.sampled = true
-				f.rtt.Sample(now - b.reqAt)
-				f.st.RTTSamples++
-			}
-		}
-		if err := r.ensureDecoder(f, b); err != nil {
-			return
-		}
-		if !r.keep(f, b, int(m.RepairIndex), over, m.Symbol) {
-			return
-		}
+		took = r.takeSymbol(now, f, b, &m)
 	}
+	if took {
+		r.endRound(now, f, b, &m)
+	}
+}
+
+// endedBlock reports whether REPAIR msg is for a block that has ended, which takes nothing
+// more: the full parse is skipped (the common case without loss, where the first REPAIR finds
+// every source held).
+func endedBlock(f *rflow, msg []byte) bool {
+	if f.win == nil || len(msg) < 16 {
+		return false
+	}
+	start := psn.PSN(uint32(msg[12])<<16 | uint32(msg[13])<<8 | uint32(msg[14]))
+	s := f.at(start)
+	if s == nil {
+		return false
+	}
+	b := f.blockOf(s)
+	return b != nil && b.ended && b.start == start && b.cfg.ID == msg[8]
+}
+
+// repairCheck is what checkRepair finds of a parsed REPAIR.
+type repairCheck uint8
+
+const (
+	repairFits          repairCheck = iota // served
+	repairNoBlock                          // an INFO naming PSNs in no block (noBlock)
+	repairBehind                           // its configuration released, its block behind the window
+	repairUnknownConfig                    // no such configuration, or no window yet
+	repairBadScheme                        // neither the configuration's scheme nor a Source Copy
+	repairBadK                             // k beyond the configuration's
+	repairBadT                             // a symbol not T octets long
+)
+
+// repairRefused is the counter of each refusal of checkRepair.
+var repairRefused = [...]func(*FlowStats) *uint64{
+	repairBehind:        func(s *FlowStats) *uint64 { return &s.RepairLate },
+	repairUnknownConfig: func(s *FlowStats) *uint64 { return &s.RepairUnknownConfig },
+	repairBadScheme:     func(s *FlowStats) *uint64 { return &s.RepairBadScheme },
+	repairBadK:          func(s *FlowStats) *uint64 { return &s.RepairBadK },
+	repairBadT:          func(s *FlowStats) *uint64 { return &s.RepairBadT },
+}
+
+// checkRepair says whether REPAIR m of configuration c (nil: unknown) can be served.
+func checkRepair(f *rflow, c *cfgSlot, m *wire.Repair) repairCheck {
+	switch {
+	case c == nil && f.win != nil && f.gone(m.BlockStartPSN.Add(int(m.K)-1)):
+		// A configuration released because its blocks had all left the window (E44): this
+		// REPAIR's block is behind the window too, too late for decoding whatever its
+		// configuration, which the CRF may no longer remember.
+		return repairBehind
+	case c == nil || f.win == nil:
+		return repairUnknownConfig
+	case m.Info && m.Present.Empty():
+		return repairNoBlock
+	case m.Scheme != c.cfg.Scheme && m.Scheme != wire.SchemeSourceCopy && !m.Info:
+		return repairBadScheme
+	case int(m.K) > c.cfg.K:
+		return repairBadK
+	case !m.Info && len(m.Symbol) != c.cfg.T:
+		return repairBadT
+	}
+	return repairFits
+}
+
+// takeSourceCopy takes a Source Copy symbol into block b; false: nothing more to do with it.
+func (r *Receiver) takeSourceCopy(now time.Duration, f *rflow, b *rblock, m *wire.Repair) bool {
+	f.st.SourceCopies++
+	j := int(m.RepairIndex)
+	if err := r.ensureDecoder(f, b); err != nil {
+		return false
+	}
+	if err := b.dec.AddSourceSymbol(j, m.Symbol); err != nil {
+		if errors.Is(err, fec.ErrDuplicate) {
+			f.st.RepairDuplicate++
+		} else {
+			f.st.RepairRejected++
+		}
+		return true // the block may be solvable all the same
+	}
+	p, _ := b.dec.Payload(j)
+	if !r.restored(now, f, b, j, p) {
+		// Not the source (E9): the decoder forgets it, and a genuine copy may still come.
+		f.st.SourceCopyMismatch++
+		if err := r.refeed(f, b, false); err != nil {
+			r.abandon(f, b, false)
+		}
+		return false
+	}
+	f.st.RestoredSourceCopy++
+	return true
+}
+
+// takeSymbol takes a repair symbol (ordinary or a coded retransmission) into block b; false:
+// nothing more to do with it.
+func (r *Receiver) takeSymbol(now time.Duration, f *rflow, b *rblock, m *wire.Repair) bool {
+	over := b.present
+	if m.Retx {
+		over = m.Lost
+		r.countRetx(now, f, b, m)
+	}
+	if err := r.ensureDecoder(f, b); err != nil {
+		return false
+	}
+	return r.keep(f, b, int(m.RepairIndex), over, m.Symbol)
+}
+
+// countRetx counts a coded retransmission for block b: its rounds, and its RTT sample.
+func (r *Receiver) countRetx(now time.Duration, f *rflow, b *rblock, m *wire.Repair) {
+	if f.rangeAnswered(m.RepairSessionID, now) {
+		f.st.RTTSamples++ // the answer to a request of the PSN-range form (E49)
+	}
+	if m.RepairSessionID != b.reqID && b.newSession(m.RepairSessionID) && b.rounds < 2 {
+		// The answer to another request than the block's own: one in the PSN-range
+		// form for another of its PSNs, sent before the block was known. It was a round
+		// too (C9: two coded rounds, whichever form asked; E45).
+		b.rounds++
+		f.st.RangeRoundsCounted++
+	}
+	if m.RepairSessionID == b.reqID && !b.sampled && b.rounds == 1 && !b.fellBack {
+		// C4: REPAIR_REQUEST to the first RETX REPAIR of its session (Karn: first round only).
+		b.sampled = true
+		f.rtt.Sample(now - b.reqAt)
+		f.st.RTTSamples++
+	}
+}
+
+// endRound tries to solve block b after REPAIR m, and ends or schedules its round.
+func (r *Receiver) endRound(now time.Duration, f *rflow, b *rblock, m *wire.Repair) {
 	if !r.tryDecode(now, f, b) {
 		return
 	}
@@ -199,13 +259,32 @@ func (r *Receiver) noBlock(f *rflow, m *wire.Repair) {
 	}
 }
 
-// blockFor finds or creates the block a REPAIR describes.
+// blockFor finds or creates the block a REPAIR describes: find the block made already, or place
+// a new one on the window's positions, allocate it in the ring and bind its positions' slots.
 func (r *Receiver) blockFor(now time.Duration, f *rflow, m *wire.Repair, c *cfgSlot) *rblock {
 	if !f.based {
 		f.anchor(m.BlockStartPSN.Add(-1), firstPosition) // before the flow's first source (E8)
 	}
-	// Fast path: the window slot of the Block Start PSN points at the block. A block starting
-	// in a gap's hole has no slot there: the ring is searched (rare).
+	if known := findBlock(f, m); known != nil {
+		if known.k != int(m.K) || known.present != m.Present || known.cfg.ID != m.ConfigID {
+			f.st.RepairInconsistent++
+			return nil
+		}
+		return known
+	}
+	v0, flat, ok := r.placeBlock(f, m)
+	if !ok {
+		return nil
+	}
+	b := r.allocBlock(now, f, m, c, v0, flat)
+	r.bindBlock(now, f, b, m)
+	return b
+}
+
+// findBlock is the block made already that starts at m's Block Start PSN, or nil. Fast path:
+// the window slot of the Block Start PSN points at the block. A block starting in a gap's hole
+// has no slot there: the ring is searched (rare).
+func findBlock(f *rflow, m *wire.Repair) *rblock {
 	var known *rblock
 	if s := f.at(m.BlockStartPSN); s != nil {
 		if b := f.blockOf(s); b != nil && b.start == m.BlockStartPSN {
@@ -218,20 +297,18 @@ func (r *Receiver) blockFor(now time.Duration, f *rflow, m *wire.Repair, c *cfgS
 			}
 		}
 	}
-	if known != nil {
-		if known.k != int(m.K) || known.present != m.Present || known.cfg.ID != m.ConfigID {
-			f.st.RepairInconsistent++
-			return nil
-		}
-		return known
-	}
-	// Every position must be one the window can keep; a live block over any of them would
-	// overlap: blocks of a flow never do. Without a hole inside (the positions of the first
-	// and the last PSN k - 1 apart), position j is at v0 + j.
+	return known
+}
+
+// placeBlock checks that the window can keep every position of the block m describes and that
+// no live block overlaps it (blocks of a flow never do), counting why not when it cannot
+// (ok false). v0 is the position of its first PSN; flat says there is no hole inside (the
+// positions of the first and the last PSN k - 1 apart), so that position j is at v0 + j.
+func (r *Receiver) placeBlock(f *rflow, m *wire.Repair) (v0 uint32, flat, ok bool) {
 	k := int(m.K)
 	v0, l0, _ := f.locate(m.BlockStartPSN)
 	vk, lk, _ := f.locate(m.BlockStartPSN.Add(k - 1))
-	flat := l0 != locHole && lk != locHole && vk-v0 == uint32(k-1)
+	flat = l0 != locHole && lk != locHole && vk-v0 == uint32(k-1)
 	// Without a hole inside and no live block, only the first and the last position can
 	// refuse the block: the ones between share the first's location, lie within the last's
 	// reach, and no live block can overlap them (the common case: every block so far ended).
@@ -249,22 +326,28 @@ func (r *Receiver) blockFor(now time.Duration, f *rflow, m *wire.Repair, c *cfgS
 		case l == locOld:
 			f.st.RepairLate++ // older than the window: its sources are gone
 			r.learnPresent(f, m)
-			return nil
+			return v0, flat, false
 		case l == locHole && m.Present.Has(j) && f.holes[hi].read, l == locAhead && f.high.Forward(p) > f.reach():
 			// A source where a READ consumed the PSN, or further ahead than the window
 			// reaches. (A source in a long gap's untracked middle is a position without a slot:
 			// the block's repair may restore it all the same.)
 			f.st.RepairUntracked++
-			return nil
+			return v0, flat, false
 		case l == locTracked:
 			if s := &f.win[v&f.mask]; s.is(p, v) {
 				if ob := f.blockOf(s); ob != nil && !ob.ended {
 					f.st.RepairOverlap++
-					return nil
+					return v0, flat, false
 				}
 			}
 		}
 	}
+	return v0, flat, true
+}
+
+// allocBlock makes the block m describes, of configuration c, placed at v0 (placeBlock), in the
+// flow's ring of blocks.
+func (r *Receiver) allocBlock(now time.Duration, f *rflow, m *wire.Repair, c *cfgSlot, v0 uint32, flat bool) *rblock {
 	if f.live >= f.eff.MaxOpenBlocks {
 		// C7 g: the oldest open block falls back to make room. Blocks are made in ring order,
 		// so the oldest open one is the first not ended from the oldest made.
@@ -292,6 +375,7 @@ func (r *Receiver) blockFor(now time.Duration, f *rflow, m *wire.Repair, c *cfgS
 	if f.gen == 0 {
 		f.gen = 1 // 0 names no block: an unused slot's
 	}
+	k := int(m.K)
 	*b = rblock{idx: b.idx, used: true, gen: f.gen, start: m.BlockStartPSN, k: k, v0: v0, flat: flat, cfg: c.cfg,
 		present: m.Present, cands: b.cands[:0]}
 	f.st.BlocksCreated++
@@ -302,16 +386,18 @@ func (r *Receiver) blockFor(now time.Duration, f *rflow, m *wire.Repair, c *cfgS
 	if flat && f.high.Forward(m.BlockStartPSN.Add(k-1)) < psnHalf && m.BlockStartPSN.Add(k-1).After(f.top) {
 		f.assign(m.BlockStartPSN.Add(k - 1)) // described ahead of its sources
 	}
+	return b
+}
+
+// bindBlock binds the slots of new block b's positions to it: missing sources its Present
+// Bitmap names are confirmed, absent positions settled. A block whose sources all arrived ends
+// at once; one whose sources were asked for in the PSN-range form has had those rounds.
+func (r *Receiver) bindBlock(now time.Duration, f *rflow, b *rblock, m *wire.Repair) {
 	held, asked := 0, uint8(0)
 	for j := 0; j < b.k; j++ {
 		p := b.start.Add(j)
-		var s *slot
-		if flat {
-			v := v0 + uint32(j)
-			if s = &f.win[v&f.mask]; !s.is(p, v) {
-				r.reset(f, s, p, v)
-			}
-		} else if s = r.take(f, p); s == nil {
+		s := r.blockSlot(f, b, j)
+		if s == nil {
 			continue // absent, in a hole
 		}
 		if b.present.Has(j) {
@@ -352,9 +438,22 @@ func (r *Receiver) blockFor(now time.Duration, f *rflow, m *wire.Repair, c *cfgS
 		if f.set.Ordered {
 			r.drainCursor(f)
 		}
-		return b
 	}
-	return b
+}
+
+// blockSlot is the window slot of new block b's position j, made for it where the window has
+// none yet; nil for a position in a hole (absent).
+func (r *Receiver) blockSlot(f *rflow, b *rblock, j int) *slot {
+	p := b.start.Add(j)
+	if !b.flat {
+		return r.take(f, p)
+	}
+	v := b.v0 + uint32(j)
+	s := &f.win[v&f.mask]
+	if !s.is(p, v) {
+		r.reset(f, s, p, v)
+	}
+	return s
 }
 
 // learnPresent applies the Present Bitmap of a block that cannot be made (it starts behind the

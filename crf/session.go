@@ -5,7 +5,6 @@ import (
 	"time"
 
 	"github.com/crem-project/crem/flow"
-	"github.com/crem-project/crem/internal/fault"
 	"github.com/crem-project/crem/policy"
 	"github.com/crem-project/crem/psn"
 	"github.com/crem-project/crem/wire"
@@ -49,8 +48,8 @@ func (r *Receiver) onHello(now time.Duration, from netip.AddrPort, msg []byte) {
 	}
 	theirs := flow.LimitsOf(m.Capabilities, 0)
 	eff := r.o.limits.Min(theirs)
-	if r.o.faults.Has(fault.LimitsNotMinimum) {
-		eff = r.o.limits // planted: the CRF's own limits, not the minimum of both sides'
+	if r.hook(Hooks.OwnLimits) {
+		eff = r.o.limits // bent: the CRF's own limits, not the minimum of both sides'
 	}
 	if desc.Check() != nil || !eff.Schemes.Has(wire.SchemeCauchy) || old == nil && len(r.flows) >= r.o.maxFlows {
 		r.st.HelloRefused++ // C3: silently, no state, nothing to amplify
@@ -117,64 +116,29 @@ func (r *Receiver) onParamUpdate(now time.Duration, f *rflow, msg []byte) {
 	f.helloAcks = 2 // one sample per session
 	cfg := flow.Config{ID: m.ConfigID, Scheme: m.Scheme, K: int(m.K), M: int(m.M), T: int(m.T)}
 	if f.started {
-		// The CSF proposes a configuration only once the one before is applied (or refused):
-		// every configuration older than that one has its blocks before this Effective PSN.
-		var prev *cfgSlot
-		for i := range f.cfgs {
-			if c := &f.cfgs[i]; c.valid && !c.released && older(c.cfg.ID, cfg.ID) && (prev == nil || older(prev.cfg.ID, c.cfg.ID)) {
-				prev = c
-			}
-		}
-		if prev != nil {
-			r.bound(f, prev.cfg.ID, m.EffectivePSN)
-		}
+		r.boundOlder(f, cfg.ID, m.EffectivePSN)
 	}
 	r.releaseConfigs(f)
-	status := wire.StatusAccepted
-	var free *cfgSlot
-	for i := range f.cfgs {
-		c := &f.cfgs[i]
-		if c.valid && !c.released && c.cfg.ID == cfg.ID {
-			if c.cfg != cfg {
-				// A Config ID names one configuration; redefining it is a protocol error.
-				r.st.ParamRejected++
-				_ = r.Close(now, f.id, wire.ReasonProtocolError)
-				return
-			}
-			free = c // a retransmission: acknowledged again, with its latest Effective PSN
-		}
+	held, redefined := f.heldConfig(cfg)
+	if redefined {
+		// A Config ID names one configuration; redefining it is a protocol error.
+		r.st.ParamRejected++
+		_ = r.Close(now, f.id, wire.ReasonProtocolError)
+		return
 	}
-	switch {
-	case !f.eff.Schemes.Has(cfg.Scheme) || (cfg.Scheme != wire.SchemeCauchy && cfg.Scheme != wire.SchemeXOR):
-		status = wire.StatusUnsupportedScheme
-	case cfg.Check(f.eff) != nil:
-		status = wire.StatusLimitsExceeded
-	case f.eff.MaxOpenBlocks*cfg.K*cfg.T > r.o.memory:
-		status = wire.StatusResourcesExhausted
-	}
+	status := r.configStatus(f, cfg)
 	// One Config ID, one answer: a PARAM_UPDATE sent again after a refusal (its copy crossed
 	// the PARAM_ACK) is refused again, even if room has come meanwhile. Accepting it would leave
 	// the CRF holding a configuration the CSF has given up, and taking it for one applied (E44)
 	// would release the one the CSF goes on using (E51).
-	if st, ok := f.refusedAs(cfg.ID); ok && status == wire.StatusAccepted && free == nil {
+	if st, ok := f.refusedAs(cfg.ID); ok && status == wire.StatusAccepted && held == nil {
 		status = st
 	}
-	if status == wire.StatusAccepted && free == nil {
-		for i := range f.cfgs {
-			if c := &f.cfgs[i]; !c.valid || c.released {
-				free = c
-				break
-			}
-		}
-		if free == nil {
-			status = wire.StatusResourcesExhausted // every slot holds a configuration still repairable
-			r.st.ConfigsFull++
-		} else {
-			*free = cfgSlot{valid: true, cfg: cfg, eff: m.EffectivePSN, first: f.configs == 0}
-			f.configs++
-		}
-	} else if status == wire.StatusAccepted && m.EffectivePSN.After(free.eff) {
-		free.eff = m.EffectivePSN
+	switch {
+	case status == wire.StatusAccepted && held == nil:
+		status = r.holdConfig(f, cfg, m.EffectivePSN)
+	case status == wire.StatusAccepted && m.EffectivePSN.After(held.eff):
+		held.eff = m.EffectivePSN // a retransmission: acknowledged again, with its latest Effective PSN
 	}
 	if status == wire.StatusAccepted {
 		f.allocate(r.prefix)
@@ -184,6 +148,64 @@ func (r *Receiver) onParamUpdate(now time.Duration, f *rflow, msg []byte) {
 		r.st.ParamRejected++
 	}
 	r.send(f.from, &wire.ParamAck{FlowID: f.id, ConfigID: cfg.ID, Status: status})
+}
+
+// boundOlder takes a PARAM_UPDATE for configuration id with Effective PSN eff as evidence: the
+// CSF proposes a configuration only once the one before is applied (or refused), so every
+// configuration older than that one has its blocks before eff.
+func (r *Receiver) boundOlder(f *rflow, id uint8, eff psn.PSN) {
+	var prev *cfgSlot
+	for i := range f.cfgs {
+		if c := &f.cfgs[i]; c.valid && !c.released && older(c.cfg.ID, id) && (prev == nil || older(prev.cfg.ID, c.cfg.ID)) {
+			prev = c
+		}
+	}
+	if prev != nil {
+		r.bound(f, prev.cfg.ID, eff)
+	}
+}
+
+// heldConfig is the slot that holds a configuration with cfg's Config ID (a PARAM_UPDATE sent
+// again), or nil; redefined says it holds another configuration under that ID.
+func (f *rflow) heldConfig(cfg flow.Config) (held *cfgSlot, redefined bool) {
+	for i := range f.cfgs {
+		c := &f.cfgs[i]
+		if c.valid && !c.released && c.cfg.ID == cfg.ID {
+			if c.cfg != cfg {
+				return nil, true
+			}
+			held = c
+		}
+	}
+	return held, false
+}
+
+// configStatus is the answer to a proposed configuration by what it asks for: its scheme, the
+// flow's effective limits and the CRF's memory.
+func (r *Receiver) configStatus(f *rflow, cfg flow.Config) wire.Status {
+	switch {
+	case !f.eff.Schemes.Has(cfg.Scheme) || (cfg.Scheme != wire.SchemeCauchy && cfg.Scheme != wire.SchemeXOR):
+		return wire.StatusUnsupportedScheme
+	case cfg.Check(f.eff) != nil:
+		return wire.StatusLimitsExceeded
+	case f.eff.MaxOpenBlocks*cfg.K*cfg.T > r.o.memory:
+		return wire.StatusResourcesExhausted
+	}
+	return wire.StatusAccepted
+}
+
+// holdConfig takes an accepted new configuration into a free slot, from Effective PSN eff;
+// without one it is refused.
+func (r *Receiver) holdConfig(f *rflow, cfg flow.Config, eff psn.PSN) wire.Status {
+	for i := range f.cfgs {
+		if c := &f.cfgs[i]; !c.valid || c.released {
+			*c = cfgSlot{valid: true, cfg: cfg, eff: eff, first: f.configs == 0}
+			f.configs++
+			return wire.StatusAccepted
+		}
+	}
+	r.st.ConfigsFull++
+	return wire.StatusResourcesExhausted // every slot holds a configuration still repairable
 }
 
 // evidence learns from a block of configuration id starting at start that every older
@@ -271,8 +293,8 @@ func (r *Receiver) tickFlow(now time.Duration, f *rflow) {
 // and folds it into the CRF's own loss estimate, which sets delta in requests.
 func (r *Receiver) report(now time.Duration, f *rflow) {
 	f.reportAt = now + f.rtt.SRTT()
-	if r.o.faults.Has(fault.LossReportRare) {
-		f.reportAt = now + max(faultReportEvery*f.rtt.SRTT(), faultReportFloor) // planted
+	if r.hook(Hooks.RareLossReports) {
+		f.reportAt = now + max(faultReportEvery*f.rtt.SRTT(), faultReportFloor) // bent
 	}
 	r.releaseConfigs(f) // once per SRTT: the window may have moved past an old configuration
 	iv := f.iv
@@ -281,8 +303,8 @@ func (r *Receiver) report(now time.Duration, f *rflow) {
 		return
 	}
 	iv.FlowID = f.id
-	if r.o.faults.Has(fault.LossReportMiscount) && iv.Expected > iv.Received {
-		iv.Expected = iv.Received // planted: the interval's losses left out
+	if r.hook(Hooks.HideLosses) && iv.Expected > iv.Received {
+		iv.Expected = iv.Received // bent: the interval's losses left out
 	}
 	iv.IntervalUS = uint32(min((now-f.ivStart)/time.Microsecond, 1<<32-1))
 	if r.sendReport(f.from, &iv) {

@@ -151,82 +151,10 @@ func (r *Receiver) observe(now time.Duration, f *rflow, p psn.PSN, n int, payloa
 		f.expect(s)
 		f.receive(ce)
 	} else {
-		v, l, hi := f.locate(p)
-		if l == locTracked {
-			if t := &f.win[v&f.mask]; t.is(p, v) && (t.st == slotHeld || t.st == slotRestored) {
-				if verdict, dup := r.again(f, t, payload); dup {
-					return verdict
-				}
-			}
-		}
-		f.st.Sources++
-		if ce {
-			f.st.SourcesCE++
-		}
-		switch {
-		case !f.started && f.havePre && p.Before(f.preHigh):
-			// The first source since the configuration is one sent again, behind what went by
-			// before it: the window starts after that, and nothing before is missing (E52).
-			r.begin(f, f.preHigh)
-			if f.set.Ordered && !f.haveCursor {
-				f.haveCursor, f.cursor = true, f.preHigh.Add(1)
-			}
-			if s = r.take(f, p); s == nil {
-				f.st.Late++
-				f.st.Forwarded++
-				return Forward
-			}
-			f.expect(s)
-			f.receive(ce)
-		case !f.started:
-			r.begin(f, p)
-			s = r.take(f, p)
-			f.expect(s)
-			f.receive(ce)
-		case l == locAhead || l == locTracked && p.After(f.high):
-			r.advance(now, f, p)
-			s = r.take(f, p)
-			f.expect(s)
-			f.receive(ce)
-			resent = quiet && resentDiffers(payload)
-		case l == locTracked:
-			s = r.take(f, p)
-			f.st.Late++
-			switch s.st {
-			case slotMissing, slotEmpty:
-				late := s.st == slotMissing && f.lateFill(s, now)
-				f.unmiss(s)
-				f.expect(s)
-				if late {
-					// Half an SRTT or more after its gap was seen: the RDMA transport's
-					// retransmission (or an original as late): the loss stands (E42). A READ
-					// response sent again after a re-issued READ may differ from the original
-					// (its AETH, even its opcode): it is delivered, never decoded with (E46).
-					f.st.LateFilled++
-					resent = resentDiffers(payload)
-				} else {
-					f.receive(ce) // reordered or delayed, or passed before the flow's first source
-				}
-			case slotAbsent:
-				// The Present Bitmap, an INFO or a READ said no packet takes this PSN.
-				f.st.SourceAtAbsent++
-				f.st.Forwarded++
-				return Forward
-			}
-			// slotAbandoned: settled as lost; its late arrival does not cancel the loss.
-		case l == locHole && f.holes[hi].read:
-			f.st.ReadReissued++ // C13: left to the RDMA transport
-			f.st.Forwarded++
-			return Forward
-		default:
-			// Behind the window, or in a gap too long for it: nothing to keep it for. A READ
-			// request reordered into a gap's untracked middle still consumes its PSNs (C13).
-			f.st.Late++
-			f.st.Forwarded++
-			if l == locHole && n > 1 {
-				r.consume(now, f, p, n)
-			}
-			return Forward
+		var v Verdict
+		var done bool
+		if s, resent, v, done = r.outOfOrder(now, f, p, n, payload, ce, quiet); done {
+			return v
 		}
 	}
 	if !resent && f.nextA > 0 && resentDiffers(payload) && f.askedAgain(p, now) {
@@ -250,6 +178,99 @@ func (r *Receiver) observe(now time.Duration, f *rflow, p psn.PSN, n int, payloa
 		r.releaseAside(now, f)
 	}
 	return v
+}
+
+// outOfOrder places a source that is not the next in order: the flow's first, one ahead of a
+// gap, a late one, or one the window keeps nothing for. done: its verdict is out, and it is not
+// kept; else s is its slot and resent says it may differ from the original.
+func (r *Receiver) outOfOrder(now time.Duration, f *rflow, p psn.PSN, n int, payload []byte, ce, quiet bool) (s *slot, resent bool, out Verdict, done bool) {
+	v, l, hi := f.locate(p)
+	if l == locTracked {
+		if t := &f.win[v&f.mask]; t.is(p, v) && (t.st == slotHeld || t.st == slotRestored) {
+			if verdict, dup := r.again(f, t, payload); dup {
+				return nil, false, verdict, true
+			}
+		}
+	}
+	f.st.Sources++
+	if ce {
+		f.st.SourcesCE++
+	}
+	switch {
+	case !f.started && f.havePre && p.Before(f.preHigh):
+		// The first source since the configuration is one sent again, behind what went by
+		// before it: the window starts after that, and nothing before is missing (E52).
+		r.begin(f, f.preHigh)
+		if f.set.Ordered && !f.haveCursor {
+			f.haveCursor, f.cursor = true, f.preHigh.Add(1)
+		}
+		if s = r.take(f, p); s == nil {
+			f.st.Late++
+			f.st.Forwarded++
+			return nil, false, Forward, true
+		}
+		f.expect(s)
+		f.receive(ce)
+	case !f.started:
+		r.begin(f, p)
+		s = r.take(f, p)
+		f.expect(s)
+		f.receive(ce)
+	case l == locAhead || l == locTracked && p.After(f.high):
+		r.advance(now, f, p)
+		s = r.take(f, p)
+		f.expect(s)
+		f.receive(ce)
+		resent = quiet && resentDiffers(payload)
+	case l == locTracked:
+		s = r.take(f, p)
+		f.st.Late++
+		var keep bool
+		if resent, keep = r.lateSource(now, f, s, payload, ce); !keep {
+			f.st.Forwarded++
+			return nil, false, Forward, true
+		}
+	case l == locHole && f.holes[hi].read:
+		f.st.ReadReissued++ // C13: left to the RDMA transport
+		f.st.Forwarded++
+		return nil, false, Forward, true
+	default:
+		// Behind the window, or in a gap too long for it: nothing to keep it for. A READ
+		// request reordered into a gap's untracked middle still consumes its PSNs (C13).
+		f.st.Late++
+		f.st.Forwarded++
+		if l == locHole && n > 1 {
+			r.consume(now, f, p, n)
+		}
+		return nil, false, Forward, true
+	}
+	return s, resent, 0, false
+}
+
+// lateSource takes a source behind the highest PSN into its slot s. keep false: a position
+// no packet takes, nothing to keep; else resent says it may differ from the original.
+func (r *Receiver) lateSource(now time.Duration, f *rflow, s *slot, payload []byte, ce bool) (resent, keep bool) {
+	switch s.st {
+	case slotMissing, slotEmpty:
+		late := s.st == slotMissing && f.lateFill(s, now)
+		f.unmiss(s)
+		f.expect(s)
+		if late {
+			// Half an SRTT or more after its gap was seen: the RDMA transport's
+			// retransmission (or an original as late): the loss stands (E42). A READ
+			// response sent again after a re-issued READ may differ from the original
+			// (its AETH, even its opcode): it is delivered, never decoded with (E46).
+			f.st.LateFilled++
+			return resentDiffers(payload), true
+		}
+		f.receive(ce) // reordered or delayed, or passed before the flow's first source
+	case slotAbsent:
+		// The Present Bitmap, an INFO or a READ said no packet takes this PSN.
+		f.st.SourceAtAbsent++
+		return false, false
+	}
+	// slotAbandoned: settled as lost; its late arrival does not cancel the loss.
+	return false, true
 }
 
 // ReadAskedAgain tells the Receiver that the RDMA requester of flow id's READ responses asked

@@ -34,7 +34,7 @@ var csfFaults = map[fault.Set]faultScenario{
 	fault.SpoofedCloseHonoured: scenarioSpoofedClose,
 }
 
-// crfOnly are the faults the CRF alone makes: WithFaults takes them and the Sender ignores them.
+// crfOnly are the faults the CRF alone makes: WithHooks takes them and the Sender ignores them.
 var crfOnly = []fault.Set{fault.HelloAckLarger, fault.LimitsNotMinimum, fault.LossReportRare,
 	fault.LossReportMiscount, fault.AcceptMalformed}
 
@@ -83,7 +83,7 @@ func TestFaultsCoverTheCSF(t *testing.T) {
 func faultBlock(t *testing.T, f fault.Set, k, m int, opts ...Option) (*Sender, time.Duration, []*wire.Repair) {
 	t.Helper()
 	s := newSender(t, append([]Option{WithConfig(wire.SchemeCauchy, k, m, 0), WithAdaptation(false),
-		WithRepairFraction(16), WithFaults(f)}, opts...)...)
+		WithRepairFraction(16), WithHooks(f)}, opts...)...)
 	establish(t, s, 0, 3)
 	now := time.Millisecond
 	for j := range k {
@@ -206,7 +206,7 @@ func scenarioOverL(t *testing.T, f fault.Set) string {
 
 // Section 6: HELLO goes with exponential backoff from 1 ms, at most eight attempts.
 func scenarioHelloBackoff(t *testing.T, f fault.Set) string {
-	s := newSender(t, WithFaults(f), WithHoldOff(time.Hour))
+	s := newSender(t, WithHooks(f), WithHoldOff(time.Hour))
 	s.Start(0)
 	var at []time.Duration
 	now := time.Duration(0)
@@ -236,7 +236,7 @@ func scenarioHelloBackoff(t *testing.T, f fault.Set) string {
 
 // Section 6: the HELLO nonce is random: sessions do not repeat it.
 func scenarioNonce(t *testing.T, f fault.Set) string {
-	s := newSender(t, WithFaults(f))
+	s := newSender(t, WithHooks(f))
 	seen := map[uint64]bool{}
 	for n := range 3 {
 		s.Start(time.Duration(n) * time.Second)
@@ -255,7 +255,7 @@ func scenarioNonce(t *testing.T, f fault.Set) string {
 
 // Section 6: a PARAM_UPDATE's parameters apply only from its Effective PSN, once PARAM_ACK came.
 func scenarioEarlyParams(t *testing.T, f fault.Set) string {
-	s := newSender(t, WithConfig(wire.SchemeCauchy, 4, 1, 0), WithAdaptation(false), WithRepairFraction(16), WithFaults(f))
+	s := newSender(t, WithConfig(wire.SchemeCauchy, 4, 1, 0), WithAdaptation(false), WithRepairFraction(16), WithHooks(f))
 	establish(t, s, 0, 3)
 	now := time.Millisecond
 	p := psn.PSN(0x100)
@@ -286,7 +286,7 @@ func scenarioEarlyParams(t *testing.T, f fault.Set) string {
 
 // Section 6: an unanswered PARAM_UPDATE is tried at most eight times, then CLOSE (reason 2).
 func scenarioParamRetries(t *testing.T, f fault.Set) string {
-	s := newSender(t, WithConfig(wire.SchemeCauchy, 4, 1, 0), WithAdaptation(false), WithFaults(f))
+	s := newSender(t, WithConfig(wire.SchemeCauchy, 4, 1, 0), WithAdaptation(false), WithHooks(f))
 	establish(t, s, 0, 3)
 	cur, _ := s.Config()
 	next := cur
@@ -321,7 +321,7 @@ func scenarioParamRetries(t *testing.T, f fault.Set) string {
 // Section 10: the circuit breaker resumes redundancy once its condition has been absent for ten
 // seconds.
 func scenarioBreakerResumes(t *testing.T, f fault.Set) string {
-	s := newSender(t, WithConfig(wire.SchemeCauchy, 8, 2, 0), WithAdaptation(false), WithFaults(f))
+	s := newSender(t, WithConfig(wire.SchemeCauchy, 8, 2, 0), WithAdaptation(false), WithHooks(f))
 	establish(t, s, 0, 3)
 	report := func(now time.Duration, expected, received uint32) {
 		lr := wire.LossReport{FlowID: 3, IntervalUS: 100_000, Expected: expected, Received: received}

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/crem-project/crem/flow"
-	"github.com/crem-project/crem/internal/fault"
 	"github.com/crem-project/crem/policy"
 	"github.com/crem-project/crem/wire"
 )
@@ -53,7 +52,7 @@ type options struct {
 	initialLoss    float64
 	seedLoss       bool
 	encoder        flow.Encoder
-	faults         fault.Set
+	hooks          Hooks
 }
 
 func defaults() options {
@@ -392,9 +391,9 @@ func WithEncoder(e flow.Encoder) Option {
 	}
 }
 
-// WithFaults plants the CSF-side faults of f: deliberate departures from the draft, one rule
-// each, that the mutation check of `crem conform` must catch (package internal/fault). The zero
-// Set (the default) plants none; nothing in a deployment sets another.
-func WithFaults(f fault.Set) Option {
-	return func(o *options) error { o.faults = f; return nil }
+// WithHooks sets hooks that bend the Sender's decisions away from the draft (Hooks): tests and
+// the conformance runner plant faults through them (package internal/fault). nil (the default)
+// bends none; nothing in a deployment sets them.
+func WithHooks(h Hooks) Option {
+	return func(o *options) error { o.hooks = h; return nil }
 }

@@ -5,7 +5,6 @@ import (
 	"net/netip"
 	"time"
 
-	"github.com/crem-project/crem/internal/fault"
 	"github.com/crem-project/crem/policy"
 	"github.com/crem-project/crem/psn"
 	"github.com/crem-project/crem/roce"
@@ -138,8 +137,8 @@ func (s *Sender) onLossReport(now time.Duration, msg []byte) {
 		s.mOverride = true
 		return
 	}
-	if s.o.faults.Has(fault.BreakerNeverResumes) && s.breaker.Trips() > 0 {
-		return // planted: once tripped, m stays zero and coded retransmission stopped
+	if s.hook(Hooks.KeepBreakerTripped) && s.breaker.Trips() > 0 {
+		return // bent: once tripped, m stays zero and coded retransmission stopped
 	}
 	s.mOverride = false
 	if !used || !s.o.adapt || !s.haveCfg {
@@ -251,40 +250,8 @@ func (s *Sender) M() int {
 //     symbols per block, every one through the repair budget (C11 b). Other PSNs (no held
 //     block, not sent yet, absent, acknowledged) cause nothing and are counted.
 func (s *Sender) onPathReport(now time.Duration, from netip.AddrPort, msg []byte) {
-	if !s.listedReporter(from.Addr().Unmap()) && !s.o.faults.Has(fault.PathReportAnySource) {
-		s.stats.PathReportsRejected++
-		s.stats.PathReportsUnlisted++
-		return
-	}
-	m, err := wire.ParsePathReport(msg)
-	if err != nil {
-		s.stats.MessagesMalformed++
-		return
-	}
-	if !s.namesFlow(&m) {
-		s.stats.PathReportsRejected++
-		s.stats.PathReportsWrongFlow++
-		return
-	}
-	switch m.Method {
-	case wire.MethodAltMark, wire.MethodClusteredAltMark, wire.MethodNodeDrops:
-	default:
-		s.stats.PathReportsRejected++
-		s.stats.PathReportsUnknownMethod++
-		return
-	}
-	sent := s.sentWithin(now)
-	var lost uint64
-	for i := range m.Hops {
-		h := &m.Hops[i]
-		lost += uint64(h.LostCount)
-		if uint64(len(h.DroppedPSNs)) > uint64(h.LostCount) {
-			lost = sent + 1 // lists more drops than it counts
-		}
-	}
-	if lost > sent {
-		s.stats.PathReportsRejected++
-		s.stats.PathReportsImplausible++
+	m, sent, ok := s.takePathReport(now, from, msg)
+	if !ok {
 		return
 	}
 	s.stats.PathReports++
@@ -296,79 +263,151 @@ func (s *Sender) onPathReport(now time.Duration, from netip.AddrPort, msg []byte
 		return
 	}
 	limit := uint32(min(sent, math.MaxUint32))
-	var extra [maxRangeBlocks]int
-	var idx [maxRangeBlocks]int
-	nb := 0
+	var marked reportedBlocks
 	for i := range m.Hops {
 		h := &m.Hops[i]
-		if (h.Cause == wire.CauseCongestion || h.QueueDelayChangeUS > 0) && h.LostCount > 0 && s.pathCong == 0 && !s.pathDelay {
-			s.pathSince = now
-		}
-		if h.Cause == wire.CauseCongestion && h.LostCount > 0 {
-			// Saturating, and never more than the flow sent in the window.
-			if c := uint64(s.pathCong) + uint64(h.LostCount); c > uint64(limit) {
-				s.pathCong = limit
-				s.stats.PathReportCongestionCapped++
-			} else {
-				s.pathCong = uint32(c)
-			}
-		}
-		if h.QueueDelayChangeUS > 0 && h.LostCount > 0 {
-			s.pathDelay = true
-		}
+		s.classifyHop(now, h, limit)
 		s.stats.PathReportDrops += uint64(len(h.DroppedPSNs))
 		if m.Method != wire.MethodNodeDrops {
 			s.stats.PathReportDropsUnknown += uint64(len(h.DroppedPSNs))
 			continue
 		}
 		for _, p := range h.DroppedPSNs {
-			i := s.find(p)
-			if i < 0 || s.haveReleased && p.AtOrBefore(s.releasedThrough) {
-				s.stats.PathReportDropsUnknown++ // no held block, not sent yet, or acknowledged
-				continue
+			if i := s.reportedDrop(now, p); i >= 0 {
+				marked.add(i)
 			}
-			b := &s.blocks[i]
-			j := int(b.start.Forward(p))
-			if j >= b.k || !b.present.Has(j) {
-				s.stats.PathReportDropsUnknown++ // not sent yet, or an absent position
-				continue
-			}
-			if b.closed && now >= b.reportedAt+max(s.srtt(), time.Millisecond) {
-				// A round trip since the window of the block's reports opened: a position
-				// dropped again (the RDMA transport sent it again) may be named again.
-				if b.reported.Count() > 0 {
-					// The block's symbols answered the positions named before; those named
-					// again need their own.
-					b.reported, b.covering = psn.Bitmap{}, 0
-				}
-				b.reportedAt = now
-			}
-			if b.reported.Has(j) {
-				s.stats.PathReportDropsRepeated++
-				continue
-			}
-			b.reported.Set(j)
-			if !b.closed {
-				continue // its extra symbols go with its ordinary ones when it closes
-			}
-			n := 0
-			for ; n < nb && idx[n] != i; n++ {
-			}
-			if n == nb {
-				if nb == maxRangeBlocks {
-					continue
-				}
-				idx[nb] = i
-				nb++
-			}
-			extra[n]++
 		}
 	}
 	if s.mOverride {
 		return
 	}
-	for n := 0; n < nb; n++ {
-		b := &s.blocks[idx[n]]
+	s.sendReported(&marked)
+}
+
+// takePathReport parses and checks a PATH_REPORT (onPathReport), counting why it is rejected
+// (ok false); sent is what the flow sent within the report's reach (sentWithin).
+func (s *Sender) takePathReport(now time.Duration, from netip.AddrPort, msg []byte) (m wire.PathReport, sent uint64, ok bool) {
+	if !s.listedReporter(from.Addr().Unmap()) && !s.hook(Hooks.PathReportAnySource) {
+		s.stats.PathReportsRejected++
+		s.stats.PathReportsUnlisted++
+		return m, 0, false
+	}
+	m, err := wire.ParsePathReport(msg)
+	if err != nil {
+		s.stats.MessagesMalformed++
+		return m, 0, false
+	}
+	if !s.namesFlow(&m) {
+		s.stats.PathReportsRejected++
+		s.stats.PathReportsWrongFlow++
+		return m, 0, false
+	}
+	switch m.Method {
+	case wire.MethodAltMark, wire.MethodClusteredAltMark, wire.MethodNodeDrops:
+	default:
+		s.stats.PathReportsRejected++
+		s.stats.PathReportsUnknownMethod++
+		return m, 0, false
+	}
+	sent = s.sentWithin(now)
+	var lost uint64
+	for i := range m.Hops {
+		h := &m.Hops[i]
+		lost += uint64(h.LostCount)
+		if uint64(len(h.DroppedPSNs)) > uint64(h.LostCount) {
+			lost = sent + 1 // lists more drops than it counts
+		}
+	}
+	if lost > sent {
+		s.stats.PathReportsRejected++
+		s.stats.PathReportsImplausible++
+		return m, sent, false
+	}
+	return m, sent, true
+}
+
+// classifyHop takes a hop's loss classification (C6 c): its congestion losses, at most limit
+// in all, and a rising queue delay with loss.
+func (s *Sender) classifyHop(now time.Duration, h *wire.HopEntry, limit uint32) {
+	if (h.Cause == wire.CauseCongestion || h.QueueDelayChangeUS > 0) && h.LostCount > 0 && s.pathCong == 0 && !s.pathDelay {
+		s.pathSince = now
+	}
+	if h.Cause == wire.CauseCongestion && h.LostCount > 0 {
+		// Saturating, and never more than the flow sent in the window.
+		if c := uint64(s.pathCong) + uint64(h.LostCount); c > uint64(limit) {
+			s.pathCong = limit
+			s.stats.PathReportCongestionCapped++
+		} else {
+			s.pathCong = uint32(c)
+		}
+	}
+	if h.QueueDelayChangeUS > 0 && h.LostCount > 0 {
+		s.pathDelay = true
+	}
+}
+
+// reportedDrop marks PSN p, which a method 3 report names dropped, in its held block: the index
+// of a closed block that wants an extra symbol for it, else -1 (counted why: no held block, not
+// sent yet, absent, acknowledged, named within the last SRTT, or an open block, whose extra
+// symbols go with its ordinary ones when it closes).
+func (s *Sender) reportedDrop(now time.Duration, p psn.PSN) int {
+	i := s.find(p)
+	if i < 0 || s.haveReleased && p.AtOrBefore(s.releasedThrough) {
+		s.stats.PathReportDropsUnknown++ // no held block, not sent yet, or acknowledged
+		return -1
+	}
+	b := &s.blocks[i]
+	j := int(b.start.Forward(p))
+	if j >= b.k || !b.present.Has(j) {
+		s.stats.PathReportDropsUnknown++ // not sent yet, or an absent position
+		return -1
+	}
+	if b.closed && now >= b.reportedAt+max(s.srtt(), time.Millisecond) {
+		// A round trip since the window of the block's reports opened: a position
+		// dropped again (the RDMA transport sent it again) may be named again.
+		if b.reported.Count() > 0 {
+			// The block's symbols answered the positions named before; those named
+			// again need their own.
+			b.reported, b.covering = psn.Bitmap{}, 0
+		}
+		b.reportedAt = now
+	}
+	if b.reported.Has(j) {
+		s.stats.PathReportDropsRepeated++
+		return -1
+	}
+	b.reported.Set(j)
+	if !b.closed {
+		return -1
+	}
+	return i
+}
+
+// reportedBlocks are the closed blocks a path report names drops of, at most maxRangeBlocks,
+// each with the drops it names.
+type reportedBlocks struct {
+	idx, drops [maxRangeBlocks]int
+	n          int
+}
+
+func (r *reportedBlocks) add(i int) {
+	n := 0
+	for ; n < r.n && r.idx[n] != i; n++ {
+	}
+	if n == r.n {
+		if r.n == maxRangeBlocks {
+			return
+		}
+		r.idx[r.n] = i
+		r.n++
+	}
+	r.drops[n]++
+}
+
+// sendReported sends the extra ordinary symbols of the blocks a path report named drops of.
+func (s *Sender) sendReported(r *reportedBlocks) {
+	for n := 0; n < r.n; n++ {
+		b := &s.blocks[r.idx[n]]
 		if b.cfg.Scheme != wire.SchemeCauchy {
 			continue
 		}
@@ -379,7 +418,7 @@ func (s *Sender) onPathReport(now time.Duration, from netip.AddrPort, msg []byte
 		need := symbolsFor(b.reported.Count()) - b.covering
 		c := min(need, s.eff.MaxM-b.ordinary-b.extra, 255-b.k-b.nextIndex-b.pacedLeft)
 		if c <= 0 {
-			s.stats.PathReportDropsCovered += uint64(extra[n])
+			s.stats.PathReportDropsCovered += uint64(r.drops[n])
 			continue
 		}
 		b.extra += c

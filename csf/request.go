@@ -3,7 +3,6 @@ package csf
 import (
 	"time"
 
-	"github.com/crem-project/crem/internal/fault"
 	"github.com/crem-project/crem/psn"
 	"github.com/crem-project/crem/wire"
 )
@@ -61,7 +60,7 @@ func (s *Sender) consider(now time.Duration, b *block, r request) {
 		s.stats.RequestsAbsent++
 		return
 	}
-	if b.answered && now-b.answeredAt < s.srtt() && !s.o.faults.Has(fault.RequestEverySRTT) {
+	if b.answered && now-b.answeredAt < s.srtt() && !s.hook(Hooks.AnswerWithinSRTT) {
 		s.stats.RequestsDeferred++
 		b.deferred = r
 		b.deferredDue = b.answeredAt + s.srtt()
@@ -102,13 +101,11 @@ func (s *Sender) answer(now time.Duration, b *block, r request) {
 	}
 	m := min(x, max(r.ms, x-r.r+delta), left)
 	over := r.lost
-	if s.o.faults != 0 {
-		if s.o.faults.Has(fault.RepairAboveX) {
-			m = min(x+faultExtraSymbols, left) // planted: more than X
-		}
-		if s.o.faults.Has(fault.CodedRetxWholeBlock) {
-			over = b.present // planted: over every present position, not L
-		}
+	if s.hook(Hooks.AnswerBeyondX) {
+		m = min(x+faultExtraSymbols, left) // bent: more than X
+	}
+	if s.hook(Hooks.RetransmitOverBlock) {
+		over = b.present // bent: over every present position, not L
 	}
 	syms := s.encode(b, b.nextIndex, m, over)
 	if syms == nil {

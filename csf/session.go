@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/crem-project/crem/flow"
-	"github.com/crem-project/crem/internal/fault"
 	"github.com/crem-project/crem/policy"
 	"github.com/crem-project/crem/psn"
 	"github.com/crem-project/crem/wire"
@@ -22,7 +21,7 @@ func (s *Sender) Start(now time.Duration) {
 	s.breaker = policy.Breaker{}
 	s.state = StateHello
 	s.nonce = s.o.rand()
-	if s.o.faults.Has(fault.FixedFlowNonce) {
+	if s.hook(Hooks.FixedNonce) {
 		s.nonce = faultNonce
 	}
 	s.attempts = 0
@@ -34,7 +33,7 @@ func (s *Sender) sendHello(now time.Duration) {
 	s.attemptAt = now
 	// Exponential backoff from 1 ms (draft, Session).
 	s.helloDue = now + time.Millisecond<<min(s.attempts-1, 30)
-	if s.o.faults.Has(fault.NoHelloBackoff) {
+	if s.hook(Hooks.HelloWithoutBackoff) {
 		s.helloDue = now + time.Millisecond
 	}
 	m := wire.Hello{Capabilities: s.o.limits.Capabilities(s.mtu), SenderNonce: s.nonce,
@@ -48,7 +47,7 @@ func (s *Sender) sendHello(now time.Duration) {
 }
 
 func (s *Sender) helloTimeout(now time.Duration) {
-	if s.attempts < maxAttempts || s.o.faults.Has(fault.NoHelloBackoff) {
+	if s.attempts < maxAttempts || s.hook(Hooks.HelloWithoutBackoff) {
 		s.sendHello(now)
 		return
 	}
@@ -102,12 +101,12 @@ func (s *Sender) Handle(now time.Duration, from netip.AddrPort, msg []byte) {
 		return
 	}
 	if from != s.bound {
-		if !s.faultAnySource(h.Type) {
+		if !s.anySource(h.Type) {
 			s.stats.MessagesWrongSource++
 			return
 		}
 		if h.Type == wire.TypeRepairRequest {
-			// Planted fault AnswerRequestSource: the answer goes where the request came from.
+			// Hooks.AnswerAnySource: the answer goes where the request came from.
 			bound := s.bound
 			s.bound = from
 			s.onRequest(now, msg)
@@ -243,7 +242,7 @@ func (s *Sender) writeParam(now time.Duration) {
 
 func (s *Sender) paramTimeout(now time.Duration) {
 	p := &s.pend
-	forever := s.o.faults.Has(fault.ParamRetryForever)
+	forever := s.hook(Hooks.RetryParamsForever)
 	if p.attempts >= maxAttempts && !forever {
 		s.Close(now, wire.ReasonParamUnanswered)
 		return
@@ -347,7 +346,7 @@ func (s *Sender) retryRefused(now time.Duration) {
 // configuration of a flow applies at its first block, wherever its PSNs start: E27).
 func (s *Sender) maybeApply(start psn.PSN) {
 	p := &s.pend
-	early := p.active && s.o.faults.Has(fault.EarlyParams) // planted: neither PARAM_ACK nor Effective PSN waited for
+	early := p.active && s.hook(Hooks.ApplyParamsEarly) // bent: neither PARAM_ACK nor Effective PSN waited for
 	if !early && (!p.active || !p.acked || s.haveCfg && (p.provisional || start.Before(p.effective))) {
 		return
 	}

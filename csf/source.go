@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/crem-project/crem/fec"
-	"github.com/crem-project/crem/internal/fault"
 	"github.com/crem-project/crem/policy"
 	"github.com/crem-project/crem/psn"
 	"github.com/crem-project/crem/roce"
@@ -455,8 +454,8 @@ func (s *Sender) sendOrdinary(b *block, n, total int) {
 	if syms == nil {
 		return
 	}
-	if s.o.faults.Has(fault.WrongCoefficient) {
-		s.faultCoefficient(b, syms)
+	if s.hook(Hooks.SkewCoefficients) {
+		s.skewCoefficients(b, syms)
 	}
 	b.nextIndex += n
 	for r := range n {

@@ -391,7 +391,7 @@ func (r *resolved) csfOptions(d flow.Descriptor, ru rule, rnd func() uint64, log
 		csf.WithInitialRTT(r.initialRTT), csf.WithHoldOff(r.holdOff), csf.WithIdleTimeout(r.idle),
 		csf.WithAdaptation(r.adapt), csf.WithPolicy(r.epsilon, r.rho), csf.WithRepairFraction(r.repairFrac),
 		csf.WithRule(ruleFor(r.rule, ru.ordered)), csf.WithPathRate(float64(r.flowRate), r.competes),
-		csf.WithLogger(log), csf.WithFaults(r.faults), csf.WithBurstGap(r.burstGap)}
+		csf.WithLogger(log), csf.WithHooks(csfHooks(r.faults)), csf.WithBurstGap(r.burstGap)}
 	if len(r.reporters) > 0 {
 		opts = append(opts, csf.WithReporters(r.reporters...))
 	}
@@ -413,7 +413,7 @@ func (r *resolved) csfOptions(d flow.Descriptor, ru rule, rnd func() uint64, log
 // crfOptions are the options of a node's CRF.
 func (r *resolved) crfOptions(rnd func() uint64, settings func(flow.Descriptor) (crf.Settings, bool), log *slog.Logger) []crf.Option {
 	return []crf.Option{crf.WithRandom(rnd), crf.WithLimits(r.limits), crf.WithInitialRTT(r.initialRTT),
-		crf.WithSettings(settings), crf.WithLogger(log), crf.WithFaults(r.faults)}
+		crf.WithSettings(settings), crf.WithLogger(log), crf.WithHooks(crfHooks(r.faults))}
 }
 
 // buildEngines builds the CRF of a start and the CSF a flow of each protect rule gets, with

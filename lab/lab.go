@@ -442,63 +442,151 @@ func initialPSNs(seed uint64, q int) (a, b psn.PSN) {
 	return psn.Of(uint32(mix(seed, 0x4c50_0000+uint64(q)) >> 40)), psn.Of(uint32(mix(seed, 0x4c50_8000+uint64(q)) >> 40))
 }
 
+// runOne runs one configuration of the lab, stage by stage: the path, the hosts, the QPs'
+// configurations, the gateways (CREM runs), the QPs and their workload, the transfer (and a
+// soak's intervals), then the run's figures from the workload, the gateways and the path.
 func runOne(ctx context.Context, o *Options, name string, ports *Ports, pc *pathPcap) (Run, error) {
-	port := ports.Port()
 	run := Run{Name: name, Messages: o.Messages, Bytes: int64(o.Messages) * int64(o.Size), QPs: o.QPs}
 	kind, _ := parseRun(name)
-	crem, mode := kind.crem, kind.mode
-	ab, ba := pathConfigs(o)
-	// The path's two ends listen on the CREM port: every CREM message of the lab is addressed
-	// to it (the relayed RoCEv2 datagrams share the sockets, so their order is kept).
-	p, err := newPath(ab, ba, pc, ports.path)
+	lr := &labRun{o: o, name: name, kind: kind, port: ports.Port(), ports: ports,
+		rate: rcRate(o) / int64(o.QPs)} // every QP paces at its share of the RDMA rate: they share the path (G30)
+	p, err := lr.openPath(pc)
 	if err != nil {
 		return run, err
 	}
 	defer p.close()
-	if kind.reporter {
-		// The figures are taken once the path has stopped counting (below); this only makes
-		// sure the reporter's goroutine and socket end with the run.
-		if p.rep, err = newPathReporter(port, p.start, reportHold(o, rcRate(o)/int64(o.QPs))); err != nil {
-			return run, err
-		}
+	if p.rep != nil {
+		// The figures are taken once the path has stopped counting (pathFigures); this only
+		// makes sure the reporter's goroutine and socket end with the run.
 		defer p.rep.close()
+	}
+	if err := lr.openHosts(); err != nil {
+		return run, err
+	}
+	defer lr.hostA.Close()
+	defer lr.hostB.Close()
+	lr.qpConfigs()
+
+	lr.gctx, lr.gcancel = context.WithCancel(context.Background())
+	defer lr.releaseGateways()
+	if err := lr.startGateways(); err != nil {
+		return run, err
+	}
+	p.run()
+
+	defer lr.disconnect()
+	if err := lr.connect(); err != nil {
+		return run, err
+	}
+	timeout := o.Timeout
+	if lr.w.soak {
+		timeout += o.Duration
+		stop := lr.stalls.run()
+		defer stop()
+	}
+	rctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	elapsed, endedEarly, interrupted := lr.transfer(ctx, rctx, &run)
+	lr.verdict(&run, elapsed, interrupted)
+	if lr.w.soak {
+		v := judgeSoak(&run, run.Intervals, lr.closes, endedEarly)
+		run.Soak = &v
+	}
+	if run.Verified {
+		run.GoodputBps = float64(run.Bytes) * 8 / elapsed.Seconds()
+	}
+	lr.stopGateways()
+	lr.gatewayFigures(&run)
+	lr.pathFigures(&run)
+	return run, nil
+}
+
+// labRun is one run of runOne while it runs: what each stage sets up for the next.
+type labRun struct {
+	o       *Options
+	name    string
+	kind    runKind
+	port    int // the CREM port
+	ports   *Ports
+	rate    int64 // each QP's pace
+	p       *path
+	hostA   *udp.Host // the requesters'
+	hostB   *udp.Host // the responders'
+	cfgs    [][2]rc.Config
+	toA     netip.AddrPort // where A's QPs send: into the path directly, or to their gateway
+	toB     netip.AddrPort
+	gws     []*gateway.Gateway
+	gwWG    sync.WaitGroup
+	gctx    context.Context
+	gcancel context.CancelFunc
+	pairs   [][2]*rc.QP
+	w       *workload
+	conns   [][2]*udp.Conn
+	start   time.Time
+	closes  uint64 // the CLOSEs so far (sample)
+	stalls  stallMeter
+}
+
+// openPath opens the path between the hosts and, for a run with one, its path reporter.
+func (lr *labRun) openPath(pc *pathPcap) (*path, error) {
+	o := lr.o
+	ab, ba := pathConfigs(o)
+	// The path's two ends listen on the CREM port: every CREM message of the lab is addressed
+	// to it (the relayed RoCEv2 datagrams share the sockets, so their order is kept).
+	p, err := newPath(ab, ba, pc, lr.ports.path)
+	if err != nil {
+		return nil, err
+	}
+	if lr.kind.reporter {
+		if p.rep, err = newPathReporter(lr.port, p.start, reportHold(o, lr.rate)); err != nil {
+			p.close()
+			return nil, err
+		}
 	}
 	if o.Duration > 0 {
 		// A QP has at most its slots' messages in flight: twice their PSNs bound what the path
 		// must remember of a soak's PSNs.
 		p.window = uint32(2*slotsPerQP(o)*((o.Size+o.MTU-1)/o.MTU+1) + 1024)
 	}
+	lr.p = p
+	return p, nil
+}
+
+// openHosts opens the requesters' and the responders' sockets.
+func (lr *labRun) openHosts() error {
 	hostA, err := udp.Listen(netip.AddrPortFrom(addrA, 0).String(), udp.Options{})
 	if err != nil {
-		return run, fmt.Errorf("lab: requester socket: %w", err)
+		return fmt.Errorf("lab: requester socket: %w", err)
 	}
-	defer hostA.Close()
 	hostB, err := udp.Listen(netip.AddrPortFrom(addrB, 0).String(), udp.Options{})
 	if err != nil {
-		return run, fmt.Errorf("lab: responder socket: %w", err)
+		hostA.Close()
+		return fmt.Errorf("lab: responder socket: %w", err)
 	}
-	defer hostB.Close()
+	lr.hostA, lr.hostB = hostA, hostB
+	return nil
+}
 
-	// Every QP paces at its share of the RDMA rate: they share the path (G30).
-	rate := rcRate(o) / int64(o.QPs)
-	var cfgs [][2]rc.Config
+// qpConfigs sets the configurations of each QP pair, the requester's and the responder's.
+func (lr *labRun) qpConfigs() {
+	o := lr.o
 	for q := range o.QPs {
 		qpA, qpB := qpNumbers(q)
 		psnA, psnB := initialPSNs(o.Seed, q)
 		cfgA := rc.Config{QPN: qpA, RemoteQPN: qpB, SendPSN: psnA, RecvPSN: psnB,
-			MTU: o.MTU, Mode: mode, Rate: rate, RTT: o.RTT + time.Millisecond, Burst: time.Millisecond, RetryCount: o.RetryCount,
-			LocalAddr: addrA, RemoteAddr: addrB, LocalPort: hostA.LocalAddr().Port(), RemotePort: hostB.LocalAddr().Port()}
+			MTU: o.MTU, Mode: lr.kind.mode, Rate: lr.rate, RTT: o.RTT + time.Millisecond, Burst: time.Millisecond, RetryCount: o.RetryCount,
+			LocalAddr: addrA, RemoteAddr: addrB, LocalPort: lr.hostA.LocalAddr().Port(), RemotePort: lr.hostB.LocalAddr().Port()}
 		cfgB := cfgA
 		cfgB.QPN, cfgB.RemoteQPN, cfgB.SendPSN, cfgB.RecvPSN = qpB, qpA, cfgA.RecvPSN, cfgA.SendPSN
 		cfgB.LocalAddr, cfgB.RemoteAddr, cfgB.LocalPort, cfgB.RemotePort = addrB, addrA, cfgA.RemotePort, cfgA.LocalPort
 		cfgB.NotifyWrites = true
-		if crem && mode != rc.ModeGBN {
+		if lr.kind.crem && lr.kind.mode != rc.ModeGBN {
 			// T5: where CREM protects the flow, the reorder window covers CREM's restoration
 			// delay, a block's span plus the repair's flight, so the RDMA sender does not race it:
 			// the tcaeth loss decision of WRITE and SEND, and READ responses (protocol notes R22).
 			// gbn keeps IBTA's behaviour and has no window. A block is one QP's packets, at its
 			// share of the rate.
-			w := blockSpan(o, rate) + 2*max(time.Millisecond, o.RTT/8)
+			w := blockSpan(o, lr.rate) + 2*max(time.Millisecond, o.RTT/8)
 			cfgA.ReorderWindow, cfgB.ReorderWindow = w, w
 			if o.Rule == string(policy.RuleCost) {
 				// The cost rule repairs only the blocks within one recovery round of a message's
@@ -507,193 +595,191 @@ func runOne(ctx context.Context, o *Options, name string, ports *Ports, pc *path
 				cfgA.ReorderTail, cfgB.ReorderTail = tail, tail
 			}
 		}
-		cfgs = append(cfgs, [2]rc.Config{cfgA, cfgB})
+		lr.cfgs = append(lr.cfgs, [2]rc.Config{cfgA, cfgB})
 	}
+}
 
-	// Where each side's QPs send: into the path directly, or to their gateway.
-	toA, toB := p.addr[0], p.addr[1]
-	var gws []*gateway.Gateway
-	var gwWG sync.WaitGroup
-	gctx, gcancel := context.WithCancel(context.Background())
-	defer func() {
-		gcancel()
-		gwWG.Wait()
-		// The gateways have closed their sockets: hold the port until the next run.
-		if crem {
-			ports.retake(0)
-			ports.retake(1)
-		}
-	}()
-	if crem {
-		ordered := mode == rc.ModeGBN
-		// One rule per direction covers every QP between the two hosts, as a deployment
-		// configures it: the gateways tell the flows apart by destination QP, and which reverse
-		// QP belongs to which flow is theirs to learn (G30).
-		rules := []gateway.ProtectRule{
-			{Src: gateway.HostPrefix(addrA), Dst: gateway.HostPrefix(addrB), SrcPort: hostA.LocalAddr().Port(), Ordered: &ordered},
-			{Src: gateway.HostPrefix(addrB), Dst: gateway.HostPrefix(addrA), SrcPort: hostB.LocalAddr().Port(), Ordered: &ordered},
-		}
-		// The RDMA senders' pacer sends in bursts of up to 1 ms on real sockets: a block
-		// closes on a longer gap only (C5), so that blocks fill up to k.
-		burstGap := labBurstGap
-		var reorder time.Duration
-		if ordered {
-			// A go-back-N receiver NAKs the first packet after a gap: the CRF's hold (C7 a)
-			// also waits for one coded retransmission round, and still ends well before the
-			// requester's retransmission timeout (3 SRTT).
-			reorder = 3 * o.RTT / 2
-		}
-		// With a reporter in the path, the CSFs accept PATH_REPORT from its address only (C14).
-		var reporters []netip.Addr
-		if p.rep != nil {
-			reporters = []netip.Addr{p.rep.addr().Addr()}
-		}
-		mkcfg := func(self, other netip.Addr, pathSelf netip.AddrPort, host *udp.Host, pathData netip.AddrPort) gateway.Config {
-			return gateway.Config{CREMAddress: netip.AddrPortFrom(self, uint16(port)), Peer: pathSelf,
-				Mode: gateway.ModeRelay, Shards: 1, Protect: rules,
-				Relay: gateway.RelayConfig{Listen: netip.AddrPortFrom(self, 0), Target: host.LocalAddr(),
-					WANListen: netip.AddrPortFrom(self, 0), PeerData: pathData,
-					LocalEndpoint: self, RemoteEndpoint: other},
-				Policy: gateway.PolicyConfig{K: gateway.Opt(o.K), M: gateway.Opt(o.M), MTU: gateway.Opt(o.MTU), InitialRTT: gateway.Dur(o.RTT + time.Millisecond),
-					Rule: policy.Rule(o.Rule), FlowRate: gateway.Rate(rate),
-					MaxOpenBlocks: gateway.Opt(maxOpen(o, rate)), BurstGap: gateway.Dur(burstGap), Reorder: gateway.Dur(reorder)},
-				Reporters: reporters}
-		}
-		log := o.Logger
-		for i, c := range []gateway.Config{
-			mkcfg(addrA, addrB, p.addr[0], hostA, p.addr[0]),
-			mkcfg(addrB, addrA, p.addr[1], hostB, p.addr[1]),
-		} {
-			ports.release(i) // for the instant in which the gateway binds it
-			g, err := gateway.New(c, gateway.Options{Logger: log, Seed: o.Seed*16 + uint64(i) + 1})
-			if err != nil {
-				return run, fmt.Errorf("lab: gateway %c: %w", 'A'+i, err)
-			}
-			gws = append(gws, g)
-			gwWG.Add(1)
-			go func() { defer gwWG.Done(); g.Run(gctx) }()
-		}
-		for i := range 2 {
-			p.route(i, gws[i].CREMAddr(), gws[1-i].CREMAddr())
-			p.route(i, gws[i].WANAddr(), gws[1-i].WANAddr())
-			p.def[i] = gws[1-i].WANAddr()
-			p.roce[i] = gws[i].WANAddr()
-		}
-		toA, toB = gws[0].RelayAddr(), gws[1].RelayAddr()
-	} else {
-		p.def = [2]netip.AddrPort{hostB.LocalAddr(), hostA.LocalAddr()}
-		p.roce = [2]netip.AddrPort{hostA.LocalAddr(), hostB.LocalAddr()}
+// startGateways starts a CREM run's two gateways and routes the path through them; without
+// CREM the path carries the hosts' datagrams directly.
+func (lr *labRun) startGateways() error {
+	p := lr.p
+	lr.toA, lr.toB = p.addr[0], p.addr[1]
+	if !lr.kind.crem {
+		p.def = [2]netip.AddrPort{lr.hostB.LocalAddr(), lr.hostA.LocalAddr()}
+		p.roce = [2]netip.AddrPort{lr.hostA.LocalAddr(), lr.hostB.LocalAddr()}
+		return nil
 	}
-	p.run()
+	for i, c := range lr.gatewayConfigs() {
+		lr.ports.release(i) // for the instant in which the gateway binds it
+		g, err := gateway.New(c, gateway.Options{Logger: lr.o.Logger, Seed: lr.o.Seed*16 + uint64(i) + 1})
+		if err != nil {
+			return fmt.Errorf("lab: gateway %c: %w", 'A'+i, err)
+		}
+		lr.gws = append(lr.gws, g)
+		lr.gwWG.Add(1)
+		go func() { defer lr.gwWG.Done(); g.Run(lr.gctx) }()
+	}
+	gws := lr.gws
+	for i := range 2 {
+		p.route(i, gws[i].CREMAddr(), gws[1-i].CREMAddr())
+		p.route(i, gws[i].WANAddr(), gws[1-i].WANAddr())
+		p.def[i] = gws[1-i].WANAddr()
+		p.roce[i] = gws[i].WANAddr()
+	}
+	lr.toA, lr.toB = gws[0].RelayAddr(), gws[1].RelayAddr()
+	return nil
+}
 
-	var pairs [][2]*rc.QP
-	for q, c := range cfgs {
+// gatewayConfigs are the configurations of gateway A and gateway B.
+func (lr *labRun) gatewayConfigs() []gateway.Config {
+	o, p, hostA, hostB := lr.o, lr.p, lr.hostA, lr.hostB
+	ordered := lr.kind.mode == rc.ModeGBN
+	// One rule per direction covers every QP between the two hosts, as a deployment
+	// configures it: the gateways tell the flows apart by destination QP, and which reverse
+	// QP belongs to which flow is theirs to learn (G30).
+	rules := []gateway.ProtectRule{
+		{Src: gateway.HostPrefix(addrA), Dst: gateway.HostPrefix(addrB), SrcPort: hostA.LocalAddr().Port(), Ordered: &ordered},
+		{Src: gateway.HostPrefix(addrB), Dst: gateway.HostPrefix(addrA), SrcPort: hostB.LocalAddr().Port(), Ordered: &ordered},
+	}
+	// The RDMA senders' pacer sends in bursts of up to 1 ms on real sockets: a block
+	// closes on a longer gap only (C5), so that blocks fill up to k.
+	burstGap := labBurstGap
+	var reorder time.Duration
+	if ordered {
+		// A go-back-N receiver NAKs the first packet after a gap: the CRF's hold (C7 a)
+		// also waits for one coded retransmission round, and still ends well before the
+		// requester's retransmission timeout (3 SRTT).
+		reorder = 3 * o.RTT / 2
+	}
+	// With a reporter in the path, the CSFs accept PATH_REPORT from its address only (C14).
+	var reporters []netip.Addr
+	if p.rep != nil {
+		reporters = []netip.Addr{p.rep.addr().Addr()}
+	}
+	mkcfg := func(self, other netip.Addr, pathSelf netip.AddrPort, host *udp.Host, pathData netip.AddrPort) gateway.Config {
+		return gateway.Config{CREMAddress: netip.AddrPortFrom(self, uint16(lr.port)), Peer: pathSelf,
+			Mode: gateway.ModeRelay, Shards: 1, Protect: rules,
+			Relay: gateway.RelayConfig{Listen: netip.AddrPortFrom(self, 0), Target: host.LocalAddr(),
+				WANListen: netip.AddrPortFrom(self, 0), PeerData: pathData,
+				LocalEndpoint: self, RemoteEndpoint: other},
+			Policy: gateway.PolicyConfig{K: gateway.Opt(o.K), M: gateway.Opt(o.M), MTU: gateway.Opt(o.MTU), InitialRTT: gateway.Dur(o.RTT + time.Millisecond),
+				Rule: policy.Rule(o.Rule), FlowRate: gateway.Rate(lr.rate),
+				MaxOpenBlocks: gateway.Opt(maxOpen(o, lr.rate)), BurstGap: gateway.Dur(burstGap), Reorder: gateway.Dur(reorder)},
+			Reporters: reporters}
+	}
+	return []gateway.Config{
+		mkcfg(addrA, addrB, p.addr[0], hostA, p.addr[0]),
+		mkcfg(addrB, addrA, p.addr[1], hostB, p.addr[1]),
+	}
+}
+
+// stopGateways stops the gateways and waits for them; again is harmless.
+func (lr *labRun) stopGateways() {
+	lr.gcancel()
+	lr.gwWG.Wait()
+}
+
+// releaseGateways stops the gateways, which close their sockets, and takes their ports back
+// until the next run.
+func (lr *labRun) releaseGateways() {
+	lr.stopGateways()
+	if lr.kind.crem {
+		lr.ports.retake(0)
+		lr.ports.retake(1)
+	}
+}
+
+// connect makes the QPs and their workload and adds them to the hosts (disconnect removes them).
+func (lr *labRun) connect() error {
+	for q, c := range lr.cfgs {
 		qa, err := rc.NewQP(c[0])
 		if err != nil {
-			return run, fmt.Errorf("lab: QP %d: requester: %w", q, err)
+			return fmt.Errorf("lab: QP %d: requester: %w", q, err)
 		}
 		qb, err := rc.NewQP(c[1])
 		if err != nil {
-			return run, fmt.Errorf("lab: QP %d: responder: %w", q, err)
+			return fmt.Errorf("lab: QP %d: responder: %w", q, err)
 		}
-		pairs = append(pairs, [2]*rc.QP{qa, qb})
+		lr.pairs = append(lr.pairs, [2]*rc.QP{qa, qb})
 	}
-	w := newWorkload(o, name, pairs)
-	if err := w.prepareResponders(); err != nil {
-		return run, err
+	lr.w = newWorkload(lr.o, lr.name, lr.pairs)
+	if err := lr.w.prepareResponders(); err != nil {
+		return err
 	}
-	conns := make([][2]*udp.Conn, len(pairs))
-	for q, k := range w.qps {
-		ca, err := hostA.Add(k.qa, toA, nil, k.requesterDone)
+	lr.conns = make([][2]*udp.Conn, len(lr.pairs))
+	for q, k := range lr.w.qps {
+		ca, err := lr.hostA.Add(k.qa, lr.toA, nil, k.requesterDone)
 		if err != nil {
-			return run, fmt.Errorf("lab: QP %d: requester: %w", q, err)
+			return fmt.Errorf("lab: QP %d: requester: %w", q, err)
 		}
-		defer hostA.Remove(ca)
-		cb, err := hostB.Add(k.qb, toB, nil, k.responderDone)
+		lr.conns[q][0] = ca
+		cb, err := lr.hostB.Add(k.qb, lr.toB, nil, k.responderDone)
 		if err != nil {
-			return run, fmt.Errorf("lab: QP %d: responder: %w", q, err)
+			return fmt.Errorf("lab: QP %d: responder: %w", q, err)
 		}
-		defer hostB.Remove(cb)
-		conns[q] = [2]*udp.Conn{ca, cb}
+		lr.conns[q][1] = cb
 	}
+	return nil
+}
 
-	timeout := o.Timeout
-	if w.soak {
-		timeout += o.Duration
-	}
-	rctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	rdmaRetx := func() uint64 {
-		var n uint64
-		for _, c := range conns {
-			for _, x := range c {
-				x.Do(func(qp *rc.QP) { n += qp.Stats().RetransmittedPackets })
-			}
+// disconnect removes the QPs connect added from the hosts, the last added first.
+func (lr *labRun) disconnect() {
+	for q := len(lr.conns) - 1; q >= 0; q-- {
+		if cb := lr.conns[q][1]; cb != nil {
+			lr.hostB.Remove(cb)
 		}
-		return n
-	}
-	// sample takes a soak's interval; closes counts the CLOSEs so far.
-	var closes uint64
-	var stalls stallMeter
-	if w.soak {
-		stop := stalls.run()
-		defer stop()
-	}
-	sample := func(elapsed time.Duration) Interval {
-		iv := Interval{ElapsedS: elapsed.Seconds()}
-		w.mu.Lock()
-		iv.Messages, iv.Bad, iv.Posted = w.checked, w.bad, w.posted
-		w.mu.Unlock()
-		iv.Bytes = int64(iv.Messages) * int64(o.Size)
-		for _, g := range gws {
-			st := g.Stats()
-			iv.Flows += st.Flows
-			iv.FlowsOpened += st.Receiver.FlowsOpened
-			iv.Closes += st.Sender.CloseSent + st.Sender.CloseReceived + st.Receiver.CloseSent + st.Receiver.CloseReceived
-			iv.Restored += st.Receiver.Flows.Restored
+		if ca := lr.conns[q][0]; ca != nil {
+			lr.hostA.Remove(ca)
 		}
-		closes = iv.Closes
-		iv.Lost = p.lost()
-		iv.RDMARetx = rdmaRetx()
-		iv.HeapBytes, iv.HeapObjects, iv.Goroutines = memory()
-		iv.MaxStallMS = float64(stalls.take()) / 1e6
-		return iv
 	}
-	start := time.Now()
-	w.start = start
+}
+
+// rdmaRetx is the packets the QPs have retransmitted so far.
+func (lr *labRun) rdmaRetx() uint64 {
+	var n uint64
+	for _, c := range lr.conns {
+		for _, x := range c {
+			x.Do(func(qp *rc.QP) { n += qp.Stats().RetransmittedPackets })
+		}
+	}
+	return n
+}
+
+// sample takes a soak's interval at elapsed since the start, and the CLOSEs so far.
+func (lr *labRun) sample(elapsed time.Duration) Interval {
+	w := lr.w
+	iv := Interval{ElapsedS: elapsed.Seconds()}
+	w.mu.Lock()
+	iv.Messages, iv.Bad, iv.Posted = w.checked, w.bad, w.posted
+	w.mu.Unlock()
+	iv.Bytes = int64(iv.Messages) * int64(lr.o.Size)
+	for _, g := range lr.gws {
+		st := g.Stats()
+		iv.Flows += st.Flows
+		iv.FlowsOpened += st.Receiver.FlowsOpened
+		iv.Closes += st.Sender.CloseSent + st.Sender.CloseReceived + st.Receiver.CloseSent + st.Receiver.CloseReceived
+		iv.Restored += st.Receiver.Flows.Restored
+	}
+	lr.closes = iv.Closes
+	iv.Lost = lr.p.lost()
+	iv.RDMARetx = lr.rdmaRetx()
+	iv.HeapBytes, iv.HeapObjects, iv.Goroutines = memory()
+	iv.MaxStallMS = float64(lr.stalls.take()) / 1e6
+	return iv
+}
+
+// transfer posts the workload and waits for it to end, or for rctx (the run's timeout, or ctx
+// cancelled from outside: interrupted); a soak takes its intervals meanwhile. endedEarly says
+// why a soak ended before its duration ("": it did not).
+func (lr *labRun) transfer(ctx, rctx context.Context, run *Run) (elapsed time.Duration, endedEarly string, interrupted bool) {
+	w := lr.w
+	lr.start = time.Now()
+	w.start = lr.start
 	for q, k := range w.qps {
-		conns[q][0].Do(func(*rc.QP) { k.postAll() })
+		lr.conns[q][0].Do(func(*rc.QP) { k.postAll() })
 	}
-	endedEarly := ""
 	if w.soak {
-		// One timer: at each interval's end, and the last at the duration's.
-		end, next := o.Duration, o.StatsInterval // since start
-		t := time.NewTimer(min(next, end))
-		defer t.Stop()
-	soak:
-		for {
-			select {
-			case <-t.C:
-			case <-w.done: // an error ended it
-				endedEarly = "a message failed"
-				break soak
-			case <-rctx.Done():
-				endedEarly = rctx.Err().Error()
-				break soak
-			}
-			now := time.Since(start)
-			iv := sample(now)
-			run.Intervals = append(run.Intervals, iv)
-			if o.Report != nil {
-				o.Report(name, iv)
-			}
-			if now >= end {
-				break
-			}
-			// The next one even when this one was late (a busy machine): a line per interval.
-			next += o.StatsInterval
-			t.Reset(max(min(next, end)-time.Since(start), 0))
-		}
+		endedEarly = lr.soakIntervals(rctx, run)
 		w.stop()
 	}
 	finished := false
@@ -702,27 +788,66 @@ func runOne(ctx context.Context, o *Options, name string, ports *Ports, pc *path
 		finished = true
 	case <-rctx.Done():
 	}
-	elapsed := time.Since(start)
+	elapsed = time.Since(lr.start)
 	// Cancelled from outside (not the run's own timeout) before the run ended: interrupted.
-	interrupted := !finished && ctx.Err() != nil
+	interrupted = !finished && ctx.Err() != nil
 	if w.soak {
 		// The CLOSEs until the last transfer ended, before the gateways stop; a soak that
 		// ended early keeps this last look too.
-		iv := sample(elapsed)
+		iv := lr.sample(elapsed)
 		if endedEarly != "" {
-			run.Intervals = append(run.Intervals, iv)
-			if o.Report != nil {
-				o.Report(name, iv)
-			}
+			lr.report(run, iv)
 		}
 		run.DurationS = elapsed.Seconds()
 	}
-	stats := make([][2]rc.Stats, len(pairs))
-	for q, c := range conns {
+	return elapsed, endedEarly, interrupted
+}
+
+// soakIntervals takes a soak's intervals until its duration ends, a message fails or rctx
+// ends, and says why it ended early ("": it did not).
+func (lr *labRun) soakIntervals(rctx context.Context, run *Run) string {
+	o, start := lr.o, lr.start
+	// One timer: at each interval's end, and the last at the duration's.
+	end, next := o.Duration, o.StatsInterval // since start
+	t := time.NewTimer(min(next, end))
+	defer t.Stop()
+	for {
+		select {
+		case <-t.C:
+		case <-lr.w.done: // an error ended it
+			return "a message failed"
+		case <-rctx.Done():
+			return rctx.Err().Error()
+		}
+		now := time.Since(start)
+		lr.report(run, lr.sample(now))
+		if now >= end {
+			return ""
+		}
+		// The next one even when this one was late (a busy machine): a line per interval.
+		next += o.StatsInterval
+		t.Reset(max(min(next, end)-time.Since(start), 0))
+	}
+}
+
+// report keeps a soak's interval and reports it.
+func (lr *labRun) report(run *Run, iv Interval) {
+	run.Intervals = append(run.Intervals, iv)
+	if lr.o.Report != nil {
+		lr.o.Report(lr.name, iv)
+	}
+}
+
+// verdict sets the run's verification and the figures of the workload and its QPs.
+func (lr *labRun) verdict(run *Run, elapsed time.Duration, interrupted bool) {
+	o, w := lr.o, lr.w
+	stats := make([][2]rc.Stats, len(lr.pairs))
+	for q, c := range lr.conns {
 		c[0].Do(func(x *rc.QP) { stats[q][0] = x.Stats() })
 		c[1].Do(func(x *rc.QP) { stats[q][1] = x.Stats() })
 	}
 	w.mu.Lock()
+	defer w.mu.Unlock()
 	want := w.want()
 	run.Verified = w.err == nil && w.completed == want && w.checked == want && w.bad == 0 && want > 0
 	run.MessagesVerified = min(w.completed, w.checked)
@@ -745,7 +870,7 @@ func runOne(ctx context.Context, o *Options, name string, ports *Ports, pc *path
 		if w.soak {
 			n = k.posted
 		}
-		r := QPRun{QP: q, RequesterQPN: cfgs[q][0].QPN, ResponderQPN: cfgs[q][1].QPN, InitialPSN: uint32(cfgs[q][0].SendPSN),
+		r := QPRun{QP: q, RequesterQPN: lr.cfgs[q][0].QPN, ResponderQPN: lr.cfgs[q][1].QPN, InitialPSN: uint32(lr.cfgs[q][0].SendPSN),
 			Messages: n, Verified: w.err == nil && k.completed == n && k.checked == n && k.bad == 0,
 			RDMARetx: stats[q][0].RetransmittedPackets + stats[q][1].RetransmittedPackets}
 		r.MeanS, r.MaxS = k.durations.meanMax()
@@ -753,17 +878,11 @@ func runOne(ctx context.Context, o *Options, name string, ports *Ports, pc *path
 		run.RDMARetx += r.RDMARetx
 		run.RDMATimeouts += stats[q][0].Timeouts + stats[q][1].Timeouts
 	}
-	w.mu.Unlock()
-	if w.soak {
-		v := judgeSoak(&run, run.Intervals, closes, endedEarly)
-		run.Soak = &v
-	}
-	if run.Verified {
-		run.GoodputBps = float64(run.Bytes) * 8 / elapsed.Seconds()
-	}
-	gcancel()
-	gwWG.Wait()
-	for _, g := range gws {
+}
+
+// gatewayFigures adds the stopped gateways' counters to the run.
+func (lr *labRun) gatewayFigures(run *Run) {
+	for _, g := range lr.gws {
 		st := g.Stats()
 		run.Restored += st.Receiver.Flows.Restored
 		run.CodedRetx += st.Sender.RetxSent
@@ -772,21 +891,26 @@ func runOne(ctx context.Context, o *Options, name string, ports *Ports, pc *path
 		run.PathReports += st.Sender.PathReports
 		run.ReportRepair += st.Sender.ExtraSent
 	}
-	if crem {
+	if lr.kind.crem {
 		// P11: the codes each flow's CSF used over time (gateway A's CSFs protect the WRITEs to
 		// B's QPs).
 		for q := range run.PerQP {
 			r := &run.PerQP[q]
-			if f, ok := gws[0].SenderFlow(flow.Key{Src: addrA.Unmap(), Dst: addrB.Unmap(), DestQP: r.ResponderQPN}); ok {
+			if f, ok := lr.gws[0].SenderFlow(flow.Key{Src: addrA.Unmap(), Dst: addrB.Unmap(), DestQP: r.ResponderQPN}); ok {
 				r.KM = f.KM
 			}
 		}
 	}
+}
+
+// pathFigures ends the path and adds its figures (and its reporter's) to the run.
+func (lr *labRun) pathFigures(run *Run) {
+	p := lr.p
 	ps, figs := p.end()
 	if p.rep != nil {
 		// The path counts no drop after end: the reporter's figures are the run's.
 		r := p.rep.close()
-		for _, g := range gws {
+		for _, g := range lr.gws {
 			st := g.Stats()
 			r.Rejected += st.Sender.PathReportsRejected
 			r.PSNs += st.Sender.PathReportDrops
@@ -811,7 +935,6 @@ func runOne(ctx context.Context, o *Options, name string, ports *Ports, pc *path
 		carried += s.SentBytes
 	}
 	run.Overhead = float64(carried) / float64(run.Bytes)
-	return run, nil
 }
 
 // reportHold is the reporter's hold of a run (Options.ReportHold).

@@ -69,64 +69,23 @@ func parseLossSpec(spec string) (LossSpec, error) {
 		s.p = p
 	case "gilbert", "gilbert-elliott":
 		s.kind = "gilbert"
-		kv, err := params(args, "p", "r", "h", "k")
-		if err != nil {
-			return s, err
-		}
-		s.h = 1
-		if err := kv.fraction("p", &s.p, true); err != nil {
-			return s, err
-		}
-		if err := kv.fraction("r", &s.r, true); err != nil {
-			return s, err
-		}
-		if err := kv.fraction("h", &s.h, false); err != nil {
-			return s, err
-		}
-		if err := kv.fraction("k", &s.k, false); err != nil {
+		if err := s.gilbertParams(args); err != nil {
 			return s, err
 		}
 	case "gilbert-burst":
 		s.kind = kind
-		kv, err := params(args, "rate", "burst")
-		if err != nil {
+		if err := s.burstParams(args); err != nil {
 			return s, err
-		}
-		if err := kv.fraction("rate", &s.rate, true); err != nil {
-			return s, err
-		}
-		b, ok := kv["burst"]
-		if !ok {
-			return s, errors.New("missing burst= (mean loss burst in packets)")
-		}
-		s.burst, err = strconv.ParseFloat(b, 64)
-		if err != nil {
-			return s, fmt.Errorf("burst=%q is not a number", b)
 		}
 	case "every":
 		s.kind = kind
-		kv, err := params(args, "n", "of")
-		if err != nil {
-			return s, err
-		}
-		if s.n, err = kv.count("n"); err != nil {
-			return s, err
-		}
-		if s.of, err = kv.count("of"); err != nil {
+		if err := s.everyParams(args); err != nil {
 			return s, err
 		}
 	case "script":
 		s.kind = kind
-		for i, f := range strings.Split(args, ",") {
-			f = strings.TrimSpace(f)
-			if f == "" && strings.TrimSpace(args) == "" {
-				break
-			}
-			v, err := strconv.Atoi(f)
-			if err != nil || v < 0 {
-				return s, fmt.Errorf("item %d, %q, is not a packet index (0, 1, 2...)", i+1, f)
-			}
-			s.drops = append(s.drops, v)
+		if err := s.scriptParams(args); err != nil {
+			return s, err
 		}
 	default:
 		if hasArgs {
@@ -144,6 +103,73 @@ func parseLossSpec(spec string) (LossSpec, error) {
 	}
 	s.probe = probe
 	return s, nil
+}
+
+// gilbertParams reads gilbert's parameters: p=, r=, and optional h= (1) and k= (0).
+func (s *LossSpec) gilbertParams(args string) error {
+	kv, err := params(args, "p", "r", "h", "k")
+	if err != nil {
+		return err
+	}
+	s.h = 1
+	if err := kv.fraction("p", &s.p, true); err != nil {
+		return err
+	}
+	if err := kv.fraction("r", &s.r, true); err != nil {
+		return err
+	}
+	if err := kv.fraction("h", &s.h, false); err != nil {
+		return err
+	}
+	return kv.fraction("k", &s.k, false)
+}
+
+// burstParams reads gilbert-burst's parameters: rate= and burst=.
+func (s *LossSpec) burstParams(args string) error {
+	kv, err := params(args, "rate", "burst")
+	if err != nil {
+		return err
+	}
+	if err := kv.fraction("rate", &s.rate, true); err != nil {
+		return err
+	}
+	b, ok := kv["burst"]
+	if !ok {
+		return errors.New("missing burst= (mean loss burst in packets)")
+	}
+	if s.burst, err = strconv.ParseFloat(b, 64); err != nil {
+		return fmt.Errorf("burst=%q is not a number", b)
+	}
+	return nil
+}
+
+// everyParams reads every's parameters: n= and of=.
+func (s *LossSpec) everyParams(args string) error {
+	kv, err := params(args, "n", "of")
+	if err != nil {
+		return err
+	}
+	if s.n, err = kv.count("n"); err != nil {
+		return err
+	}
+	s.of, err = kv.count("of")
+	return err
+}
+
+// scriptParams reads script's packet indices, comma-separated (none: an empty list).
+func (s *LossSpec) scriptParams(args string) error {
+	for i, f := range strings.Split(args, ",") {
+		f = strings.TrimSpace(f)
+		if f == "" && strings.TrimSpace(args) == "" {
+			break
+		}
+		v, err := strconv.Atoi(f)
+		if err != nil || v < 0 {
+			return fmt.Errorf("item %d, %q, is not a packet index (0, 1, 2...)", i+1, f)
+		}
+		s.drops = append(s.drops, v)
+	}
+	return nil
 }
 
 // New builds the specified model with the given seed.

@@ -491,49 +491,13 @@ func (x *Learner) Reverse(now time.Duration, src, dst netip.Addr, pkt []byte) (f
 	rk := revKey{src: src, dst: dst, qp: destQP(pkt)}
 	r := x.revs[rk]
 	if r != nil {
-		switch r.state {
-		case paired:
-			f := r.cand
-			if f.pinned {
-				x.stats.ReversePaired++
-				x.stats.ReversePinned++
-				return f.key, true
-			}
-			if x.inRange(f, p) {
-				r.contra, r.seen = 0, now
-				x.stats.ReversePaired++
-				return f.key, true
-			}
-			x.stats.Contradictions++
-			if r.contra++; r.contra >= x.l.Unpair {
-				x.unpair(f, ReasonContradiction)
-			}
-			return flow.Key{}, false
-		case blocked:
-			if now < r.until {
-				x.stats.BlockedDropped++
-				return flow.Key{}, false
-			}
-			x.deleteRev(r)
-			r = nil
+		var k flow.Key
+		var ok, done bool
+		if r, k, ok, done = x.known(now, r, p); done {
+			return k, ok
 		}
 	}
-	// Which unpaired flows from dst to src may this PSN belong to?
-	var only *fwd
-	matches := 0
-	if g := x.groups[hostPair{dst, src}]; g != nil {
-		for _, f := range g.flows {
-			if f.pinned || (f.rev != nil && f.rev != r && x.live(f.rev, now)) {
-				continue // its reverse QP is known
-			}
-			if x.inRange(f, p) {
-				if matches++; matches > 1 {
-					break
-				}
-				only = f
-			}
-		}
-	}
+	f, matches := x.onlyMatch(now, src, dst, r, p)
 	switch {
 	case matches == 0:
 		x.stats.Unmatched++
@@ -545,7 +509,65 @@ func (x *Learner) Reverse(now time.Duration, src, dst netip.Addr, pkt []byte) (f
 		x.stats.Ambiguous++
 		return flow.Key{}, false
 	}
-	f := only
+	return x.evidence(now, r, rk, f, p)
+}
+
+// known takes PSN p of a response to reverse QP r: a paired one says its flow (done), a
+// blocked one drops it (done) until its block ends, when r is forgotten (nil).
+func (x *Learner) known(now time.Duration, r *rev, p psn.PSN) (_ *rev, k flow.Key, ok, done bool) {
+	switch r.state {
+	case paired:
+		f := r.cand
+		if f.pinned {
+			x.stats.ReversePaired++
+			x.stats.ReversePinned++
+			return r, f.key, true, true
+		}
+		if x.inRange(f, p) {
+			r.contra, r.seen = 0, now
+			x.stats.ReversePaired++
+			return r, f.key, true, true
+		}
+		x.stats.Contradictions++
+		if r.contra++; r.contra >= x.l.Unpair {
+			x.unpair(f, ReasonContradiction)
+		}
+		return r, flow.Key{}, false, true
+	case blocked:
+		if now < r.until {
+			x.stats.BlockedDropped++
+			return r, flow.Key{}, false, true
+		}
+		x.deleteRev(r)
+		return nil, flow.Key{}, false, false
+	}
+	return r, flow.Key{}, false, false
+}
+
+// onlyMatch is the unpaired flow from dst to src whose range PSN p is in, when exactly one is
+// (matches 1); matches counts up to two.
+func (x *Learner) onlyMatch(now time.Duration, src, dst netip.Addr, r *rev, p psn.PSN) (only *fwd, matches int) {
+	g := x.groups[hostPair{dst, src}]
+	if g == nil {
+		return nil, 0
+	}
+	for _, f := range g.flows {
+		if f.pinned || (f.rev != nil && f.rev != r && x.live(f.rev, now)) {
+			continue // its reverse QP is known
+		}
+		if x.inRange(f, p) {
+			if matches++; matches > 1 {
+				break
+			}
+			only = f
+		}
+	}
+	return only, matches
+}
+
+// evidence takes PSN p of a response to reverse QP rk (r: its record, or nil) as evidence that
+// it pairs with flow f, the only one whose range it is in.
+func (x *Learner) evidence(now time.Duration, r *rev, rk revKey, f *fwd, p psn.PSN) (flow.Key, bool) {
 	if r == nil {
 		if r = x.newCandidate(rk); r == nil {
 			return flow.Key{}, false

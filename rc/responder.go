@@ -563,11 +563,9 @@ func (r *responder) rnr(q *QP, p psn.PSN) {
 	r.sendNAK(q, roce.RNRNAK(r.cfg.RNRTimer, r.msn), p)
 }
 
-// exec carries out one request in order.
+// exec carries out one request in order: the kind of its opcode does.
 func (r *responder) exec(q *QP, rq *request) int {
-	op := rq.op
-	mtu := r.cfg.MTU
-	switch op {
+	switch rq.op {
 	case roce.OpSendFirst, roce.OpSendOnly, roce.OpSendOnlyWithImmediate:
 		if r.inSend || r.inWrite {
 			return r.nak(q, roce.NAKInvalidRequest, rq.p)
@@ -584,83 +582,104 @@ func (r *responder) exec(q *QP, rq *request) int {
 		}
 		return r.sendData(q, rq)
 	case roce.OpWriteFirst, roce.OpWriteOnly, roce.OpWriteOnlyWithImmediate:
-		if r.inSend || r.inWrite {
-			return r.nak(q, roce.NAKInvalidRequest, rq.p)
-		}
-		if op == roce.OpWriteOnlyWithImmediate && len(r.rq) == 0 {
-			return execRNR
-		}
-		wc, err := r.newWrite(q, rq)
-		if err != nil {
-			if errors.Is(err, errAccess) {
-				return r.nak(q, roce.NAKRemoteAccessError, rq.p)
-			}
-			return r.nak(q, roce.NAKInvalidRequest, rq.p)
-		}
-		copy(wc.buf, rq.payload)
-		if op == roce.OpWriteFirst {
-			r.inWrite, r.wc = true, wc
-			r.addWrite(wc) // when full, later packets wait in the buffer instead
-			return execOK
-		}
-		r.wc = wc
-		r.finishWrite(q, rq)
-		return execOK
+		return r.execWriteFirst(q, rq)
 	case roce.OpWriteMiddle, roce.OpWriteLast, roce.OpWriteLastWithImmediate:
-		if !r.inWrite {
-			return r.nak(q, roce.NAKInvalidRequest, rq.p)
-		}
-		wc := r.wc
-		k := int(wc.first.Forward(rq.p))
-		if k >= wc.n || !r.fits(wc, k, rq) {
-			return r.nak(q, roce.NAKInvalidRequest, rq.p)
-		}
-		if op == roce.OpWriteLastWithImmediate && len(r.rq) == 0 {
-			return execRNR
-		}
-		copy(wc.buf[k*mtu:], rq.payload)
-		if k == wc.n-1 {
-			r.finishWrite(q, rq)
-		}
-		return execOK
+		return r.execWriteNext(q, rq)
 	case roce.OpReadRequest:
-		if r.inSend || r.inWrite {
-			return r.nak(q, roce.NAKInvalidRequest, rq.p)
-		}
-		buf, err := q.mrs.lookup(rq.reth.RKey, rq.reth.VA, uint64(rq.reth.DMALength), AccessRemoteRead)
-		if err != nil {
-			return r.nak(q, roce.NAKRemoteAccessError, rq.p)
-		}
-		r.msn = (r.msn + 1) & psn.Mask
-		q.stats.ReadsExecuted++
-		n := r.psnsOf(rq)
-		r.reads = append(r.reads, readJob{p: rq.p, buf: buf, n: n, end: n})
-		return execOK
+		return r.execRead(q, rq)
 	case roce.OpCompareSwap, roce.OpFetchAdd:
-		if r.inSend || r.inWrite {
-			return r.nak(q, roce.NAKInvalidRequest, rq.p)
-		}
-		a := rq.atomic
-		if a.VA%8 != 0 {
-			return r.nak(q, roce.NAKInvalidRequest, rq.p)
-		}
-		buf, err := q.mrs.lookup(a.RKey, a.VA, 8, AccessRemoteAtomic)
-		if err != nil {
-			return r.nak(q, roce.NAKRemoteAccessError, rq.p)
-		}
-		orig := binary.LittleEndian.Uint64(buf)
-		if op == roce.OpFetchAdd {
-			binary.LittleEndian.PutUint64(buf, orig+a.SwapAdd)
-		} else if orig == a.Compare {
-			binary.LittleEndian.PutUint64(buf, a.SwapAdd)
-		}
-		r.msn = (r.msn + 1) & psn.Mask
-		q.stats.AtomicsExecuted++
-		r.atomics[r.atomicN%len(r.atomics)] = atomicResult{p: rq.p, orig: orig, valid: true}
-		r.atomicN++
-		return execOK
+		return r.execAtomic(q, rq)
 	}
 	return r.nak(q, roce.NAKInvalidRequest, rq.p)
+}
+
+// execWriteFirst starts a WRITE message (FIRST), or carries out one of a single packet (ONLY).
+func (r *responder) execWriteFirst(q *QP, rq *request) int {
+	op := rq.op
+	if r.inSend || r.inWrite {
+		return r.nak(q, roce.NAKInvalidRequest, rq.p)
+	}
+	if op == roce.OpWriteOnlyWithImmediate && len(r.rq) == 0 {
+		return execRNR
+	}
+	wc, err := r.newWrite(q, rq)
+	if err != nil {
+		if errors.Is(err, errAccess) {
+			return r.nak(q, roce.NAKRemoteAccessError, rq.p)
+		}
+		return r.nak(q, roce.NAKInvalidRequest, rq.p)
+	}
+	copy(wc.buf, rq.payload)
+	if op == roce.OpWriteFirst {
+		r.inWrite, r.wc = true, wc
+		r.addWrite(wc) // when full, later packets wait in the buffer instead
+		return execOK
+	}
+	r.wc = wc
+	r.finishWrite(q, rq)
+	return execOK
+}
+
+// execWriteNext places a WRITE message's MIDDLE or LAST packet.
+func (r *responder) execWriteNext(q *QP, rq *request) int {
+	if !r.inWrite {
+		return r.nak(q, roce.NAKInvalidRequest, rq.p)
+	}
+	wc := r.wc
+	k := int(wc.first.Forward(rq.p))
+	if k >= wc.n || !r.fits(wc, k, rq) {
+		return r.nak(q, roce.NAKInvalidRequest, rq.p)
+	}
+	if rq.op == roce.OpWriteLastWithImmediate && len(r.rq) == 0 {
+		return execRNR
+	}
+	copy(wc.buf[k*r.cfg.MTU:], rq.payload)
+	if k == wc.n-1 {
+		r.finishWrite(q, rq)
+	}
+	return execOK
+}
+
+// execRead takes a READ request: its responses are sent as the pacing allows.
+func (r *responder) execRead(q *QP, rq *request) int {
+	if r.inSend || r.inWrite {
+		return r.nak(q, roce.NAKInvalidRequest, rq.p)
+	}
+	buf, err := q.mrs.lookup(rq.reth.RKey, rq.reth.VA, uint64(rq.reth.DMALength), AccessRemoteRead)
+	if err != nil {
+		return r.nak(q, roce.NAKRemoteAccessError, rq.p)
+	}
+	r.msn = (r.msn + 1) & psn.Mask
+	q.stats.ReadsExecuted++
+	n := r.psnsOf(rq)
+	r.reads = append(r.reads, readJob{p: rq.p, buf: buf, n: n, end: n})
+	return execOK
+}
+
+// execAtomic carries out a COMPARE_SWAP or FETCH_ADD; execute answers it.
+func (r *responder) execAtomic(q *QP, rq *request) int {
+	if r.inSend || r.inWrite {
+		return r.nak(q, roce.NAKInvalidRequest, rq.p)
+	}
+	a := rq.atomic
+	if a.VA%8 != 0 {
+		return r.nak(q, roce.NAKInvalidRequest, rq.p)
+	}
+	buf, err := q.mrs.lookup(a.RKey, a.VA, 8, AccessRemoteAtomic)
+	if err != nil {
+		return r.nak(q, roce.NAKRemoteAccessError, rq.p)
+	}
+	orig := binary.LittleEndian.Uint64(buf)
+	if rq.op == roce.OpFetchAdd {
+		binary.LittleEndian.PutUint64(buf, orig+a.SwapAdd)
+	} else if orig == a.Compare {
+		binary.LittleEndian.PutUint64(buf, a.SwapAdd)
+	}
+	r.msn = (r.msn + 1) & psn.Mask
+	q.stats.AtomicsExecuted++
+	r.atomics[r.atomicN%len(r.atomics)] = atomicResult{p: rq.p, orig: orig, valid: true}
+	r.atomicN++
+	return execOK
 }
 
 // sendData copies a SEND packet into the receive buffer and completes it on its last packet.

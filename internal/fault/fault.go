@@ -14,8 +14,8 @@ import (
 type Set uint64
 
 // The faults. Each names the side that makes it (CSF or CRF), the rule it breaks, and what a
-// peer of the faulty engine sees; csf.WithFaults and crf.WithFaults plant them, and a gateway
-// passes Config.Faults to both of its engines.
+// peer of the faulty engine sees. A Set is the hooks of both engines (csf.WithHooks,
+// crf.WithHooks; hooks.go), and a gateway passes Config.Faults to both of its engines.
 const (
 	// WrongCoefficient (CSF): every ordinary repair symbol has the source symbol of its
 	// block's first present position added once more, so that position's coefficient is

@@ -1,0 +1,87 @@
+package codecheck
+
+import (
+	"fmt"
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+)
+
+// File is one parsed non-test Go file of the module.
+type File struct {
+	Path string // slash-separated, relative to the module root
+	AST  *ast.File
+	Fset *token.FileSet
+}
+
+// ModuleRoot is the directory of the go.mod above dir.
+func ModuleRoot(dir string) (string, error) {
+	dir, err := filepath.Abs(dir)
+	if err != nil {
+		return "", fmt.Errorf("codecheck: %w", err)
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			return dir, nil
+		}
+		up := filepath.Dir(dir)
+		if up == dir {
+			return "", fmt.Errorf("codecheck: no go.mod above %s", dir)
+		}
+		dir = up
+	}
+}
+
+// SourceFiles parses every non-test .go file under root (skipping testdata, hidden and
+// underscore directories, as the go command does), in path order.
+func SourceFiles(root string) ([]File, error) {
+	fset := token.NewFileSet()
+	var out []File
+	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		name := d.Name()
+		if d.IsDir() {
+			if p != root && (name == "testdata" || strings.HasPrefix(name, ".") || strings.HasPrefix(name, "_")) {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if !strings.HasSuffix(name, ".go") || strings.HasSuffix(name, "_test.go") {
+			return nil
+		}
+		f, err := parser.ParseFile(fset, p, nil, parser.SkipObjectResolution)
+		if err != nil {
+			return fmt.Errorf("codecheck: %w", err)
+		}
+		rel, err := filepath.Rel(root, p)
+		if err != nil {
+			return fmt.Errorf("codecheck: %w", err)
+		}
+		out = append(out, File{Path: filepath.ToSlash(rel), AST: f, Fset: fset})
+		return nil
+	})
+	sort.Slice(out, func(i, j int) bool { return out[i].Path < out[j].Path })
+	return out, err
+}
+
+// harness are the module's directories that are not the product: test harnesses, the
+// simulator, the lab and the tools around them.
+var harness = []string{"internal/", "sim/", "lab/", "soak/", "conform/", "udpproxy/", "altmark/",
+	"cremtest/", "pcapstats/", "rc/perf/"}
+
+// Product reports whether the file at path (relative to the module root) is product code.
+func Product(path string) bool {
+	for _, h := range harness {
+		if strings.HasPrefix(path, h) {
+			return false
+		}
+	}
+	return true
+}
