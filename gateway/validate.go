@@ -134,137 +134,11 @@ func (c Config) validate() (*resolved, error) {
 	n.Tun.LocalPrefixes = append([]Prefix(nil), c.Tun.LocalPrefixes...)
 	r := &resolved{faults: c.Faults}
 
-	// The CREM socket and the peer.
-	if !c.CREMAddress.IsValid() {
-		return nil, c.missing("crem_address", "there is no default CREM port (C14)")
+	for _, step := range []func(*Config, *resolved) error{c.validateCREM, c.validateDataPath, c.validateRules} {
+		if err := step(&n, r); err != nil {
+			return nil, err
+		}
 	}
-	if c.CREMAddress.Port() == 0 {
-		return nil, c.errAt("crem_address", c.CREMAddress, "the port must not be 0: the domain's one CREM port (C14)")
-	}
-	n.CREMAddress = unmapAP(c.CREMAddress)
-	r.crem = n.CREMAddress
-	switch c.DomainProtection {
-	case ProtectionNone:
-		if !r.crem.Addr().IsLoopback() {
-			return nil, c.errAt("crem_address", r.crem, "not a loopback address: domain_protection must say how the domain is protected (ipsec or boundary)")
-		}
-	case ProtectionIPsec, ProtectionBoundary:
-	default:
-		return nil, c.errAt("domain_protection", c.DomainProtection, "want ipsec or boundary")
-	}
-	if !c.Peer.IsValid() {
-		return nil, c.missing("peer", "the peer gateway's CREM address")
-	}
-	if c.Peer.Port() == 0 {
-		return nil, c.errAt("peer", c.Peer, "the port must not be 0")
-	}
-	n.Peer = unmapAP(c.Peer)
-	r.peer = n.Peer
-
-	// The data path.
-	r.mode = c.Mode
-	switch c.Mode {
-	case ModeRelay:
-		n.Tun = TunConfig{}
-		rl := &n.Relay
-		for _, f := range []struct {
-			key  string
-			v    *netip.AddrPort
-			port bool // a destination: port 0 reaches nothing
-		}{{"relay.listen", &rl.Listen, false}, {"relay.target", &rl.Target, true},
-			{"relay.wan_listen", &rl.WANListen, false}, {"relay.peer_data", &rl.PeerData, true}} {
-			if !f.v.IsValid() {
-				return nil, c.missing(f.key, "in relay mode")
-			}
-			if f.port && f.v.Port() == 0 {
-				return nil, c.errAt(f.key, *f.v, "the port must not be 0")
-			}
-			*f.v = unmapAP(*f.v)
-		}
-		r.listen, r.target, r.wanListen, r.peerData = rl.Listen, rl.Target, rl.WANListen, rl.PeerData
-		if !rl.LocalEndpoint.IsValid() {
-			rl.LocalEndpoint = rl.Target.Addr()
-		}
-		if !rl.RemoteEndpoint.IsValid() {
-			rl.RemoteEndpoint = rl.PeerData.Addr()
-		}
-		rl.LocalEndpoint, rl.RemoteEndpoint = rl.LocalEndpoint.Unmap(), rl.RemoteEndpoint.Unmap()
-		r.localEP, r.remoteEP = rl.LocalEndpoint, rl.RemoteEndpoint
-		if r.localEP.Is4() != r.remoteEP.Is4() {
-			return nil, c.errAt("relay.remote_endpoint", r.remoteEP, "not of the address family of relay.local_endpoint %v", r.localEP)
-		}
-		rl.Offload = orBool(rl.Offload, true)
-		r.offload = *rl.Offload
-	case ModeTun:
-		n.Relay = RelayConfig{}
-		t := &n.Tun
-		if t.Name == "" {
-			t.Name = "crem0"
-		}
-		if len(t.Name) > 15 {
-			return nil, c.errAt("tun.name", t.Name, "at most 15 characters (IFNAMSIZ)")
-		}
-		r.tunName = t.Name
-		if len(t.LocalPrefixes) == 0 {
-			return nil, c.missing("tun.local_prefixes", "in tun mode: the prefixes of this side's endpoints")
-		}
-		for _, p := range t.LocalPrefixes {
-			if !p.IsValid() || !p.Addr().Is4() {
-				return nil, c.errAt("tun.local_prefixes", p, "tun mode carries IPv4 only")
-			}
-			r.tunLocal = append(r.tunLocal, p.Prefix)
-		}
-		if t.Verify > VerifyLogical {
-			return nil, c.errAt("tun.verify", t.Verify, "want template or logical")
-		}
-		if t.Write > WriteDevice {
-			return nil, c.errAt("tun.write", t.Write, "want raw or device")
-		}
-		r.tunLogical, r.tunDevWrite = t.Verify == VerifyLogical, t.Write == WriteDevice
-		t.Offload = orBool(t.Offload, true)
-		r.tunOffload = *t.Offload
-		if t.Mark == nil {
-			m := uint32(0x43)
-			t.Mark = &m
-		}
-		if *t.Mark == 0 || *t.Mark > math.MaxInt32 {
-			return nil, c.errAt("tun.mark", *t.Mark, "want 1 to 2147483647: the raw socket's packets must carry a mark that policy routing keeps out of the device")
-		}
-		r.tunMark = int(*t.Mark)
-	default:
-		return nil, c.errAt("mode", c.Mode, "want relay or tun")
-	}
-	if err := c.socketsApart(r); err != nil {
-		return nil, err
-	}
-
-	// Which flows.
-	for i, p := range n.Protect {
-		key := func(leaf string) string { return fmt.Sprintf("protect[%d].%s", i, leaf) }
-		if p.QP >= 1<<24 {
-			return nil, c.errAt(key("qp"), p.QP, "a 24-bit queue pair number: at most 16777215")
-		}
-		if p.ReverseQP >= 1<<24 {
-			return nil, c.errAt(key("reverse_qp"), p.ReverseQP, "a 24-bit queue pair number: at most 16777215")
-		}
-		if p.ReverseQP != 0 && p.QP == 0 {
-			return nil, c.errAt(key("reverse_qp"), p.ReverseQP, "reverse_qp %d needs qp: it names the reverse QP of one flow (without it the gateway learns each flow's)", p.ReverseQP)
-		}
-		n.Protect[i].Ordered = orBool(p.Ordered, true)
-		r.rules = append(r.rules, rule{src: p.Src.Prefix, dst: p.Dst.Prefix, srcPort: p.SrcPort, qp: p.QP,
-			ordered: *n.Protect[i].Ordered, reverseQP: p.ReverseQP})
-	}
-	if len(r.rules) == 0 {
-		r.rules = []rule{{ordered: true}}
-	}
-	for i, a := range n.Reporters {
-		if !a.IsValid() {
-			return nil, c.errAt(fmt.Sprintf("reporters[%d]", i), "", "want an address")
-		}
-		n.Reporters[i] = a.Unmap()
-	}
-	r.reporters = n.Reporters
-
 	if err := c.validatePolicy(&n, r); err != nil {
 		return nil, err
 	}
@@ -482,4 +356,160 @@ func (c *Config) placed(err error) error {
 		}
 	}
 	return err
+}
+
+// validateCREM checks the CREM socket, the domain's protection and the peer.
+func (c Config) validateCREM(n *Config, r *resolved) error {
+	if !c.CREMAddress.IsValid() {
+		return c.missing("crem_address", "there is no default CREM port (C14)")
+	}
+	if c.CREMAddress.Port() == 0 {
+		return c.errAt("crem_address", c.CREMAddress, "the port must not be 0: the domain's one CREM port (C14)")
+	}
+	n.CREMAddress = unmapAP(c.CREMAddress)
+	r.crem = n.CREMAddress
+	switch c.DomainProtection {
+	case ProtectionNone:
+		if !r.crem.Addr().IsLoopback() {
+			return c.errAt("crem_address", r.crem, "not a loopback address: domain_protection must say how the domain is protected (ipsec or boundary)")
+		}
+	case ProtectionIPsec, ProtectionBoundary:
+	default:
+		return c.errAt("domain_protection", c.DomainProtection, "want ipsec or boundary")
+	}
+	if !c.Peer.IsValid() {
+		return c.missing("peer", "the peer gateway's CREM address")
+	}
+	if c.Peer.Port() == 0 {
+		return c.errAt("peer", c.Peer, "the port must not be 0")
+	}
+	n.Peer = unmapAP(c.Peer)
+	r.peer = n.Peer
+
+	return nil
+}
+
+// validateDataPath checks the sockets or the device of the mode, and that no two sockets share
+// a port.
+func (c Config) validateDataPath(n *Config, r *resolved) error {
+	r.mode = c.Mode
+	switch c.Mode {
+	case ModeRelay:
+		if err := c.validateRelay(n, r); err != nil {
+			return err
+		}
+	case ModeTun:
+		if err := c.validateTun(n, r); err != nil {
+			return err
+		}
+	default:
+		return c.errAt("mode", c.Mode, "want relay or tun")
+	}
+	return c.socketsApart(r)
+}
+
+// validateRelay checks [relay].
+func (c Config) validateRelay(n *Config, r *resolved) error {
+	n.Tun = TunConfig{}
+	rl := &n.Relay
+	for _, f := range []struct {
+		key  string
+		v    *netip.AddrPort
+		port bool // a destination: port 0 reaches nothing
+	}{{"relay.listen", &rl.Listen, false}, {"relay.target", &rl.Target, true},
+		{"relay.wan_listen", &rl.WANListen, false}, {"relay.peer_data", &rl.PeerData, true}} {
+		if !f.v.IsValid() {
+			return c.missing(f.key, "in relay mode")
+		}
+		if f.port && f.v.Port() == 0 {
+			return c.errAt(f.key, *f.v, "the port must not be 0")
+		}
+		*f.v = unmapAP(*f.v)
+	}
+	r.listen, r.target, r.wanListen, r.peerData = rl.Listen, rl.Target, rl.WANListen, rl.PeerData
+	if !rl.LocalEndpoint.IsValid() {
+		rl.LocalEndpoint = rl.Target.Addr()
+	}
+	if !rl.RemoteEndpoint.IsValid() {
+		rl.RemoteEndpoint = rl.PeerData.Addr()
+	}
+	rl.LocalEndpoint, rl.RemoteEndpoint = rl.LocalEndpoint.Unmap(), rl.RemoteEndpoint.Unmap()
+	r.localEP, r.remoteEP = rl.LocalEndpoint, rl.RemoteEndpoint
+	if r.localEP.Is4() != r.remoteEP.Is4() {
+		return c.errAt("relay.remote_endpoint", r.remoteEP, "not of the address family of relay.local_endpoint %v", r.localEP)
+	}
+	rl.Offload = orBool(rl.Offload, true)
+	r.offload = *rl.Offload
+	return nil
+}
+
+// validateTun checks [tun].
+func (c Config) validateTun(n *Config, r *resolved) error {
+	n.Relay = RelayConfig{}
+	t := &n.Tun
+	if t.Name == "" {
+		t.Name = "crem0"
+	}
+	if len(t.Name) > 15 {
+		return c.errAt("tun.name", t.Name, "at most 15 characters (IFNAMSIZ)")
+	}
+	r.tunName = t.Name
+	if len(t.LocalPrefixes) == 0 {
+		return c.missing("tun.local_prefixes", "in tun mode: the prefixes of this side's endpoints")
+	}
+	for _, p := range t.LocalPrefixes {
+		if !p.IsValid() || !p.Addr().Is4() {
+			return c.errAt("tun.local_prefixes", p, "tun mode carries IPv4 only")
+		}
+		r.tunLocal = append(r.tunLocal, p.Prefix)
+	}
+	if t.Verify > VerifyLogical {
+		return c.errAt("tun.verify", t.Verify, "want template or logical")
+	}
+	if t.Write > WriteDevice {
+		return c.errAt("tun.write", t.Write, "want raw or device")
+	}
+	r.tunLogical, r.tunDevWrite = t.Verify == VerifyLogical, t.Write == WriteDevice
+	t.Offload = orBool(t.Offload, true)
+	r.tunOffload = *t.Offload
+	if t.Mark == nil {
+		m := uint32(0x43)
+		t.Mark = &m
+	}
+	if *t.Mark == 0 || *t.Mark > math.MaxInt32 {
+		return c.errAt("tun.mark", *t.Mark, "want 1 to 2147483647: the raw socket's packets must carry a mark that policy routing keeps out of the device")
+	}
+	r.tunMark = int(*t.Mark)
+	return nil
+}
+
+// validateRules checks the protect rules and the reporters.
+func (c Config) validateRules(n *Config, r *resolved) error {
+	for i, p := range n.Protect {
+		key := func(leaf string) string { return fmt.Sprintf("protect[%d].%s", i, leaf) }
+		if p.QP >= 1<<24 {
+			return c.errAt(key("qp"), p.QP, "a 24-bit queue pair number: at most 16777215")
+		}
+		if p.ReverseQP >= 1<<24 {
+			return c.errAt(key("reverse_qp"), p.ReverseQP, "a 24-bit queue pair number: at most 16777215")
+		}
+		if p.ReverseQP != 0 && p.QP == 0 {
+			return c.errAt(key("reverse_qp"), p.ReverseQP, "reverse_qp %d needs qp: it names the reverse QP of one flow (without it the gateway learns each flow's)", p.ReverseQP)
+		}
+		n.Protect[i].Ordered = orBool(p.Ordered, true)
+		r.rules = append(r.rules, rule{src: p.Src.Prefix, dst: p.Dst.Prefix, srcPort: p.SrcPort, qp: p.QP,
+			ordered: *n.Protect[i].Ordered, reverseQP: p.ReverseQP})
+	}
+	if len(r.rules) == 0 {
+		r.rules = []rule{{ordered: true}}
+	}
+	for i, a := range n.Reporters {
+		if !a.IsValid() {
+			return c.errAt(fmt.Sprintf("reporters[%d]", i), "", "want an address")
+		}
+		n.Reporters[i] = a.Unmap()
+	}
+	r.reporters = n.Reporters
+
+	return nil
 }
