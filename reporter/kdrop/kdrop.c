@@ -1,0 +1,256 @@
+//go:build ignore
+
+/* The kernel half of the drop source: runs where the kernel frees a packet it dropped
+ * (skb:kfree_skb) and passes on, through a ring buffer, the drops of RoCEv2 datagrams on the
+ * configured devices for the configured reasons. It only reads: the packet, the device and the
+ * reason. Every map is bounded. */
+
+#include "kdrop.h"
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_core_read.h>
+#include <bpf/bpf_endian.h>
+#include <bpf/bpf_tracing.h>
+
+char __license[] SEC("license") = "Dual BSD/GPL";
+
+#define MAX_PSNS 64
+#define ETH_P_IP 0x0800
+#define ETH_P_IPV6 0x86DD
+#define IPPROTO_UDP 17
+
+/* A device of the router: its namespace (the netns cookie) and index. */
+struct dev_key {
+	__u64 netns;
+	__u32 ifindex;
+	__u32 pad;
+};
+
+/* A drop passed on. PSNs holds the PSNs of the first npsn segments; segs is how many the
+ * packet carried (more than one for a GSO packet), so segs - npsn were dropped unnamed. */
+struct event {
+	__u32 port;
+	__u32 ifindex;
+	__u32 reason;
+	__u32 dqp;
+	__u16 segs;
+	__u8 family;
+	__u8 npsn;
+	__u8 src[16];
+	__u8 dst[16];
+	__u32 psns[MAX_PSNS];
+};
+
+/* A flow whose drops found the ring buffer full, and the count. */
+struct lost_key {
+	__u8 src[16];
+	__u8 dst[16];
+	__u32 dqp;
+	__u32 port;
+	__u32 reason;
+	__u8 family;
+	__u8 pad[3];
+};
+
+enum stat {
+	STAT_MATCHED,   /* drops on a device and for a reason configured */
+	STAT_EVENTS,    /* events written to the ring buffer */
+	STAT_LOST,      /* events the full ring buffer refused (their segments counted in lost) */
+	STAT_NOT_ROCE,  /* matched drops that were not UDP to a configured port */
+	STAT_SEGS_LOST, /* segments of refused events */
+	STAT_NOT_LINEAR, /* datagrams whose BTH lay outside the linear part (not named, not passed on) */
+	STAT_MAX,
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 64);
+	__type(key, struct dev_key);
+	__type(value, __u32);
+} devices SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 64);
+	__type(key, __u16);
+	__type(value, __u8);
+} ports SEC(".maps");
+
+/* reasons[r] is non-zero for a reason to pass on. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 256);
+	__type(key, __u32);
+	__type(value, __u8);
+} reasons SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 1 << 20);
+} events SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 1024);
+	__type(key, struct lost_key);
+	__type(value, __u64);
+} lost SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, STAT_MAX);
+	__type(key, __u32);
+	__type(value, __u64);
+} stats SEC(".maps");
+
+/* Keeps struct event in the BTF for bpf2go's -type. */
+const struct event *unused_event __attribute__((unused));
+
+static __always_inline void count(__u32 which, __u64 n)
+{
+	__u64 *v = bpf_map_lookup_elem(&stats, &which);
+	if (v)
+		*v += n;
+}
+
+static __always_inline int handle(struct sk_buff *skb, __u32 reason)
+{
+	__u32 r = reason;
+	__u8 *want = bpf_map_lookup_elem(&reasons, &r);
+	if (!want || !*want)
+		return 0;
+
+	struct net_device *dev = BPF_CORE_READ(skb, dev);
+	if (!dev)
+		return 0;
+	struct dev_key dk = {};
+	dk.ifindex = BPF_CORE_READ(dev, ifindex);
+	dk.netns = BPF_CORE_READ(dev, nd_net.net, net_cookie);
+	__u32 *port = bpf_map_lookup_elem(&devices, &dk);
+	if (!port)
+		return 0;
+	count(STAT_MATCHED, 1);
+
+	unsigned char *head = BPF_CORE_READ(skb, head);
+	unsigned char *nh = head + BPF_CORE_READ(skb, network_header);
+	__u16 proto = bpf_ntohs(BPF_CORE_READ(skb, protocol));
+
+	struct lost_key k = {};
+	__u32 l4;
+	if (proto == ETH_P_IP) {
+		__u8 vihl, p;
+		__u16 frag;
+		if (bpf_probe_read_kernel(&vihl, 1, nh) || bpf_probe_read_kernel(&p, 1, nh + 9) ||
+		    bpf_probe_read_kernel(&frag, 2, nh + 6))
+			goto not_roce;
+		if (p != IPPROTO_UDP || (bpf_ntohs(frag) & 0x1fff) != 0)
+			goto not_roce;
+		l4 = (vihl & 0x0f) * 4;
+		k.family = 4;
+		if (bpf_probe_read_kernel(k.src, 4, nh + 12) || bpf_probe_read_kernel(k.dst, 4, nh + 16))
+			goto not_roce;
+	} else if (proto == ETH_P_IPV6) {
+		__u8 next;
+		if (bpf_probe_read_kernel(&next, 1, nh + 6) || next != IPPROTO_UDP)
+			goto not_roce;
+		l4 = 40;
+		k.family = 6;
+		if (bpf_probe_read_kernel(k.src, 16, nh + 8) || bpf_probe_read_kernel(k.dst, 16, nh + 24))
+			goto not_roce;
+	} else {
+		goto not_roce;
+	}
+	unsigned char *udp = nh + l4;
+	__u16 dport;
+	if (bpf_probe_read_kernel(&dport, 2, udp + 2))
+		goto not_roce;
+	__u8 *ok = bpf_map_lookup_elem(&ports, &dport);
+	if (!ok)
+		goto not_roce;
+	unsigned char *bth = udp + 8;
+	/* Only the linear part of the buffer is at an address the program can compute; a BTH in
+	 * the page fragments cannot be read, so such a drop is counted, never guessed at. */
+	unsigned char *data = BPF_CORE_READ(skb, data);
+	unsigned char *linear_end = data + (BPF_CORE_READ(skb, len) - BPF_CORE_READ(skb, data_len));
+	if (bth + 12 > linear_end) {
+		count(STAT_NOT_LINEAR, 1);
+		return 0;
+	}
+	__u32 dqp;
+	if (bpf_probe_read_kernel(&dqp, 4, bth + 4))
+		goto not_roce;
+	k.dqp = bpf_ntohl(dqp) & 0xffffff;
+	k.port = *port;
+	k.reason = reason;
+
+	/* A GSO packet carries gso_segs datagrams, one BTH every gso_size octets of UDP payload;
+	 * those in the linear part of the buffer are read, the rest counted. */
+	__u16 segs = 1, gso_size = 0;
+	struct skb_shared_info *shinfo = (void *)(head + BPF_CORE_READ(skb, end));
+	__u16 gs = BPF_CORE_READ(shinfo, gso_size);
+	if (gs) {
+		segs = BPF_CORE_READ(shinfo, gso_segs);
+		gso_size = gs;
+		if (segs == 0)
+			segs = 1;
+	}
+
+	struct event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
+	if (!e) {
+		count(STAT_LOST, 1);
+		count(STAT_SEGS_LOST, segs);
+		__u64 *n = bpf_map_lookup_elem(&lost, &k);
+		if (n) {
+			__sync_fetch_and_add(n, segs);
+		} else {
+			__u64 v = segs;
+			/* Another CPU may have added the key meanwhile: then add to its count. */
+			if (bpf_map_update_elem(&lost, &k, &v, BPF_NOEXIST) != 0) {
+				n = bpf_map_lookup_elem(&lost, &k);
+				if (n)
+					__sync_fetch_and_add(n, segs);
+			}
+		}
+		return 0;
+	}
+	e->port = k.port;
+	e->ifindex = dk.ifindex;
+	e->reason = reason;
+	e->dqp = k.dqp;
+	e->segs = segs;
+	e->family = k.family;
+	__builtin_memcpy(e->src, k.src, 16);
+	__builtin_memcpy(e->dst, k.dst, 16);
+	__u8 n = 0;
+	for (int i = 0; i < MAX_PSNS; i++) {
+		if (i >= segs)
+			break;
+		unsigned char *at = bth + (__u32)i * gso_size;
+		if (at + 12 > linear_end)
+			break;
+		__u32 w;
+		if (bpf_probe_read_kernel(&w, 4, at + 8))
+			break;
+		e->psns[i] = bpf_ntohl(w) & 0xffffff;
+		n++;
+	}
+	e->npsn = n;
+	bpf_ringbuf_submit(e, 0);
+	count(STAT_EVENTS, 1);
+	return 0;
+
+not_roce:
+	count(STAT_NOT_ROCE, 1);
+	return 0;
+}
+
+SEC("tp_btf/kfree_skb")
+int BPF_PROG(kfree_skb_btf, struct sk_buff *skb, void *location, enum skb_drop_reason reason)
+{
+	return handle(skb, reason);
+}
+
+SEC("tracepoint/skb/kfree_skb")
+int kfree_skb_tp(struct trace_event_raw_kfree_skb *ctx)
+{
+	return handle((struct sk_buff *)BPF_CORE_READ(ctx, skbaddr), BPF_CORE_READ(ctx, reason));
+}
