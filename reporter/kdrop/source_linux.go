@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"runtime"
 	"syscall"
 	"time"
 	"unsafe"
@@ -279,4 +280,32 @@ func NetnsCookie() (uint64, error) {
 		return 0, fmt.Errorf("kdrop: SO_NETNS_COOKIE (Linux 5.14 or later): %w", e)
 	}
 	return c, nil
+}
+
+// InNetns runs fn on a thread of its own in the network namespace at path (such as
+// /run/netns/router); "" runs it on the caller's goroutine. Sockets fn opens stay in that
+// namespace.
+func InNetns(path string, fn func() error) error {
+	if path == "" {
+		return fn()
+	}
+	done := make(chan error)
+	go func() {
+		// The thread is never unlocked: it ends with the goroutine instead of going back to
+		// the pool in the other namespace.
+		runtime.LockOSThread()
+		f, err := os.Open(path)
+		if err != nil {
+			done <- fmt.Errorf("network namespace: %w", err)
+			return
+		}
+		err = unix.Setns(int(f.Fd()), unix.CLONE_NEWNET)
+		f.Close()
+		if err != nil {
+			done <- fmt.Errorf("entering the network namespace %s: %w", path, err)
+			return
+		}
+		done <- fn()
+	}()
+	return <-done
 }

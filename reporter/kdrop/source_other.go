@@ -23,3 +23,14 @@ func (s *Source) Close() error                  { return nil }
 
 // Reasons returns ErrNotSupported.
 func Reasons() (map[string]uint32, error) { return nil, ErrNotSupported }
+
+// InNetns runs fn here when path is empty; network namespaces are Linux's.
+func InNetns(path string, fn func() error) error {
+	if path == "" {
+		return fn()
+	}
+	return ErrNotSupported
+}
+
+// NetnsCookie returns ErrNotSupported.
+func NetnsCookie() (uint64, error) { return 0, ErrNotSupported }
