@@ -3,10 +3,10 @@ package deploy
 import (
 	"net/netip"
 	"path/filepath"
-	"slices"
-	"time"
 	"runtime"
+	"slices"
 	"testing"
+	"time"
 
 	"github.com/crem-project/crem/gateway"
 	"github.com/crem-project/crem/reporter/kdrop"

@@ -13,7 +13,6 @@ import (
 	"testing"
 	"time"
 
-
 	"github.com/crem-project/crem/psn"
 	"github.com/crem-project/crem/reporter"
 	"github.com/crem-project/crem/reporter/kdrop"
