@@ -40,7 +40,7 @@ func TestReporterCheckConfigRefusesBadFiles(t *testing.T) {
 	good := "crem_port = 50000\ndevices = [\"lo\"]\n"
 	for _, tc := range []struct {
 		name, text, want string
-		code           int
+		code             int
 	}{
 		{"good", good, "is valid", 0},
 		{"no port", "devices = [\"lo\"]\n", "crem_port is required", 2},
