@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"os"
 	"slices"
 	"sync"
 	"testing"
@@ -28,11 +29,20 @@ type flowID struct {
 	qp     uint32
 }
 
-// TestQueueDropsReportedExactlyThroughTbf: RoCEv2-shaped datagrams of an IPv4 and an IPv6
-// flow cross a router whose egress tbf cannot carry them; every PSN the queue dropped is
-// reported once, and only those: the receiver's gaps, the qdisc's drop counter and the PSNs
-// of the PATH_REPORTs agree.
-func TestQueueDropsReportedExactlyThroughTbf(t *testing.T) {
+// outcome is what a run through the lab gave: per flow the PSNs the receiver missed and those
+// the reports named, and the totals.
+type outcome struct {
+	sent, qdisc          int
+	missing, reported    map[flowID][]psn.PSN
+	lostCount, truncated int
+	stats                kdrop.DriverStats
+}
+
+// runLab sends perFlow datagrams of an IPv4 and an IPv6 flow through the lab's router, with
+// the program watching its bottleneck and a reporter engine behind it. With late, the driver
+// starts reading only after the traffic (the ring buffer fills meanwhile).
+func runLab(t *testing.T, ringSize int, late bool) outcome {
+	t.Helper()
 	kdroplab.Need(t)
 	l := kdroplab.New(t, "tbf rate 200mbit burst 16kb limit 24kb")
 	byName, err := kdrop.Reasons()
@@ -44,7 +54,7 @@ func TestQueueDropsReportedExactlyThroughTbf(t *testing.T) {
 		reasons = append(reasons, byName[n])
 	}
 	dev := l.Dev
-	src, err := kdrop.Open(kdrop.Config{Devices: []kdrop.Device{dev}, Ports: []uint16{4791}, Reasons: reasons, RingSize: 1 << 20})
+	src, err := kdrop.Open(kdrop.Config{Devices: []kdrop.Device{dev}, Ports: []uint16{4791}, Reasons: reasons, RingSize: ringSize})
 	if err != nil {
 		t.Fatalf("open: %v", err)
 	}
@@ -87,7 +97,9 @@ func TestQueueDropsReportedExactlyThroughTbf(t *testing.T) {
 	}}
 	ctx, cancel := context.WithCancel(context.Background())
 	ran := make(chan error, 1)
-	go func() { ran <- d.Run(ctx) }()
+	if !late {
+		go func() { ran <- d.Run(ctx) }()
+	}
 
 	const perFlow = 1500
 	const start = psn.PSN(0xffff00) // the PSNs wrap in the middle
@@ -158,27 +170,47 @@ func TestQueueDropsReportedExactlyThroughTbf(t *testing.T) {
 		}
 	})
 	<-recvDone
+	if late {
+		go func() { ran <- d.Run(ctx) }()
+		time.Sleep(100 * time.Millisecond)
+	}
 	time.Sleep(50 * time.Millisecond)
 	cancel()
 	if err := <-ran; err != nil {
 		t.Fatalf("driver: %v", err)
 	}
 
-	qdisc := l.Dropped(t)
-	gaps, reportedN := 0, 0
+	o := outcome{sent: 2 * perFlow, qdisc: l.Dropped(t), missing: map[flowID][]psn.PSN{}, reported: map[flowID][]psn.PSN{},
+		lostCount: lostCount, truncated: truncated, stats: d.Stats()}
 	for id := range flows {
-		var missing []psn.PSN
 		for i := 0; i < perFlow; i++ {
 			if p := start.Add(i); !received[id][p] {
-				missing = append(missing, p)
+				o.missing[id] = append(o.missing[id], p)
 			}
 		}
+		slices.Sort(o.missing[id])
 		got := slices.Clone(reported[id])
 		slices.Sort(got)
+		o.reported[id] = got
+	}
+	if o.qdisc == 0 || o.qdisc == o.sent {
+		t.Fatalf("the bottleneck dropped %d of %d: the test needs some drops and some deliveries", o.qdisc, o.sent)
+	}
+	return o
+}
+
+// TestQueueDropsReportedExactlyThroughTbf: RoCEv2-shaped datagrams of an IPv4 and an IPv6
+// flow cross a router whose egress tbf cannot carry them; every PSN the queue dropped is
+// reported once, and only those: the receiver's gaps, the qdisc's drop counter and the PSNs
+// of the PATH_REPORTs agree.
+func TestQueueDropsReportedExactlyThroughTbf(t *testing.T) {
+	o := runLab(t, 1<<20, false)
+	gaps, reportedN := 0, 0
+	for id, missing := range o.missing {
+		got := o.reported[id]
 		if dup := len(got) - len(slices.Compact(slices.Clone(got))); dup != 0 {
 			t.Errorf("flow %v: %d PSNs reported twice", id, dup)
 		}
-		slices.Sort(missing)
 		gaps += len(missing)
 		reportedN += len(got)
 		if !slices.Equal(got, missing) {
@@ -186,18 +218,42 @@ func TestQueueDropsReportedExactlyThroughTbf(t *testing.T) {
 				id, len(got), len(missing), head(got), head(missing))
 		}
 	}
-	st := d.Stats()
+	st := o.stats
 	t.Logf("sent %d, dropped by the queue %d, receiver's gaps %d, PSNs reported %d (Lost Count %d, truncated reports %d), reports %d; kernel %+v",
-		2*perFlow, qdisc, gaps, reportedN, lostCount, truncated, st.Engine.Reports, st.Kernel)
-	if qdisc == 0 || gaps == 2*perFlow {
-		t.Fatalf("the bottleneck dropped %d of %d: the test needs some drops and some deliveries", qdisc, 2*perFlow)
-	}
-	if reportedN != qdisc || gaps != qdisc || lostCount != qdisc || truncated != 0 {
+		o.sent, o.qdisc, gaps, reportedN, o.lostCount, o.truncated, st.Engine.Reports, st.Kernel)
+	if reportedN != o.qdisc || gaps != o.qdisc || o.lostCount != o.qdisc || o.truncated != 0 {
 		t.Fatalf("queue dropped %d, receiver missed %d, reported %d PSNs, Lost Count %d, %d truncated reports",
-			qdisc, gaps, reportedN, lostCount, truncated)
+			o.qdisc, gaps, reportedN, o.lostCount, o.truncated)
 	}
 	if st.Kernel.EventsLost != 0 || st.Kernel.NotLinear != 0 {
 		t.Fatalf("kernel counters %+v: nothing should be lost or unreadable here", st.Kernel)
+	}
+}
+
+// TestRingOverrunReportedAsLostCount: with a ring buffer of one page and nobody reading it
+// while the queue drops, most events find it full; their drops are counted per flow in the
+// kernel and reach the reports in Lost Count without PSNs (Truncated), so Lost Count still
+// equals the queue's drops, and every PSN that is named was dropped.
+func TestRingOverrunReportedAsLostCount(t *testing.T) {
+	o := runLab(t, os.Getpagesize(), true)
+	named := 0
+	for id, got := range o.reported {
+		named += len(got)
+		for _, p := range got {
+			if _, ok := slices.BinarySearch(o.missing[id], p); !ok {
+				t.Errorf("flow %v: PSN %v reported but received", id, p)
+			}
+		}
+	}
+	k := o.stats.Kernel
+	t.Logf("sent %d, dropped by the queue %d, Lost Count %d, PSNs named %d, events lost %d (%d datagrams), truncated reports %d",
+		o.sent, o.qdisc, o.lostCount, named, k.EventsLost, k.SegmentsLost, o.truncated)
+	if k.EventsLost == 0 || o.truncated == 0 {
+		t.Fatalf("the ring buffer never overflowed (%+v) or no report says Truncated (%d)", k, o.truncated)
+	}
+	if o.lostCount != o.qdisc || uint64(named)+k.SegmentsLost != uint64(o.qdisc) || o.stats.Unnamed != k.SegmentsLost {
+		t.Fatalf("queue dropped %d: Lost Count %d, named %d + lost to the ring %d, unnamed given to the engine %d",
+			o.qdisc, o.lostCount, named, k.SegmentsLost, o.stats.Unnamed)
 	}
 }
 
