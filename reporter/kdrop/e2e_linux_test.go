@@ -5,10 +5,13 @@ package kdrop_test
 import (
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
+	"golang.org/x/sys/unix"
 	"net"
 	"net/netip"
 	"os"
+	"runtime"
 	"slices"
 	"sync"
 	"testing"
@@ -41,7 +44,7 @@ type outcome struct {
 // runLab sends perFlow datagrams of an IPv4 and an IPv6 flow through the lab's router, with
 // the program watching its bottleneck and a reporter engine behind it. With late, the driver
 // starts reading only after the traffic (the ring buffer fills meanwhile).
-func runLab(t *testing.T, ringSize int, late bool) outcome {
+func runLab(t *testing.T, ringSize int, late, tracepoint bool) outcome {
 	t.Helper()
 	kdroplab.Need(t)
 	l := kdroplab.New(t, "tbf rate 200mbit burst 16kb limit 24kb")
@@ -54,7 +57,13 @@ func runLab(t *testing.T, ringSize int, late bool) outcome {
 		reasons = append(reasons, byName[n])
 	}
 	dev := l.Dev
-	src, err := kdrop.Open(kdrop.Config{Devices: []kdrop.Device{dev}, Ports: []uint16{4791}, Reasons: reasons, RingSize: ringSize})
+	cfg := kdrop.Config{Devices: []kdrop.Device{dev}, Ports: []uint16{4791}, Reasons: reasons, RingSize: ringSize, Tracepoint: tracepoint}
+	var src *kdrop.Source
+	if tracepoint {
+		src, err = openWithTracefs(t, cfg)
+	} else {
+		src, err = kdrop.Open(cfg)
+	}
 	if err != nil {
 		t.Fatalf("open: %v", err)
 	}
@@ -204,7 +213,17 @@ func runLab(t *testing.T, ringSize int, late bool) outcome {
 // reported once, and only those: the receiver's gaps, the qdisc's drop counter and the PSNs
 // of the PATH_REPORTs agree.
 func TestQueueDropsReportedExactlyThroughTbf(t *testing.T) {
-	o := runLab(t, 1<<20, false)
+	checkExact(t, runLab(t, 1<<20, false, false))
+}
+
+// TestTracepointFallbackReportsExactly: the classic tracepoint skb:kfree_skb, where tp_btf is
+// refused, reports the same: every PSN the queue dropped, once.
+func TestTracepointFallbackReportsExactly(t *testing.T) {
+	checkExact(t, runLab(t, 1<<20, false, true))
+}
+
+func checkExact(t *testing.T, o outcome) {
+	t.Helper()
 	gaps, reportedN := 0, 0
 	for id, missing := range o.missing {
 		got := o.reported[id]
@@ -235,7 +254,7 @@ func TestQueueDropsReportedExactlyThroughTbf(t *testing.T) {
 // kernel and reach the reports in Lost Count without PSNs (Truncated), so Lost Count still
 // equals the queue's drops, and every PSN that is named was dropped.
 func TestRingOverrunReportedAsLostCount(t *testing.T) {
-	o := runLab(t, os.Getpagesize(), true)
+	o := runLab(t, os.Getpagesize(), true, false)
 	named := 0
 	for id, got := range o.reported {
 		named += len(got)
@@ -263,3 +282,39 @@ func head(p []psn.PSN) string {
 	}
 	return fmt.Sprint(p)
 }
+
+// openWithTracefs opens the source on the classic tracepoint, from a thread with a mount
+// namespace of its own where tracefs is mounted if the host has not mounted it (the
+// tracepoint's id is read there); the host's mounts are left alone.
+func openWithTracefs(t *testing.T, cfg kdrop.Config) (*kdrop.Source, error) {
+	t.Helper()
+	var src *kdrop.Source
+	var err error
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		runtime.LockOSThread() // never unlocked: the thread ends with the goroutine
+		if _, e := os.Stat("/sys/kernel/tracing/events/skb/kfree_skb"); e != nil {
+			if e := unix.Unshare(unix.CLONE_NEWNS); e != nil {
+				err = fmt.Errorf("unshare: %w", e)
+				return
+			}
+			if e := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); e != nil {
+				err = fmt.Errorf("private mounts: %w", e)
+				return
+			}
+			if e := unix.Mount("tracefs", "/sys/kernel/tracing", "tracefs", 0, ""); e != nil {
+				err = fmt.Errorf("%w: mounting tracefs: %v", errNoTracefs, e)
+				return
+			}
+		}
+		src, err = kdrop.Open(cfg)
+	}()
+	<-done
+	if errors.Is(err, errNoTracefs) {
+		t.Skipf("the classic tracepoint needs tracefs: %v", err)
+	}
+	return src, err
+}
+
+var errNoTracefs = errors.New("no tracefs")
