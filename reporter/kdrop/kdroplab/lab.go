@@ -24,7 +24,7 @@ import (
 )
 
 // Need skips unless the test can build network namespaces and load the program.
-func Need(t *testing.T) {
+func Need(t testing.TB) {
 	t.Helper()
 	if os.Geteuid() != 0 {
 		t.Skip("needs root (network namespaces, eBPF)")
@@ -40,7 +40,7 @@ func Need(t *testing.T) {
 }
 
 // Sh runs a command; a failure fails the test.
-func Sh(t *testing.T, args ...string) string {
+func Sh(t testing.TB, args ...string) string {
 	t.Helper()
 	out, err := exec.Command(args[0], args[1:]...).CombinedOutput()
 	if err != nil {
@@ -50,7 +50,7 @@ func Sh(t *testing.T, args ...string) string {
 }
 
 // InNetns runs fn on a thread in the network namespace ns; sockets it opens stay there.
-func InNetns(t *testing.T, ns string, fn func()) {
+func InNetns(t testing.TB, ns string, fn func()) {
 	t.Helper()
 	done := make(chan error)
 	go func() {
@@ -81,7 +81,7 @@ type Lab struct {
 
 // New builds the lab with the queue discipline qdisc (as tc takes it, such as
 // "tbf rate 200mbit burst 16kb limit 24kb") on r1; the test's cleanup takes it down.
-func New(t *testing.T, qdisc string) *Lab {
+func New(t testing.TB, qdisc string) *Lab {
 	t.Helper()
 	id := strconv.Itoa(os.Getpid() % 100000)
 	l := &Lab{Sender: "kds" + id, Router: "kdr" + id, Receiver: "kdv" + id}
@@ -142,7 +142,7 @@ func New(t *testing.T, qdisc string) *Lab {
 }
 
 // Dropped reads the drop counter of r1's queue discipline.
-func (l *Lab) Dropped(t *testing.T) int {
+func (l *Lab) Dropped(t testing.TB) int {
 	out := Sh(t, "tc", "-n", l.Router, "-s", "qdisc", "show", "dev", "r1")
 	m := regexp.MustCompile(`dropped (\d+)`).FindStringSubmatch(out)
 	if m == nil {
