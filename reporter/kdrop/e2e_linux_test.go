@@ -40,12 +40,22 @@ type outcome struct {
 	missing, reported    map[flowID][]psn.PSN
 	lostCount, truncated int
 	stats                kdrop.DriverStats
+	attach               string
 }
 
 // runLab sends perFlow datagrams of an IPv4 and an IPv6 flow through the lab's router, with
 // the program watching its bottleneck and a reporter engine behind it. With late, the driver
 // starts reading only after the traffic (the ring buffer fills meanwhile).
-func runLab(t *testing.T, ringSize int, late, tracepoint bool) outcome {
+// labMode is how a run loads the program and sends: mode "" (the best the kernel offers),
+// "linear" or "tracepoint"; gso > 1 sends that many datagrams in one UDP_SEGMENT write.
+type labMode struct {
+	ring int
+	late bool
+	mode string
+	gso  int
+}
+
+func runLab(t *testing.T, m labMode) outcome {
 	t.Helper()
 	kdroplab.Need(t)
 	l := kdroplab.New(t, "tbf rate 200mbit burst 16kb limit 24kb")
@@ -58,9 +68,10 @@ func runLab(t *testing.T, ringSize int, late, tracepoint bool) outcome {
 		reasons = append(reasons, byName[n])
 	}
 	dev := l.Dev
-	cfg := kdrop.Config{Devices: []kdrop.Device{dev}, Ports: []uint16{4791}, Reasons: reasons, RingSize: ringSize, Tracepoint: tracepoint}
+	cfg := kdrop.Config{Devices: []kdrop.Device{dev}, Ports: []uint16{4791}, Reasons: reasons, RingSize: m.ring,
+		Tracepoint: m.mode == "tracepoint", Linear: m.mode == "linear"}
 	var src *kdrop.Source
-	if tracepoint {
+	if m.mode == "tracepoint" {
 		src, err = openWithTracefs(t, cfg)
 	} else {
 		src, err = kdrop.Open(cfg)
@@ -107,7 +118,7 @@ func runLab(t *testing.T, ringSize int, late, tracepoint bool) outcome {
 	}}
 	ctx, cancel := context.WithCancel(context.Background())
 	ran := make(chan error, 1)
-	if !late {
+	if !m.late {
 		go func() { ran <- d.Run(ctx) }()
 	}
 
@@ -166,21 +177,35 @@ func runLab(t *testing.T, ringSize int, late, tracepoint bool) outcome {
 			}
 			defer c.Close()
 			socks[id] = c
+			if m.gso > 1 {
+				rc, _ := c.SyscallConn()
+				var serr error
+				rc.Control(func(fd uintptr) { serr = unix.SetsockoptInt(int(fd), unix.SOL_UDP, unix.UDP_SEGMENT, 1100) })
+				if serr != nil {
+					t.Skipf("UDP_SEGMENT: %v", serr)
+				}
+			}
 		}
-		for i := 0; i < perFlow; i++ {
+		step := max(m.gso, 1)
+		buf := make([]byte, 0, step*1100)
+		for i := 0; i < perFlow; i += step {
 			for id, c := range socks {
-				if _, err := c.Write(kdroplab.Datagram(1100, id.qp, start.Add(i))); err != nil {
+				buf = buf[:0]
+				for j := i; j < i+step && j < perFlow; j++ {
+					buf = append(buf, kdroplab.Datagram(1100, id.qp, start.Add(j))...)
+				}
+				if _, err := c.Write(buf); err != nil {
 					t.Errorf("sending flow %v: %v", id, err)
 					return
 				}
 			}
-			if i%8 == 7 {
-				time.Sleep(50 * time.Microsecond)
+			if i/step%8 == 7 {
+				time.Sleep(time.Duration(50*step) * time.Microsecond)
 			}
 		}
 	})
 	<-recvDone
-	if late {
+	if m.late {
 		go func() { ran <- d.Run(ctx) }()
 		time.Sleep(100 * time.Millisecond)
 	}
@@ -190,7 +215,7 @@ func runLab(t *testing.T, ringSize int, late, tracepoint bool) outcome {
 		t.Fatalf("driver: %v", err)
 	}
 
-	o := outcome{sent: 2 * perFlow, qdisc: l.Dropped(t), missing: map[flowID][]psn.PSN{}, reported: map[flowID][]psn.PSN{},
+	o := outcome{sent: 2 * perFlow, qdisc: l.Dropped(t), attach: src.Attach(), missing: map[flowID][]psn.PSN{}, reported: map[flowID][]psn.PSN{},
 		lostCount: lostCount, truncated: truncated, stats: d.Stats()}
 	for id := range flows {
 		for i := 0; i < perFlow; i++ {
@@ -214,16 +239,74 @@ func runLab(t *testing.T, ringSize int, late, tracepoint bool) outcome {
 // reported once, and only those: the receiver's gaps, the qdisc's drop counter and the PSNs
 // of the PATH_REPORTs agree.
 func TestQueueDropsReportedExactlyThroughTbf(t *testing.T) {
-	checkExact(t, runLab(t, 1<<20, false, false))
+	checkExact(t, runLab(t, labMode{ring: 1 << 20}))
 }
 
 // TestTracepointFallbackReportsExactly: the classic tracepoint skb:kfree_skb, where tp_btf is
 // refused, reports the same: every PSN the queue dropped, once.
 func TestTracepointFallbackReportsExactly(t *testing.T) {
-	checkExact(t, runLab(t, 1<<20, false, true))
+	checkExact(t, runLab(t, labMode{ring: 1 << 20, mode: "tracepoint"}))
+}
+
+// TestLinearProgramReportsExactly: the program for kernels without the skb's dynptr in
+// tracing programs, which reads the linear part of the buffer, reports the same for datagrams
+// that lie there whole.
+func TestLinearProgramReportsExactly(t *testing.T) {
+	checkExact(t, runLab(t, labMode{ring: 1 << 20, mode: "linear"}))
+}
+
+// TestGSOPacketsReportEveryPSN: UDP_SEGMENT writes of 8 datagrams cross the router as GSO
+// packets, which its tbf drops whole; each dropped packet counts its 8 datagrams, and every PSN
+// they carry is reported once (the program reads them through the skb's dynptr, page fragments
+// included), so the reports name exactly the receiver's gaps.
+func TestGSOPacketsReportEveryPSN(t *testing.T) {
+	o := runLab(t, labMode{ring: 1 << 20, gso: 8})
+	if o.attach != "tp_btf+dynptr" {
+		t.Skipf("the kernel gives tracing programs no skb dynptr (attached at %s): GSO datagrams in page fragments are counted unreadable", o.attach)
+	}
+	k := o.stats.Kernel
+	if k.GSO == 0 {
+		t.Fatalf("no GSO packet dropped (%+v): the kernel segmented them before the queue", k)
+	}
+	if k.Matched != uint64(o.qdisc) {
+		t.Errorf("the queue dropped %d packets, the program matched %d", o.qdisc, k.Matched)
+	}
+	checkPSNs(t, o, o.stats.PSNs)
+}
+
+// TestGSOWithoutDynptrCountedUnreadable: where the program reads only the linear part of the
+// buffer, a GSO packet whose datagrams lie in page fragments names no flow: every such drop is
+// counted unreadable, none is reported, none is guessed at.
+func TestGSOWithoutDynptrCountedUnreadable(t *testing.T) {
+	o := runLab(t, labMode{ring: 1 << 20, gso: 8, mode: "linear"})
+	k := o.stats.Kernel
+	t.Logf("%s: the queue dropped %d packets; kernel %+v; PSNs reported %d", o.attach, o.qdisc, k, o.stats.PSNs)
+	if k.Matched != uint64(o.qdisc) || k.NotLinear+k.Events != k.Matched || o.lostCount != int(o.stats.PSNs)+int(o.stats.Unnamed) {
+		t.Fatalf("queue %d, kernel %+v, Lost Count %d: every matched drop is an event or unreadable", o.qdisc, k, o.lostCount)
+	}
+	for id, got := range o.reported {
+		for _, p := range got {
+			if _, ok := slices.BinarySearch(o.missing[id], p); !ok {
+				t.Errorf("flow %v: PSN %v reported but received", id, p)
+			}
+		}
+	}
 }
 
 func checkExact(t *testing.T, o outcome) {
+	t.Helper()
+	if o.stats.Kernel.GSO != 0 {
+		t.Fatalf("%d GSO packets: the queue's counter would count packets, not datagrams", o.stats.Kernel.GSO)
+	}
+	if o.stats.PSNs != uint64(o.qdisc) {
+		t.Errorf("the queue dropped %d datagrams, the program named %d", o.qdisc, o.stats.PSNs)
+	}
+	checkPSNs(t, o, uint64(o.qdisc))
+}
+
+// checkPSNs: the reports name exactly the PSNs the receiver missed, dropped says how many the
+// queue dropped, nothing is truncated, lost or unreadable.
+func checkPSNs(t *testing.T, o outcome, dropped uint64) {
 	t.Helper()
 	gaps, reportedN := 0, 0
 	for id, missing := range o.missing {
@@ -239,14 +322,14 @@ func checkExact(t *testing.T, o outcome) {
 		}
 	}
 	st := o.stats
-	t.Logf("sent %d, dropped by the queue %d, receiver's gaps %d, PSNs reported %d (Lost Count %d, truncated reports %d), reports %d; kernel %+v",
-		o.sent, o.qdisc, gaps, reportedN, o.lostCount, o.truncated, st.Engine.Reports, st.Kernel)
-	if reportedN != o.qdisc || gaps != o.qdisc || o.lostCount != o.qdisc || o.truncated != 0 {
-		t.Fatalf("queue dropped %d, receiver missed %d, reported %d PSNs, Lost Count %d, %d truncated reports",
-			o.qdisc, gaps, reportedN, o.lostCount, o.truncated)
+	t.Logf("%s: sent %d datagrams, the queue dropped %d packets (%d datagrams), receiver's gaps %d, PSNs reported %d (Lost Count %d, truncated reports %d), reports %d; kernel %+v",
+		o.attach, o.sent, o.qdisc, dropped, gaps, reportedN, o.lostCount, o.truncated, st.Engine.Reports, st.Kernel)
+	if uint64(reportedN) != dropped || uint64(gaps) != dropped || uint64(o.lostCount) != dropped || o.truncated != 0 {
+		t.Fatalf("dropped %d, receiver missed %d, reported %d PSNs, Lost Count %d, %d truncated reports",
+			dropped, gaps, reportedN, o.lostCount, o.truncated)
 	}
-	if st.Kernel.EventsLost != 0 || st.Kernel.NotLinear != 0 {
-		t.Fatalf("kernel counters %+v: nothing should be lost or unreadable here", st.Kernel)
+	if st.Kernel.EventsLost != 0 || st.Kernel.NotLinear != 0 || st.Unnamed != 0 {
+		t.Fatalf("kernel counters %+v, unnamed %d: nothing should be lost, unreadable or unnamed here", st.Kernel, st.Unnamed)
 	}
 }
 
@@ -255,7 +338,7 @@ func checkExact(t *testing.T, o outcome) {
 // kernel and reach the reports in Lost Count without PSNs (Truncated), so Lost Count still
 // equals the queue's drops, and every PSN that is named was dropped.
 func TestRingOverrunReportedAsLostCount(t *testing.T) {
-	o := runLab(t, os.Getpagesize(), true, false)
+	o := runLab(t, labMode{ring: os.Getpagesize(), late: true})
 	named := 0
 	for id, got := range o.reported {
 		named += len(got)

@@ -18,6 +18,9 @@ char __license[] SEC("license") = "Dual BSD/GPL";
 #define ETH_P_IPV6 0x86DD
 #define IPPROTO_UDP 17
 
+/* A kfunc: the skb as a dynptr, readable whole (page fragments too). */
+extern int bpf_dynptr_from_skb(struct __sk_buff *skb, __u64 flags, struct bpf_dynptr *ptr__uninit) __ksym;
+
 /* A device of the router: its namespace (the netns cookie) and index. */
 struct dev_key {
 	__u64 netns;
@@ -57,7 +60,8 @@ enum stat {
 	STAT_LOST,      /* events the full ring buffer refused (their segments counted in lost) */
 	STAT_NOT_ROCE,  /* matched drops that were not UDP to a configured port */
 	STAT_SEGS_LOST, /* segments of refused events */
-	STAT_NOT_LINEAR, /* datagrams whose BTH lay outside the linear part (not named, not passed on) */
+	STAT_NOT_LINEAR, /* datagrams whose BTH was out of reach (not named, not passed on) */
+	STAT_GSO,        /* matched packets that carried several datagrams (GSO) */
 	STAT_MAX,
 };
 
@@ -112,7 +116,27 @@ static __always_inline void count(__u32 which, __u64 n)
 		*v += n;
 }
 
-static __always_inline int handle(struct sk_buff *skb, __u32 reason)
+/* Reads len octets at off from the network header: through the skb's dynptr where the kernel
+ * gives one to tracing programs (any part of the packet, page fragments included), else from
+ * the linear part of the buffer only. */
+struct reader {
+	struct bpf_dynptr dp;
+	unsigned char *nh;
+	unsigned char *linear_end;
+	__u32 nhoff; /* the network header's offset from skb->data */
+	bool dyn;
+};
+
+static __always_inline int rd(struct reader *r, void *dst, __u32 len, __u32 off)
+{
+	if (r->dyn)
+		return bpf_dynptr_read(dst, len, &r->dp, r->nhoff + off, 0);
+	if (r->nh + off + len > r->linear_end)
+		return -1;
+	return bpf_probe_read_kernel(dst, len, r->nh + off);
+}
+
+static __always_inline int handle(struct sk_buff *skb, __u32 reason, const bool dyn)
 {
 	__u32 r = reason;
 	__u8 *want = bpf_map_lookup_elem(&reasons, &r);
@@ -130,8 +154,16 @@ static __always_inline int handle(struct sk_buff *skb, __u32 reason)
 		return 0;
 	count(STAT_MATCHED, 1);
 
+	struct reader rdr = {};
 	unsigned char *head = BPF_CORE_READ(skb, head);
-	unsigned char *nh = head + BPF_CORE_READ(skb, network_header);
+	unsigned char *data = BPF_CORE_READ(skb, data);
+	rdr.nh = head + BPF_CORE_READ(skb, network_header);
+	rdr.linear_end = data + (BPF_CORE_READ(skb, len) - BPF_CORE_READ(skb, data_len));
+	if (dyn && rdr.nh >= data && rdr.nh - data < 0x10000 &&
+	    bpf_dynptr_from_skb((struct __sk_buff *)skb, 0, &rdr.dp) == 0) {
+		rdr.nhoff = rdr.nh - data;
+		rdr.dyn = true;
+	}
 	__u16 proto = bpf_ntohs(BPF_CORE_READ(skb, protocol));
 
 	struct lost_key k = {};
@@ -139,51 +171,48 @@ static __always_inline int handle(struct sk_buff *skb, __u32 reason)
 	if (proto == ETH_P_IP) {
 		__u8 vihl, p;
 		__u16 frag;
-		if (bpf_probe_read_kernel(&vihl, 1, nh) || bpf_probe_read_kernel(&p, 1, nh + 9) ||
-		    bpf_probe_read_kernel(&frag, 2, nh + 6))
+		if (rd(&rdr, &vihl, 1, 0) || rd(&rdr, &p, 1, 9) || rd(&rdr, &frag, 2, 6))
 			goto not_roce;
 		if (p != IPPROTO_UDP || (bpf_ntohs(frag) & 0x1fff) != 0)
 			goto not_roce;
 		l4 = (vihl & 0x0f) * 4;
 		k.family = 4;
-		if (bpf_probe_read_kernel(k.src, 4, nh + 12) || bpf_probe_read_kernel(k.dst, 4, nh + 16))
+		if (rd(&rdr, k.src, 4, 12) || rd(&rdr, k.dst, 4, 16))
 			goto not_roce;
 	} else if (proto == ETH_P_IPV6) {
 		__u8 next;
-		if (bpf_probe_read_kernel(&next, 1, nh + 6) || next != IPPROTO_UDP)
+		if (rd(&rdr, &next, 1, 6) || next != IPPROTO_UDP)
 			goto not_roce;
 		l4 = 40;
 		k.family = 6;
-		if (bpf_probe_read_kernel(k.src, 16, nh + 8) || bpf_probe_read_kernel(k.dst, 16, nh + 24))
+		if (rd(&rdr, k.src, 16, 8) || rd(&rdr, k.dst, 16, 24))
 			goto not_roce;
 	} else {
 		goto not_roce;
 	}
-	unsigned char *udp = nh + l4;
+	if (l4 < 20 || l4 > 60)
+		goto not_roce;
 	__u16 dport;
-	if (bpf_probe_read_kernel(&dport, 2, udp + 2))
+	if (rd(&rdr, &dport, 2, l4 + 2))
 		goto not_roce;
 	__u8 *ok = bpf_map_lookup_elem(&ports, &dport);
 	if (!ok)
 		goto not_roce;
-	unsigned char *bth = udp + 8;
-	/* Only the linear part of the buffer is at an address the program can compute; a BTH in
-	 * the page fragments cannot be read, so such a drop is counted, never guessed at. */
-	unsigned char *data = BPF_CORE_READ(skb, data);
-	unsigned char *linear_end = data + (BPF_CORE_READ(skb, len) - BPF_CORE_READ(skb, data_len));
-	if (bth + 12 > linear_end) {
+	__u32 bth = l4 + 8;
+	/* Without a dynptr only the linear part of the buffer is at an address the program can
+	 * compute; a BTH in the page fragments cannot be read, so such a drop is counted, never
+	 * guessed at. */
+	__u32 dqp;
+	if (rd(&rdr, &dqp, 4, bth + 4)) {
 		count(STAT_NOT_LINEAR, 1);
 		return 0;
 	}
-	__u32 dqp;
-	if (bpf_probe_read_kernel(&dqp, 4, bth + 4))
-		goto not_roce;
 	k.dqp = bpf_ntohl(dqp) & 0xffffff;
 	k.port = *port;
 	k.reason = reason;
 
 	/* A GSO packet carries gso_segs datagrams, one BTH every gso_size octets of UDP payload;
-	 * those in the linear part of the buffer are read, the rest counted. */
+	 * those within reach are read, the rest counted. */
 	__u16 segs = 1, gso_size = 0;
 	struct skb_shared_info *shinfo = (void *)(head + BPF_CORE_READ(skb, end));
 	__u16 gs = BPF_CORE_READ(shinfo, gso_size);
@@ -192,6 +221,7 @@ static __always_inline int handle(struct sk_buff *skb, __u32 reason)
 		gso_size = gs;
 		if (segs == 0)
 			segs = 1;
+		count(STAT_GSO, 1);
 	}
 
 	struct event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
@@ -224,11 +254,8 @@ static __always_inline int handle(struct sk_buff *skb, __u32 reason)
 	for (int i = 0; i < MAX_PSNS; i++) {
 		if (i >= segs)
 			break;
-		unsigned char *at = bth + (__u32)i * gso_size;
-		if (at + 12 > linear_end)
-			break;
 		__u32 w;
-		if (bpf_probe_read_kernel(&w, 4, at + 8))
+		if (rd(&rdr, &w, 4, bth + (__u32)i * gso_size + 8))
 			break;
 		e->psns[i] = bpf_ntohl(w) & 0xffffff;
 		n++;
@@ -243,14 +270,21 @@ not_roce:
 	return 0;
 }
 
+/* tp_btf with the skb's dynptr (kernels that give it to tracing programs). */
+SEC("tp_btf/kfree_skb")
+int BPF_PROG(kfree_skb_dyn, struct sk_buff *skb, void *location, enum skb_drop_reason reason)
+{
+	return handle(skb, reason, true);
+}
+
 SEC("tp_btf/kfree_skb")
 int BPF_PROG(kfree_skb_btf, struct sk_buff *skb, void *location, enum skb_drop_reason reason)
 {
-	return handle(skb, reason);
+	return handle(skb, reason, false);
 }
 
 SEC("tracepoint/skb/kfree_skb")
 int kfree_skb_tp(struct trace_event_raw_kfree_skb *ctx)
 {
-	return handle((struct sk_buff *)BPF_CORE_READ(ctx, skbaddr), BPF_CORE_READ(ctx, reason));
+	return handle((struct sk_buff *)BPF_CORE_READ(ctx, skbaddr), BPF_CORE_READ(ctx, reason), false);
 }

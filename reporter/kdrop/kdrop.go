@@ -48,6 +48,10 @@ type Config struct {
 	RingSize int
 	// Tracepoint skips tp_btf and attaches to the classic tracepoint (the fallback, for tests).
 	Tracepoint bool
+	// Linear skips the program that reads packets through the skb's dynptr (kernels that
+	// allow bpf_dynptr_from_skb in tracing programs) for the one that reads the linear part of
+	// the buffer only (the fallback, for tests).
+	Linear bool
 }
 
 // MaxPSNs is the most PSNs one event names; the other segments of a larger GSO packet are
@@ -84,9 +88,12 @@ type Counters struct {
 	EventsLost   uint64 // events the full ring buffer refused
 	NotRoCE      uint64 // matched drops that were not UDP to a configured port
 	SegmentsLost uint64 // datagrams of the refused events (counted per flow, see Source.Lost)
-	// NotLinear counts matched datagrams whose RoCEv2 header lay in the buffer's page
-	// fragments, where the program cannot read it: not reported (no flow to name).
+	// NotLinear counts matched datagrams whose RoCEv2 header the program could not read
+	// (without the skb's dynptr: it lay in the buffer's page fragments): not reported, there is
+	// no flow to name.
 	NotLinear uint64
+	// GSO counts matched packets that carried several datagrams.
+	GSO uint64
 }
 
 func addrOf(family uint8, b [16]uint8) netip.Addr {

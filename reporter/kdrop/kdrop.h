@@ -6,6 +6,7 @@
 
 #include <linux/types.h>
 #include <linux/bpf.h>
+#include <stdbool.h>
 
 struct net {
 	__u64 net_cookie;

@@ -56,6 +56,7 @@ const (
 	kdropMapReasons      = "reasons"
 	kdropMapStats        = "stats"
 	kdropProgKfreeSkbBtf = "kfree_skb_btf"
+	kdropProgKfreeSkbDyn = "kfree_skb_dyn"
 	kdropProgKfreeSkbTp  = "kfree_skb_tp"
 	kdropVarUnusedEvent  = "unused_event"
 )
@@ -103,6 +104,7 @@ type kdropSpecs struct {
 // It can be passed ebpf.CollectionSpec.Assign.
 type kdropProgramSpecs struct {
 	KfreeSkbBtf *ebpf.ProgramSpec `ebpf:"kfree_skb_btf"`
+	KfreeSkbDyn *ebpf.ProgramSpec `ebpf:"kfree_skb_dyn"`
 	KfreeSkbTp  *ebpf.ProgramSpec `ebpf:"kfree_skb_tp"`
 }
 
@@ -176,12 +178,14 @@ type kdropVariables struct {
 // It can be passed to loadKdropObjects or ebpf.CollectionSpec.LoadAndAssign.
 type kdropPrograms struct {
 	KfreeSkbBtf *ebpf.Program `ebpf:"kfree_skb_btf"`
+	KfreeSkbDyn *ebpf.Program `ebpf:"kfree_skb_dyn"`
 	KfreeSkbTp  *ebpf.Program `ebpf:"kfree_skb_tp"`
 }
 
 func (p *kdropPrograms) Close() error {
 	return _KdropClose(
 		p.KfreeSkbBtf,
+		p.KfreeSkbDyn,
 		p.KfreeSkbTp,
 	)
 }

@@ -14,7 +14,7 @@ type Collector struct {
 	attach  string
 
 	drops, psns, unnamed, cut, sent, sendErr, limited, truncated, flowsOver *prometheus.Desc
-	ringLost, notRoCE, notLinear, matched, info                             *prometheus.Desc
+	ringLost, notRoCE, notLinear, matched, gso, info                        *prometheus.Desc
 }
 
 // NewCollector returns the collector of d; devices[i] names engine port i, reasons the drop
@@ -35,16 +35,17 @@ func NewCollector(d *Driver, devices []string, reasons map[uint32]string, attach
 		flowsOver: desc("drops_not_reported_total", "Drops not reported because the reporter already had max_flows reports pending."),
 		ringLost:  desc("ring_events_lost_total", "Events the kernel program could not write because the ring buffer was full; their datagrams are counted per flow in the kernel and reported by count (drops_unnamed_total)."),
 		notRoCE:   desc("drops_not_roce_total", "Drops on a configured device for a configured reason that were not UDP to a configured port (not reported)."),
-		notLinear: desc("drops_unreadable_total", "Drops of UDP datagrams to a configured port whose RoCEv2 header lay outside the packet's linear buffer, where the program cannot read it (not reported: no flow to name)."),
+		notLinear: desc("drops_unreadable_total", "Drops of UDP datagrams to a configured port whose RoCEv2 header the program could not read (without the packet's dynptr: it lay outside the linear buffer); not reported, there is no flow to name."),
+		gso:       desc("drops_gso_packets_total", "Dropped packets that carried several datagrams (GSO); drops_total counts each datagram."),
 		matched:   desc("drops_matched_total", "Drops the kernel program matched: a configured device and reason, any protocol."),
-		info:      desc("program_info", "The kernel program is loaded and attached; the label says where (tp_btf or tracepoint).", "attach"),
+		info:      desc("program_info", "The kernel program is loaded and attached; the label says where and how it reads packets (tp_btf+dynptr: the whole packet; tp_btf or tracepoint: the linear buffer only).", "attach"),
 	}
 }
 
 // Describe implements prometheus.Collector.
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.drops, c.psns, c.unnamed, c.cut, c.sent, c.sendErr, c.limited, c.truncated,
-		c.flowsOver, c.ringLost, c.notRoCE, c.notLinear, c.matched, c.info} {
+		c.flowsOver, c.ringLost, c.notRoCE, c.notLinear, c.matched, c.gso, c.info} {
 		ch <- d
 	}
 }
@@ -79,5 +80,6 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	counter(c.notRoCE, s.Kernel.NotRoCE)
 	counter(c.notLinear, s.Kernel.NotLinear)
 	counter(c.matched, s.Kernel.Matched)
+	counter(c.gso, s.Kernel.GSO)
 	ch <- prometheus.MustNewConstMetric(c.info, prometheus.GaugeValue, 1, c.attach)
 }

@@ -59,8 +59,11 @@ func Open(cfg Config) (*Source, error) {
 		spec.Maps["events"].MaxEntries = uint32(cfg.RingSize)
 	}
 	s := &Source{lostSeen: map[kdropLostKey]uint64{}}
-	progs := []string{"kfree_skb_btf", "kfree_skb_tp"}
-	if cfg.Tracepoint {
+	progs := []string{"kfree_skb_dyn", "kfree_skb_btf", "kfree_skb_tp"}
+	switch {
+	case cfg.Tracepoint:
+		progs = progs[2:]
+	case cfg.Linear:
 		progs = progs[1:]
 	}
 	var errs []error
@@ -110,10 +113,14 @@ func loadAndAttach(spec *ebpf.CollectionSpec, name string) (link.Link, kdropObje
 	prog := coll.DetachProgram(name)
 	coll.Close() // the maps assigned above stay open
 	var l link.Link
-	if name == "kfree_skb_btf" {
+	switch name {
+	case "kfree_skb_dyn":
+		objs.KfreeSkbDyn = prog
+		l, err = link.AttachTracing(link.TracingOptions{Program: prog})
+	case "kfree_skb_btf":
 		objs.KfreeSkbBtf = prog
 		l, err = link.AttachTracing(link.TracingOptions{Program: prog})
-	} else {
+	default:
 		objs.KfreeSkbTp = prog
 		l, err = link.Tracepoint("skb", "kfree_skb", prog, nil)
 	}
@@ -147,9 +154,13 @@ func (s *Source) fill(cfg Config) error {
 	return nil
 }
 
-// Attach says where the program runs: "tp_btf" or "tracepoint".
+// Attach says where the program runs and how it reads packets: "tp_btf+dynptr" (the whole
+// packet), "tp_btf" or "tracepoint" (the linear part of the buffer only).
 func (s *Source) Attach() string {
-	if s.attach == "kfree_skb_btf" {
+	switch s.attach {
+	case "kfree_skb_dyn":
+		return "tp_btf+dynptr"
+	case "kfree_skb_btf":
 		return "tp_btf"
 	}
 	return "tracepoint"
@@ -211,7 +222,7 @@ func (s *Source) Lost() ([]Lost, error) {
 // Counters reads the program's counters.
 func (s *Source) Counters() (Counters, error) {
 	var c Counters
-	for i, dst := range []*uint64{&c.Matched, &c.Events, &c.EventsLost, &c.NotRoCE, &c.SegmentsLost, &c.NotLinear} {
+	for i, dst := range []*uint64{&c.Matched, &c.Events, &c.EventsLost, &c.NotRoCE, &c.SegmentsLost, &c.NotLinear, &c.GSO} {
 		var per []uint64
 		if err := s.objs.Stats.Lookup(uint32(i), &per); err != nil {
 			return c, fmt.Errorf("kdrop: counters: %w", err)
@@ -225,6 +236,9 @@ func (s *Source) Counters() (Counters, error) {
 
 // Program is the attached program (for ebpf.EnableStats figures).
 func (s *Source) Program() *ebpf.Program {
+	if s.objs.KfreeSkbDyn != nil {
+		return s.objs.KfreeSkbDyn
+	}
 	if s.objs.KfreeSkbBtf != nil {
 		return s.objs.KfreeSkbBtf
 	}
