@@ -158,8 +158,12 @@ static __always_inline int handle(struct sk_buff *skb, __u32 reason, const bool 
 	unsigned char *head = BPF_CORE_READ(skb, head);
 	unsigned char *data = BPF_CORE_READ(skb, data);
 	rdr.nh = head + BPF_CORE_READ(skb, network_header);
+	/* Before the stack has set the network header (a drop at the input backlog), data is at
+	 * the network header already: the header offset is not set yet, below data. */
+	if (rdr.nh < data)
+		rdr.nh = data;
 	rdr.linear_end = data + (BPF_CORE_READ(skb, len) - BPF_CORE_READ(skb, data_len));
-	if (dyn && rdr.nh >= data && rdr.nh - data < 0x10000 &&
+	if (dyn && rdr.nh - data < 0x10000 &&
 	    bpf_dynptr_from_skb((struct __sk_buff *)skb, 0, &rdr.dp) == 0) {
 		rdr.nhoff = rdr.nh - data;
 		rdr.dyn = true;
@@ -173,6 +177,8 @@ static __always_inline int handle(struct sk_buff *skb, __u32 reason, const bool 
 		__u16 frag;
 		if (rd(&rdr, &vihl, 1, 0) || rd(&rdr, &p, 1, 9) || rd(&rdr, &frag, 2, 6))
 			goto not_roce;
+		if (vihl >> 4 != 4)
+			goto not_roce;
 		if (p != IPPROTO_UDP || (bpf_ntohs(frag) & 0x1fff) != 0)
 			goto not_roce;
 		l4 = (vihl & 0x0f) * 4;
@@ -180,8 +186,8 @@ static __always_inline int handle(struct sk_buff *skb, __u32 reason, const bool 
 		if (rd(&rdr, k.src, 4, 12) || rd(&rdr, k.dst, 4, 16))
 			goto not_roce;
 	} else if (proto == ETH_P_IPV6) {
-		__u8 next;
-		if (rd(&rdr, &next, 1, 6) || next != IPPROTO_UDP)
+		__u8 ver, next;
+		if (rd(&rdr, &ver, 1, 0) || ver >> 4 != 6 || rd(&rdr, &next, 1, 6) || next != IPPROTO_UDP)
 			goto not_roce;
 		l4 = 40;
 		k.family = 6;
