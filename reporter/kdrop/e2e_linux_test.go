@@ -49,16 +49,24 @@ type outcome struct {
 // labMode is how a run loads the program and sends: mode "" (the best the kernel offers),
 // "linear" or "tracepoint"; gso > 1 sends that many datagrams in one UDP_SEGMENT write.
 type labMode struct {
-	ring int
-	late bool
-	mode string
-	gso  int
+	ring  int
+	late  bool
+	mode  string
+	gso   int
+	size  int    // datagram size (default 1100)
+	qdisc string // the router's bottleneck (default tbf rate 200mbit burst 16kb limit 24kb)
 }
 
 func runLab(t *testing.T, m labMode) outcome {
 	t.Helper()
 	kdroplab.Need(t)
-	l := kdroplab.New(t, "tbf rate 200mbit burst 16kb limit 24kb")
+	if m.size == 0 {
+		m.size = 1100
+	}
+	if m.qdisc == "" {
+		m.qdisc = "tbf rate 200mbit burst 16kb limit 24kb"
+	}
+	l := kdroplab.New(t, m.qdisc)
 	byName, err := kdrop.Reasons()
 	if err != nil {
 		t.Fatal(err)
@@ -180,19 +188,19 @@ func runLab(t *testing.T, m labMode) outcome {
 			if m.gso > 1 {
 				rc, _ := c.SyscallConn()
 				var serr error
-				rc.Control(func(fd uintptr) { serr = unix.SetsockoptInt(int(fd), unix.SOL_UDP, unix.UDP_SEGMENT, 1100) })
+				rc.Control(func(fd uintptr) { serr = unix.SetsockoptInt(int(fd), unix.SOL_UDP, unix.UDP_SEGMENT, m.size) })
 				if serr != nil {
 					t.Skipf("UDP_SEGMENT: %v", serr)
 				}
 			}
 		}
 		step := max(m.gso, 1)
-		buf := make([]byte, 0, step*1100)
+		buf := make([]byte, 0, step*m.size)
 		for i := 0; i < perFlow; i += step {
 			for id, c := range socks {
 				buf = buf[:0]
 				for j := i; j < i+step && j < perFlow; j++ {
-					buf = append(buf, kdroplab.Datagram(1100, id.qp, start.Add(j))...)
+					buf = append(buf, kdroplab.Datagram(m.size, id.qp, start.Add(j))...)
 				}
 				if _, err := c.Write(buf); err != nil {
 					t.Errorf("sending flow %v: %v", id, err)
@@ -272,6 +280,36 @@ func TestGSOPacketsReportEveryPSN(t *testing.T) {
 		t.Errorf("the queue dropped %d packets, the program matched %d", o.qdisc, k.Matched)
 	}
 	checkPSNs(t, o, o.stats.PSNs)
+}
+
+// TestGSOBeyondMaxPSNsCountedTruncated: a GSO packet of 100 datagrams names the first 64
+// (MaxPSNs) and counts the other 36 in Lost Count, the report saying Truncated: Lost Count still
+// equals the receiver's gaps, and every PSN named was dropped.
+func TestGSOBeyondMaxPSNsCountedTruncated(t *testing.T) {
+	o := runLab(t, labMode{ring: 1 << 20, gso: 100, size: 600, qdisc: "tbf rate 100mbit burst 128kb limit 128kb"})
+	if o.attach != "tp_btf+dynptr" {
+		t.Skipf("attached at %s: GSO datagrams in page fragments are counted unreadable", o.attach)
+	}
+	k := o.stats.Kernel
+	gaps := 0
+	for id, got := range o.reported {
+		for _, p := range got {
+			if _, ok := slices.BinarySearch(o.missing[id], p); !ok {
+				t.Errorf("flow %v: PSN %v reported but received", id, p)
+			}
+		}
+	}
+	for _, m := range o.missing {
+		gaps += len(m)
+	}
+	t.Logf("%s: the queue dropped %d packets (kernel %+v), gaps %d, Lost Count %d, named %d, unnamed %d, truncated reports %d",
+		o.attach, o.qdisc, k, gaps, o.lostCount, o.stats.PSNs, o.stats.Unnamed, o.truncated)
+	if k.GSO == 0 || o.stats.Unnamed == 0 {
+		t.Fatalf("no GSO packet beyond %d datagrams dropped whole (kernel %+v)", kdrop.MaxPSNs, k)
+	}
+	if o.lostCount != gaps || int(o.stats.PSNs+o.stats.Unnamed) != gaps || o.truncated == 0 {
+		t.Fatalf("gaps %d: Lost Count %d, named %d + unnamed %d, truncated reports %d", gaps, o.lostCount, o.stats.PSNs, o.stats.Unnamed, o.truncated)
+	}
 }
 
 // TestGSOWithoutDynptrCountedUnreadable: where the program reads only the linear part of the
