@@ -1,11 +1,15 @@
 package deploy
 
 import (
+	"net/netip"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"testing"
+	"time"
 
 	"github.com/crem-project/crem/gateway"
+	"github.com/crem-project/crem/reporter/kdrop"
 )
 
 // checkExample is what `crem gateway --check-config FILE` does with the file.
@@ -31,8 +35,8 @@ func checkExample(t *testing.T, name string) gateway.Resolved {
 // prefixes the other's destinations. TUN mode resolves on Linux only.
 func TestExamplesCheckConfig(t *testing.T) {
 	files, _ := filepath.Glob("examples/*.toml")
-	if len(files) != 4 {
-		t.Errorf("examples: %q, want relay-a, relay-b, tun-a, tun-b", files)
+	if len(files) != 5 {
+		t.Errorf("examples: %q, want relay-a, relay-b, reporter, tun-a, tun-b", files)
 	}
 	a, b := checkExample(t, "relay-a.toml"), checkExample(t, "relay-b.toml")
 	if a.Mode != "relay" || b.Mode != "relay" || a.Peer != b.CREMAddress || b.Peer != a.CREMAddress ||
@@ -69,5 +73,29 @@ func TestExamplesCheckConfig(t *testing.T) {
 		if len(r.Protect) != 2 || !got[out] || !got[in] {
 			t.Errorf("%s: rules must cover both directions between the sites: %+v", r.Tun.Name, r.Protect)
 		}
+	}
+}
+
+// TestReporterExampleCheckConfig: the path reporter's example passes --check-config's checks,
+// reports to the gateways' CREM port, watches the relay pair's WAN port beside RoCEv2's, and
+// keeps the limits the draft asks for (50us aggregation, rate limits per flow and per port).
+func TestReporterExampleCheckConfig(t *testing.T) {
+	c, err := kdrop.LoadConfig(filepath.Join("examples", "reporter.toml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := c.Resolve()
+	if err != nil {
+		t.Fatal(err)
+	}
+	gw := checkExample(t, "relay-a.toml")
+	if port := netip.MustParseAddrPort(gw.CREMAddress).Port(); r.Engine.Port != port {
+		t.Errorf("crem_port %d, the gateways' %d", r.Engine.Port, port)
+	}
+	if wan := netip.MustParseAddrPort(gw.Relay.WANListen).Port(); !slices.Contains(r.Ports, 4791) || !slices.Contains(r.Ports, wan) {
+		t.Errorf("udp_ports %v: want 4791 and the relay pair's %d", r.Ports, wan)
+	}
+	if r.Engine.Aggregation != 50*time.Microsecond || r.Engine.FlowInterval <= 0 || r.Engine.PortRate <= 0 || !r.Source.IsValid() {
+		t.Errorf("limits or source address missing: %+v, source %v", r.Engine, r.Source)
 	}
 }

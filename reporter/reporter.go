@@ -204,6 +204,26 @@ func (r *Reporter) Drop(now time.Duration, key FlowKey, port int, p psn.PSN, cau
 	}
 }
 
+// DropUnnamed records that this node dropped n packets of flow key on its port, for cause,
+// whose PSNs it does not know (the later segments of a GSO packet, drops its source could not
+// pass on in time). Lost Count counts them; the report says Truncated, since its PSN list is not
+// the whole of Lost Count.
+func (r *Reporter) DropUnnamed(now time.Duration, key FlowKey, port int, n uint32, cause wire.Cause) {
+	if n == 0 {
+		return
+	}
+	r.stats.Drops += uint64(n)
+	pd := r.pendingFor(now, key, wire.MethodNodeDrops, port)
+	if pd == nil {
+		r.stats.FlowsOverflow += uint64(n)
+		return
+	}
+	e := r.ownEntry(pd, cause)
+	e.LostCount += n
+	pd.trunc = true
+	r.stats.PSNsCut += uint64(n)
+}
+
 func (r *Reporter) pendingFor(now time.Duration, key FlowKey, method wire.Method, port int) *pending {
 	pk := pendingKey{key, method}
 	if pd, ok := r.flows[pk]; ok {

@@ -385,3 +385,25 @@ func TestQueueDelayChangeC10(t *testing.T) {
 		t.Fatalf("change %d us with no delay known", h.QueueDelayChangeUS)
 	}
 }
+
+// TestUnnamedDropsCountInLostCountTruncated: drops whose PSNs the node does not know join the
+// flow's entry for their cause in Lost Count only, and the report is marked Truncated (its
+// PSN list is not the whole of Lost Count).
+func TestUnnamedDropsCountInLostCountTruncated(t *testing.T) {
+	r := newReporter(t, Config{})
+	r.Drop(0, flowA, 1, 7, wire.CauseCongestion)
+	r.DropUnnamed(0, flowA, 1, 5, wire.CauseCongestion)
+	r.DropUnnamed(0, flowA, 1, 0, wire.CauseCongestion)
+	r.Tick(time.Millisecond)
+	got := drain(t, r)
+	if len(got) != 1 {
+		t.Fatalf("%d reports, want 1", len(got))
+	}
+	rep := parse(t, got[0])
+	if !rep.Truncated || len(rep.Hops) != 1 || rep.Hops[0].LostCount != 6 || len(rep.Hops[0].DroppedPSNs) != 1 || rep.Hops[0].DroppedPSNs[0] != 7 {
+		t.Fatalf("report %+v: want Truncated, one entry, Lost Count 6, PSN 7", rep)
+	}
+	if s := r.Stats(); s.Drops != 6 || s.PSNsCut != 5 {
+		t.Fatalf("stats %+v: want 6 drops, 5 PSNs cut", s)
+	}
+}

@@ -34,6 +34,7 @@ func commands() []command {
 		{"gateway", "run a CREM gateway: protect the RoCEv2 flows crossing it toward a peer gateway", runGateway},
 		{"conform", "test another CREM implementation's CSF or CRF, black box, scenario by scenario", runConform},
 		{"lab", "the whole story on loopback: RDMA over an impaired path, with and without CREM gateways", runLab},
+		{"reporter", "report this Linux router's own queue drops of RoCEv2 flows to their CSFs (eBPF, PATH_REPORT)", runReporter},
 		{"version", "print the version of crem", runVersion},
 	}
 }

@@ -39,6 +39,8 @@
 #                      nothing is lost and nothing restored)
 #   CREM_LAB_PERF_FLAGS  more flags for `crem perf write`
 #   CREM_LAB_VERIFY    how the gateways check restored packets (--tun-verify): logical
+#   CREM_LAB_EXAMPLES  the directory of tun-a.toml, tun-b.toml, tun-a.env, tun-b.env
+#                      (deploy/examples; deploy/tun/reporter-lab.sh gives its own copies)
 #
 # The endpoints are the project's own transport (`crem perf` on kernel sockets), which seals the
 # ICRC under its logical header (IPv4 Identification 0) while the kernel numbers the packets it
@@ -51,7 +53,7 @@ set -euo pipefail
 prog=tun-lab.sh
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 repo=$(cd "$here/../.." && pwd)
-examples=$repo/deploy/examples
+examples=${CREM_LAB_EXAMPLES:-$repo/deploy/examples}
 routing=$here/crem-tun-routing
 
 P=${CREM_LAB_PREFIX:-crem-lab}
