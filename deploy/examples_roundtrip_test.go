@@ -19,6 +19,9 @@ func TestExamplesRoundTrip(t *testing.T) {
 		t.Fatal("no example configuration")
 	}
 	for _, f := range files {
+		if filepath.Base(f) == "reporter.toml" {
+			continue // crem reporter's, not a gateway's: TestReporterExampleCheckConfig reads it
+		}
 		t.Run(filepath.Base(f), func(t *testing.T) {
 			if strings.HasPrefix(filepath.Base(f), "tun-") && runtime.GOOS != "linux" {
 				t.Skipf("TUN mode resolves on Linux only (%s)", runtime.GOOS)

@@ -185,6 +185,7 @@ var gatewayHelp = map[string]string{
 	"hello_refused_no_src_port": "HELLOs refused in relay mode: the flow's protect rule names no source port (G2)",
 	"flows_started":             "CSF sessions started, again after a CLOSE included",
 	"path_reports_intercepted":  "TUN mode: PATH_REPORTs taken off the path for a CSF (C10)",
+	"path_reports_passed":       "TUN mode: PATH_REPORTs to this side's hosts that name no flow with a CSF here, sent on to their host",
 	"template_errors":           "TUN mode: deliveries with no header template",
 	"reverse_to_sender":         "packets passing back offered to their flow's CSF",
 	"reverse_to_none":           "packets passing back offered to no CSF (no flow paired with their QP)",

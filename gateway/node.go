@@ -103,6 +103,7 @@ type NodeStats struct {
 	HelloRefusedNoPort uint64 // HELLOs refused: relay mode needs the rule's src_port (G2)
 	FlowsStarted       uint64 // CSF sessions started, again after a CLOSE included
 	PathReportsTaken   uint64 // TUN mode: PATH_REPORTs taken off the path for a CSF (C10)
+	PathReportsPassed  uint64 // TUN mode: PATH_REPORTs to this side's hosts for no flow with a CSF here, sent on
 	// PATH_REPORTs the node dropped itself (the CSFs count what they refuse, by kind):
 	// PathReportsMalformed did not parse; PathReportsUnknownFlow named no flow with a CSF here
 	// (by its logical addresses, or in relay mode by the WAN addresses: reportKey).
@@ -391,6 +392,7 @@ func (n *Node) Tun(now time.Duration, b []byte, ce bool) bool {
 			n.stats.PathReportsTaken++
 			return false
 		}
+		n.stats.PathReportsPassed++
 		return true
 	}
 	if dport != roce.UDPPort || len(payload) < roce.BTHLen {
@@ -770,7 +772,7 @@ func (ns *NodeStats) addTo(m map[string]uint64) {
 		"forwarded_from_peer": ns.ForwardedFromPeer, "delivered_from_crf": ns.DeliveredFromCRF,
 		"restored_delivered": ns.RestoredDelivered, "abandoned": ns.Abandoned,
 		"hello_refused_no_src_port": ns.HelloRefusedNoPort, "flows_started": ns.FlowsStarted,
-		"path_reports_intercepted": ns.PathReportsTaken, "template_errors": ns.TemplateErrors,
+		"path_reports_intercepted": ns.PathReportsTaken, "path_reports_passed": ns.PathReportsPassed, "template_errors": ns.TemplateErrors,
 		"path_reports_malformed": ns.PathReportsMalformed, "path_reports_unknown_flow": ns.PathReportsUnknownFlow,
 		"crem_discarded": ns.CREMDiscarded, "crem_malformed": ns.CREMMalformed, "crem_unknown_flow": ns.CREMUnknownFlow,
 		"reverse_to_sender": ns.ReverseToSender, "reverse_to_none": ns.ReverseToNone,

@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"net/netip"
@@ -11,6 +12,7 @@ import (
 	"unsafe"
 
 	"github.com/crem-project/crem/internal/vnethdr"
+	"github.com/crem-project/crem/wire"
 	"golang.org/x/sys/unix"
 )
 
@@ -415,7 +417,11 @@ func (g *Gateway) tunDispatch(q *pkt) {
 	}
 	src, dst := netip.AddrFrom4([4]byte(b[12:16])), netip.AddrFrom4([4]byte(b[16:20]))
 	q.kind, q.ce = kindTun, b[1]&3 == 3
-	sh := g.shards[g.pairHash(src, dst)]
+	idx := g.pairHash(src, dst)
+	if i, ok := g.tunReportShard(b); ok {
+		idx = i
+	}
+	sh := g.shards[idx]
 	select {
 	case sh.in <- q:
 		g.c.handed[kindTun].Add(1)
@@ -424,6 +430,30 @@ func (g *Gateway) tunDispatch(q *pkt) {
 		g.c.dropped[kindTun].Add(1)
 		g.putPkt(q)
 	}
+}
+
+// tunReportShard is the shard of the flow a PATH_REPORT read from the device names: a report
+// travels from the reporter to the flow's source, not between the flow's own addresses, and it
+// is that flow's CSF's (C10), as on the CREM socket (shardFor). ok is false for any other
+// packet, and for a report that does not parse (its shard counts it).
+func (g *Gateway) tunReportShard(b []byte) (int, bool) {
+	ihl := int(b[0]&0x0f) * 4
+	if len(g.shards) == 1 || b[9] != 17 || ihl < 20 || len(b) < ihl+8+wire.HeaderLen ||
+		binary.BigEndian.Uint16(b[ihl+2:ihl+4]) != g.cfg.crem.Port() {
+		return 0, false
+	}
+	payload := b[ihl+8:]
+	if ul := int(binary.BigEndian.Uint16(b[ihl+4 : ihl+6])); ul >= 8 && ul-8 <= len(payload) {
+		payload = payload[:ul-8]
+	}
+	if wire.Type(payload[0]&0x0f) != wire.TypePathReport {
+		return 0, false
+	}
+	pr, err := wire.ParsePathReport(payload)
+	if err != nil {
+		return 0, false
+	}
+	return g.pairHash(pr.Source.Unmap(), pr.Destination.Unmap()), true
 }
 
 // queue of shard idx, made on its first use (by the shard's goroutine).

@@ -56,6 +56,7 @@ func runReporter(args []string, s stdio) int {
 		return 2
 	}
 	rest := fs.Args()
+	var err error
 	if check.set && check.file == "" && len(rest) > 0 {
 		check.file = rest[0]
 		if code, done := parseFlags(fs, rest[1:]); done {
@@ -63,15 +64,8 @@ func runReporter(args []string, s stdio) int {
 		}
 		rest = fs.Args()
 	}
-	switch {
-	case len(rest) > 0:
-		return bad(fmt.Errorf("unexpected argument %q", rest[0]))
-	case check.file != "" && *file != "" && check.file != *file:
-		return bad(fmt.Errorf("--check-config %s and --config %s: name one file", check.file, *file))
-	case check.file != "":
-		*file = check.file
-	case *file == "":
-		return bad(errors.New("--config FILE is required"))
+	if *file, err = reporterFile(check, *file, rest); err != nil {
+		return bad(err)
 	}
 	fc, err := kdrop.LoadConfig(*file)
 	if err != nil {
@@ -146,19 +140,12 @@ func runReporter(args []string, s stdio) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if cfg.Metrics != "" {
-		reg := prometheus.NewRegistry()
-		reg.MustRegister(kdrop.NewCollector(d, cfg.Devices, byNum, src.Attach()))
-		ln, err := net.Listen("tcp", cfg.Metrics)
+		srv, at, err := serveReporterMetrics(cfg.Metrics, kdrop.NewCollector(d, cfg.Devices, byNum, src.Attach()))
 		if err != nil {
-			return bad(fmt.Errorf("metrics_address %s: %w", cfg.Metrics, err))
+			return bad(err)
 		}
-		mux := http.NewServeMux()
-		mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
-		mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
-		srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
-		go srv.Serve(ln)
 		defer srv.Close()
-		log.Info("metrics", "address", ln.Addr().String())
+		log.Info("metrics", "address", at)
 	}
 	names := make([]string, 0, len(nums))
 	for _, n := range nums {
@@ -231,4 +218,37 @@ func reporterCheck(cfg kdrop.Resolved, file string, s stdio) int {
 		fmt.Fprintf(s.err, "crem reporter: warning: %v\n", err)
 	}
 	return 0
+}
+
+// reporterFile is the configuration file the command line names: --config, or --check-config's
+// own (the same if both are given).
+func reporterFile(check checkFlag, file string, rest []string) (string, error) {
+	switch {
+	case len(rest) > 0:
+		return "", fmt.Errorf("unexpected argument %q", rest[0])
+	case check.file != "" && file != "" && check.file != file:
+		return "", fmt.Errorf("--check-config %s and --config %s: name one file", check.file, file)
+	case check.file != "":
+		return check.file, nil
+	case file == "":
+		return "", errors.New("--config FILE is required")
+	}
+	return file, nil
+}
+
+// serveReporterMetrics serves /metrics (the collector's) and /healthz at addr, and says where
+// (the port the system chose for port 0).
+func serveReporterMetrics(addr string, c prometheus.Collector) (*http.Server, string, error) {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(c)
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, "", fmt.Errorf("metrics_address %s: %w", addr, err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	go srv.Serve(ln)
+	return srv, ln.Addr().String(), nil
 }

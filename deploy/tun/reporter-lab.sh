@@ -64,11 +64,9 @@ examples() {
 	[ -r /sys/kernel/btf/vmlinux ] || die "needs a kernel with BTF (/sys/kernel/btf/vmlinux) for crem reporter"
 	mkdir -p "$dir/examples"
 	cp "$repo"/deploy/examples/tun-{a,b}.{toml,env} "$dir/examples/"
-	# A top-level key goes before the first table. One shard: in TUN mode a packet from the
-	# device goes to the shard of its own address pair, and a PATH_REPORT (reporter -> source)
-	# then reaches the flow's shard only by chance; with one shard it always does.
+	# A top-level key goes before the first table.
 	awk -v r="$reporter_addr" '!done && /^\[/ { print "reporters = [\"" r "\"]\n"; done = 1 } { print }' \
-		"$repo/deploy/examples/tun-a.toml" | sed 's/^shards *= *0/shards = 1/' >"$dir/examples/tun-a.toml"
+		"$repo/deploy/examples/tun-a.toml" >"$dir/examples/tun-a.toml"
 	local port
 	port=$(sed -n 's/^crem_address *= *"[^"]*:\([0-9]*\)".*/\1/p' "$dir/examples/tun-a.toml")
 	cat >"$dir/reporter.toml" <<TOML

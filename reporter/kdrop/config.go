@@ -133,20 +133,9 @@ func (c FileConfig) Resolve() (Resolved, error) {
 	if len(reasons) == 0 {
 		reasons, r.defaults = DefaultReasons, true
 	}
-	r.Reasons = map[string]wire.Cause{}
-	for name, cause := range reasons {
-		var cs wire.Cause
-		switch cause {
-		case "congestion":
-			cs = wire.CauseCongestion
-		case "corruption":
-			cs = wire.CauseCorruption
-		case "other":
-			cs = wire.CauseOther
-		default:
-			return r, fmt.Errorf("reasons.%s = %q: want congestion, corruption or other", name, cause)
-		}
-		r.Reasons[strings.TrimPrefix(strings.ToUpper(name), "SKB_DROP_REASON_")] = cs
+	var err error
+	if r.Reasons, err = reasonCauses(reasons); err != nil {
+		return r, err
 	}
 	if c.Source != "" {
 		a, err := netip.ParseAddr(c.Source)
@@ -175,23 +164,14 @@ func (c FileConfig) Resolve() (Resolved, error) {
 	}
 	e := reporter.Config{NodeID: c.NodeID, Port: c.CREMPort, PathMTU: c.PathMTU, PortRate: c.PortRate,
 		PortBurst: c.PortBurst, MaxFlows: c.MaxFlows}
-	var err error
 	if e.Aggregation, err = dur("aggregation", c.Aggregation); err != nil {
 		return r, err
 	}
 	if e.FlowInterval, err = dur("flow_interval", c.FlowInterval); err != nil {
 		return r, err
 	}
-	for _, rt := range c.Routes {
-		p, err := netip.ParsePrefix(rt.Prefix)
-		if err != nil {
-			return r, fmt.Errorf("routes: prefix %q: %w", rt.Prefix, err)
-		}
-		a, err := netip.ParseAddr(rt.CSF)
-		if err != nil {
-			return r, fmt.Errorf("routes: csf %q: %w", rt.CSF, err)
-		}
-		e.Routes = append(e.Routes, reporter.Route{Prefix: p.Masked(), CSF: a})
+	if e.Routes, err = routes(c.Routes); err != nil {
+		return r, err
 	}
 	// The engine fills in its defaults and refuses what it cannot take.
 	if _, err := reporter.New(e); err != nil {
@@ -199,6 +179,27 @@ func (c FileConfig) Resolve() (Resolved, error) {
 	}
 	r.Engine = e
 	return r, nil
+}
+
+// reasonCauses maps the configured drop reasons (the kernel's names, with or without their
+// SKB_DROP_REASON_ prefix) to the Cause each reports (C1).
+func reasonCauses(reasons map[string]string) (map[string]wire.Cause, error) {
+	out := map[string]wire.Cause{}
+	for name, cause := range reasons {
+		var cs wire.Cause
+		switch cause {
+		case "congestion":
+			cs = wire.CauseCongestion
+		case "corruption":
+			cs = wire.CauseCorruption
+		case "other":
+			cs = wire.CauseOther
+		default:
+			return nil, fmt.Errorf("reasons.%s = %q: want congestion, corruption or other", name, cause)
+		}
+		out[strings.TrimPrefix(strings.ToUpper(name), "SKB_DROP_REASON_")] = cs
+	}
+	return out, nil
 }
 
 // ReasonNumbers resolves the reason names with the kernel's own table (its BTF): the numbers
@@ -229,4 +230,21 @@ func (r Resolved) ReasonNumbers(kernel map[string]uint32) ([]uint32, map[uint32]
 		return nil, nil, errors.New("reasons: this kernel knows none of the default queue drop reasons")
 	}
 	return nums, causes, nil
+}
+
+// routes parses [[routes]]: which CSF hears of the drops of flows from a source prefix.
+func routes(in []RouteConfig) ([]reporter.Route, error) {
+	var out []reporter.Route
+	for _, rt := range in {
+		p, err := netip.ParsePrefix(rt.Prefix)
+		if err != nil {
+			return nil, fmt.Errorf("routes: prefix %q: %w", rt.Prefix, err)
+		}
+		a, err := netip.ParseAddr(rt.CSF)
+		if err != nil {
+			return nil, fmt.Errorf("routes: csf %q: %w", rt.CSF, err)
+		}
+		out = append(out, reporter.Route{Prefix: p.Masked(), CSF: a})
+	}
+	return out, nil
 }
