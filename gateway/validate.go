@@ -192,9 +192,9 @@ func (c *Config) validatePolicy(n *Config, r *resolved) error {
 	r.limits.MaxK, r.limits.MaxM, r.limits.MaxOpenBlocks = *p.MaxK, *p.MaxM, *p.MaxOpenBlocks
 	r.limits.MaxT = max(r.limits.MaxT, r.mtu+128)
 	r.adapt, r.competes = *p.Adapt, *p.RepairCompetes
-	// The gateway's default stays the draft's rule until the cost rule shows on real sockets
-	// what it shows in the simulator (protocol notes P14); cost is the operator's choice.
-	r.rule = policy.RuleDraft
+	// The cost rule by default (P5-P14); the draft's rule on request. Flows delivered in order
+	// keep the draft's rule whatever this says (P13).
+	r.rule = policy.RuleCost
 	if p.Rule != "" {
 		var err error
 		if r.rule, err = policy.ParseRule(string(p.Rule)); err != nil {

@@ -48,7 +48,7 @@ type Options struct {
 	MTU      int    // RDMA MTU, default 4096
 	// K and M are the gateways' block size and first repair count (defaults 32 and 4).
 	K, M int
-	// Rule is the gateways' policy.rule: "draft" (the gateway's default) or "cost" (P5, P14).
+	// Rule is the gateways' policy.rule: "cost" (the gateway's default, P5-P14) or "draft".
 	Rule string
 	// Runs selects configurations (default: all four, and ReporterConfiguration with Reporter).
 	Runs []string
@@ -257,6 +257,9 @@ func (o *Options) defaults() error {
 	}
 	if o.M == 0 {
 		o.M = 4
+	}
+	if o.Rule == "" {
+		o.Rule = string(policy.RuleCost)
 	}
 	if len(o.Runs) == 0 {
 		o.Runs = Configurations
