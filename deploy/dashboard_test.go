@@ -281,7 +281,7 @@ func TestDashboardMetricsExported(t *testing.T) {
 		"crem_csf_sources_total", "crem_csf_sources_unprotected_total", "crem_gateway_packets_protected_total", "crem_gateway_packets_unprotected_total",
 		"crem_csf_repair_sent_total", "crem_csf_retx_sent_total", "crem_crf_flows_restored_total", "crem_csf_requests_received_total",
 		"crem_crf_flows_requests_total", "crem_crf_flows_icrc_mismatch_total", "crem_csf_breaker_trips_total", "crem_csf_repair_skipped_breaker_total",
-		"crem_gateway_socket_drops_total", "crem_gateway_rx_packets_total", "crem_gateway_crem_dropped_total", "crem_gateway_buffer_bytes", "crem_gateway_buffers_held",
+		"crem_gateway_socket_drops_total", "crem_gateway_packets_total", "crem_gateway_crem_dropped_total", "crem_gateway_buffer_bytes", "crem_gateway_buffers_held",
 		"crem_gateway_crf_bytes", "process_resident_memory_bytes", "crem_csf_path_reports_total", "crem_csf_path_reports_rejected_total",
 		"crem_csf_flow_source_rate", "crem_crf_flow_source_rate", "crem_csf_flow_state", "crem_crf_flow_restored_total",
 		"crem_csf_flow_block_sources", "crem_csf_flow_block_repair", "crem_csf_flow_loss_ratio", "crem_csf_flow_srtt_seconds",
@@ -294,7 +294,8 @@ func TestDashboardMetricsExported(t *testing.T) {
 	// Wrong on purpose: each must be caught.
 	for _, c := range []struct{ name, from, to, want string }{
 		{"a metric renamed in the JSON", "crem_csf_repair_sent_total", "crem_csf_repair_snet_total", "crem_csf_repair_snet_total is not exported"},
-		{"a name from before the socket became a label", "crem_gateway_rx_packets_total", "crem_gateway_rx_packets_crem_total", "crem_gateway_rx_packets_crem_total is not exported"},
+		{"a name from before the socket became a label", "crem_gateway_packets_total", "crem_gateway_rx_packets_crem_total", "crem_gateway_rx_packets_crem_total is not exported"},
+		{"a name from before the direction became a label", "crem_gateway_packets_total", "crem_gateway_rx_packets_total", "crem_gateway_rx_packets_total is not exported"},
 		{"a gauge given _total", "crem_gateway_buffer_bytes", "crem_gateway_buffer_bytes_total", "crem_gateway_buffer_bytes_total is not exported"},
 		{"a misspelt function", "topk(10, crem_csf_flow_source_rate", "topk(10, raet(crem_csf_flow_source_rate", "raet(: no PromQL function"},
 		{"a renamed variable query", "label_values(crem_gateway_flows,", "label_values(crem_gateway_flow,", "templating/instance: crem_gateway_flow is not"},

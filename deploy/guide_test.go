@@ -101,8 +101,8 @@ func TestUserGuideMetricsExported(t *testing.T) {
 	}
 	// Wrong on purpose: a name from before the socket became a label, a label the metric does
 	// not have, a label value it never takes.
-	for _, bad := range []string{"`crem_gateway_socket_drops_wan_total`", "`crem_gateway_rx_packets_total{sock}`",
-		"`crem_gateway_rx_packets_total{socket=\"eth0\"}`"} {
+	for _, bad := range []string{"`crem_gateway_socket_drops_wan_total`", "`crem_gateway_packets_total{sock}`",
+		"`crem_gateway_packets_total{socket=\"eth0\"}`"} {
 		if p := checkGuide(bad, names, series, false); len(p) == 0 {
 			t.Errorf("%s: not caught", bad)
 		}

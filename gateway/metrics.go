@@ -200,16 +200,21 @@ var gatewayHelp = map[string]string{
 	"flows_refused_table_full":  "flows left unprotected: the table of CSFs was full",
 }
 
-// socketFamilies are the gateway's counters per socket (Stats.Gateway keys NAME_SOCKET).
-var socketFamilies = []struct{ name, help string }{
-	{"rx_packets", "datagrams received, by socket: crem (CREM messages), local (this side's endpoints), wan (the peer's relayed datagrams), tun (the TUN device)"},
-	{"tx_packets", "datagrams sent, by socket"},
-	{"rx_bytes", "octets received, by socket"},
-	{"tx_bytes", "octets sent, by socket"},
-	{"socket_drops", "datagrams the kernel dropped for a full receive buffer, by socket"},
-	{"handed", "received datagrams handed to a shard, by socket"},
-	{"dropped", "received datagrams dropped by the gateway, by socket (received = handed + dropped)"},
+// socketFamilies are the gateway's counters per socket (Stats.Gateway keys KEY_SOCKET), under
+// the metric family name with a socket label, and a direction label where one family counts
+// both ways.
+var socketFamilies = []struct{ key, name, direction, help string }{
+	{"rx_packets", "packets", "rx", packetsHelp},
+	{"tx_packets", "packets", "tx", packetsHelp},
+	{"rx_bytes", "bytes", "rx", "octets received (direction rx) and sent (tx), by socket"},
+	{"tx_bytes", "bytes", "tx", "octets received (direction rx) and sent (tx), by socket"},
+	{"socket_drops", "socket_drops", "", "datagrams the kernel dropped for a full receive buffer, by socket"},
+	{"handed", "handed", "", "received datagrams handed to a shard, by socket"},
+	{"dropped", "dropped", "", "received datagrams dropped by the gateway, by socket (received = handed + dropped)"},
 }
+
+const packetsHelp = "datagrams received (direction rx) and sent (tx), by socket: crem (CREM messages), " +
+	"local (this side's endpoints), wan (the peer's relayed datagrams), tun (the TUN device)"
 
 var gatewayReasons = map[string]reasonOf{
 	"crem_discarded":            {"crem_dropped", "bad_header", cremDroppedHelp},
@@ -329,9 +334,16 @@ func newCollector(g *Gateway) *collector {
 		c.gw[k] = gwMetric{desc: desc("crem_gateway_"+k+"_total", h)}
 	}
 	for _, f := range socketFamilies {
-		d := desc("crem_gateway_"+f.name+"_total", f.help, "socket")
+		if f.direction == "" {
+			d := family("crem_gateway_"+f.name+"_total", f.help, "socket")
+			for _, s := range kindNames {
+				c.gw[f.key+"_"+s] = gwMetric{d, []string{s}}
+			}
+			continue
+		}
+		d := family("crem_gateway_"+f.name+"_total", f.help, "socket", "direction")
 		for _, s := range kindNames {
-			c.gw[f.name+"_"+s] = gwMetric{d, []string{s}}
+			c.gw[f.key+"_"+s] = gwMetric{d, []string{s, f.direction}}
 		}
 	}
 	for k, r := range gatewayReasons {

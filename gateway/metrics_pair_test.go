@@ -92,7 +92,7 @@ func TestFlowGaugesOfProtectedFlow(t *testing.T) {
 	}
 	var sample []string
 	for _, l := range strings.Split(text, "\n") {
-		if strings.HasPrefix(l, "crem_csf_flow_") || strings.HasPrefix(l, "crem_build_info") || strings.HasPrefix(l, "crem_gateway_rx_packets_total") {
+		if strings.HasPrefix(l, "crem_csf_flow_") || strings.HasPrefix(l, "crem_build_info") || strings.HasPrefix(l, "crem_gateway_packets_total") {
 			sample = append(sample, l)
 		}
 	}

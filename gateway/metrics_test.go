@@ -433,17 +433,14 @@ func TestEveryCounterHasHelp(t *testing.T) {
 	}
 }
 
-// TestLabelsNotNames: the socket and reasons are labels of one metric, not parts of names:
-// crem_gateway_rx_packets_total{socket="crem"}, one series per socket; the CREM port's and
+// TestLabelsNotNames: the socket, the direction and reasons are labels of one metric, not parts
+// of names: crem_gateway_packets_total{direction="rx",socket="crem"}, one series per socket (and
+// direction); the CREM port's and
 // the PATH_REPORTs' drops, PATH_REPORTs refused, pairings ended and CLOSEs by a reason label
 // whose values are words.
 func TestLabelsNotNames(t *testing.T) {
 	fams := families(t, newTestGateway(t, Options{Seed: 1}, nil))
 	want := map[string][]string{
-		"crem_gateway_rx_packets_total":           {"socket", "crem", "local", "tun", "wan"},
-		"crem_gateway_tx_packets_total":           {"socket", "crem", "local", "tun", "wan"},
-		"crem_gateway_rx_bytes_total":             {"socket", "crem", "local", "tun", "wan"},
-		"crem_gateway_tx_bytes_total":             {"socket", "crem", "local", "tun", "wan"},
 		"crem_gateway_socket_drops_total":         {"socket", "crem", "local", "tun", "wan"},
 		"crem_gateway_handed_total":               {"socket", "crem", "local", "tun", "wan"},
 		"crem_gateway_dropped_total":              {"socket", "crem", "local", "tun", "wan"},
@@ -473,7 +470,29 @@ func TestLabelsNotNames(t *testing.T) {
 			t.Errorf("%s{%s}: %q, want %q", name, w[0], got, w[1:])
 		}
 	}
-	for _, old := range []string{"crem_gateway_rx_packets_crem_total", "crem_gateway_socket_drops_wan_total", "crem_gateway_dropped_tun_total",
+	for _, name := range []string{"crem_gateway_packets_total", "crem_gateway_bytes_total"} {
+		f := fams[name]
+		if f == nil {
+			t.Errorf("no %s", name)
+			continue
+		}
+		var got []string
+		for _, m := range f.Metric {
+			l := map[string]string{}
+			for _, p := range m.Label {
+				l[p.GetName()] = p.GetValue()
+			}
+			if len(l) != 2 || l["socket"] == "" || l["direction"] == "" {
+				t.Errorf("%s: labels %v, want socket and direction", name, m.Label)
+			}
+			got = append(got, l["direction"]+"/"+l["socket"])
+		}
+		slices.Sort(got)
+		if want := []string{"rx/crem", "rx/local", "rx/tun", "rx/wan", "tx/crem", "tx/local", "tx/tun", "tx/wan"}; !slices.Equal(got, want) {
+			t.Errorf("%s: %q, want %q", name, got, want)
+		}
+	}
+	for _, old := range []string{"crem_gateway_rx_packets_crem_total", "crem_gateway_rx_packets_total", "crem_gateway_tx_bytes_total", "crem_gateway_socket_drops_wan_total", "crem_gateway_dropped_tun_total",
 		"crem_gateway_crem_discarded_total", "crem_gateway_path_reports_malformed_total", "crem_csf_path_reports_unlisted_total",
 		"crem_csf_path_reports_implausible_total", "crem_pairing_unpaired_expired_total"} {
 		if fams[old] != nil {

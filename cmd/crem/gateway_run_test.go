@@ -105,7 +105,7 @@ peer_data = "%s"
 		}
 	}
 	r.Body.Close()
-	if !strings.Contains(b.String(), `crem_gateway_rx_packets_total{socket="local"} 1`) {
+	if !strings.Contains(b.String(), `crem_gateway_packets_total{direction="rx",socket="local"} 1`) {
 		t.Errorf("/metrics: %s", b.String())
 	}
 	cmd.Process.Signal(syscall.SIGTERM)

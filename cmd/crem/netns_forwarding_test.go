@@ -311,7 +311,7 @@ func (c *netnsChain) metrics(g *nsGateway) map[string]float64 {
 			continue
 		}
 		// A series and its value: a name, labels perhaps (values with spaces among them), a
-		// number. Kept by series (crem_gateway_rx_packets_total{socket="tun"}) and summed by name.
+		// number. Kept by series (crem_gateway_packets_total{direction="rx",socket="tun"}) and summed by name.
 		sp := strings.LastIndexByte(l, ' ')
 		if sp <= 0 {
 			continue
@@ -661,8 +661,8 @@ func TestTunGSONetns(t *testing.T) {
 		before, beforeB := c.metrics(gws[0]), c.metrics(gws[1])
 		m := c.blast("gso-"+offload, time.Second, gws[:], "CREM_NETNS_GSO=15", "CREM_NETNS_VERIFY=1", "CREM_NETNS_PPS=40000")
 		after, afterB := c.metrics(gws[0]), c.metrics(gws[1])
-		for _, k := range []string{`crem_gateway_rx_packets_total{socket="tun"}`, `crem_gateway_tx_packets_total{socket="tun"}`, `crem_gateway_dropped_total{socket="tun"}`,
-			`crem_gateway_tx_packets_total{socket="crem"}`, `crem_gateway_rx_packets_total{socket="crem"}`, "crem_csf_repair_sent_total", "crem_csf_retransmissions_total",
+		for _, k := range []string{`crem_gateway_packets_total{direction="rx",socket="tun"}`, `crem_gateway_packets_total{direction="tx",socket="tun"}`, `crem_gateway_dropped_total{socket="tun"}`,
+			`crem_gateway_packets_total{direction="tx",socket="crem"}`, `crem_gateway_packets_total{direction="rx",socket="crem"}`, "crem_csf_repair_sent_total", "crem_csf_retransmissions_total",
 			"crem_gateway_shard_queue_full_total", "crem_gateway_write_errors_total", "crem_gateway_tun_gso_refused_total",
 			"crem_gateway_buffers_exhausted_total", "crem_gateway_truncated_total"} {
 			t.Logf("offload %s: %s A %.0f B %.0f", offload, k, after[k]-before[k], afterB[k]-beforeB[k])
