@@ -213,6 +213,10 @@ func reloadGateway(g *gateway.Gateway, load func() (gateway.Config, error), leve
 		return
 	}
 	level.Set(cfg.LogLevel.Slog())
+	if len(changed) == 0 {
+		log.Info("configuration reloaded: nothing changed")
+		return
+	}
 	log.Info("configuration reloaded", "changed", strings.Join(changed, " "))
 }
 
