@@ -62,6 +62,11 @@ type Sender struct {
 	haveRetry bool
 	retryAt   time.Duration
 	refusals  int
+	// The log says a refusal at most once a minute per flow, with the refusals since the last
+	// line (the count is in Stats.ParamRejected).
+	refusalLogAt   time.Duration
+	refusalLogged  bool
+	refusalsUnsaid int
 
 	// Blocks.
 	blocks   []block

@@ -300,9 +300,11 @@ func (s *Sender) onParamAck(now time.Duration, msg []byte) {
 		s.refusals++
 		s.retry, s.haveRetry = p.cfg, true
 		s.retryAt = now + min(max(4*s.srtt(), 100*time.Millisecond)<<min(s.refusals-1, 10), maxRefusalBackoff)
-		if s.o.log != nil && s.refusals == 1 {
+		s.refusalsUnsaid++
+		if s.o.log != nil && (!s.refusalLogged || now-s.refusalLogAt >= refusalLogEvery) {
 			s.o.log.Warn("crem: PARAM_UPDATE refused; configuration kept, offered again later",
-				"flow", s.flowID, "config", p.cfg.ID, "m", p.cfg.M, "status", m.Status)
+				"flow", s.flowID, "config", p.cfg.ID, "m", p.cfg.M, "status", m.Status, "refusals", s.refusalsUnsaid)
+			s.refusalLogged, s.refusalLogAt, s.refusalsUnsaid = true, now, 0
 		}
 		return
 	}
@@ -313,6 +315,9 @@ func (s *Sender) onParamAck(now time.Duration, msg []byte) {
 		s.maybeApply(s.next) // the next block starts at or after s.next
 	}
 }
+
+// refusalLogEvery is the least time between two log lines of a flow's refused PARAM_UPDATEs.
+const refusalLogEvery = time.Minute
 
 // maxRefusalBackoff bounds the wait before a refused configuration is offered again.
 const maxRefusalBackoff = 30 * time.Second
