@@ -156,7 +156,7 @@ func TestOrderedReadAnyLengthC7a(t *testing.T) {
 }
 
 // rangeAnswerer plays the CSF's answers to PSN-range requests for a lossless flow (C8 and
-// contract 2 of issue 10): a PSN in a block is an absent position (the block's INFO), a PSN in
+// E45): a PSN in a block is an absent position (the block's INFO), a PSN in
 // no block gets an INFO with an all-zero Present Bitmap; a source asked for fails the test.
 type rangeAnswerer struct {
 	blocks []*sblock

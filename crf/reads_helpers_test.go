@@ -85,7 +85,7 @@ func (b *sblock) info(t testing.TB, id uint32) []byte {
 }
 
 // infoNoBlock is an INFO with an all-zero Present Bitmap: k PSNs from start that carry no
-// source and belong to no block (contract 2 of issue 10).
+// source and belong to no block (E45).
 func infoNoBlock(t testing.TB, id uint32, cfg uint8, start psn.PSN, k int) []byte {
 	m := wire.Repair{FlowID: id, Info: true, ConfigID: cfg, Scheme: wire.SchemeCauchy, K: uint8(k), BlockStartPSN: start}
 	return msg(t, &m)

@@ -221,14 +221,14 @@ func (r *Receiver) endRound(now time.Duration, f *rflow, b *rblock, m *wire.Repa
 		r.incomplete(now, f, b)
 	} else if !b.haveDue {
 		// The block's first message: its round ends a reorder allowance later (C7 f), also
-		// when that message answered a request of the PSN-range form (issue 10, C9).
+		// when that message answered a request of the PSN-range form (C9).
 		b.due, b.haveDue = now+f.allowance(), true
 		f.schedule(b)
 	}
 }
 
 // noBlock takes an INFO whose Present Bitmap is all zero: its k PSNs from the Block Start PSN
-// carry no source and belong to no block (RULINGS C8 as extended by issue 10). They become
+// carry no source and belong to no block (C8, extended by E45). They become
 // absent: no block is made, nothing is counted, nothing is asked for them again.
 func (r *Receiver) noBlock(f *rflow, m *wire.Repair) {
 	f.st.InfoReceived++

@@ -332,7 +332,7 @@ func (r *Receiver) again(f *rflow, s *slot, payload []byte) (Verdict, bool) {
 	case s.st == slotRestored && !s.rx:
 		// The original arrives after its restoration: a late source, delivered again (the
 		// RDMA transport drops duplicates), not used for decoding, and not counted received:
-		// the loss it caused stands (issue 10).
+		// the loss it caused stands (E42).
 		s.rx = true
 		f.st.Sources++
 		f.st.Late++

@@ -57,7 +57,7 @@ func paramAck(s *Sender, now time.Duration, flowID uint32, id uint8, status wire
 	s.Handle(now, testCRF, b)
 }
 
-// TestFirstConfigAnyStartPSN (issue 10 item 2; draft, Configuration; E27): the first
+// TestFirstConfigAnyStartPSN (draft, Configuration; E27): the first
 // configuration applies wherever the flow's PSN space starts: sources seen before HELLO (a
 // gateway starts the CSF on the first packet), sources that arrive between PARAM_UPDATE and
 // PARAM_ACK, and sources after PARAM_ACK, for initial PSNs in both halves of the space and across
@@ -169,7 +169,7 @@ func TestEffectivePSNPassedSendsAgain(t *testing.T) {
 }
 
 // TestRefusedParamUpdateOfferedAgain (draft: "A CSF that receives a non-zero Status keeps
-// its current configuration"; issue 10 item 8; E28): the configuration stays, adaptation goes on,
+// its current configuration"; E28): the configuration stays, adaptation goes on,
 // and the same choice is offered again after a back-off (not at the very next report), and once
 // accepted it applies. A refused first configuration is offered again too.
 func TestRefusedParamUpdateOfferedAgain(t *testing.T) {
@@ -247,7 +247,7 @@ func TestRefusedParamUpdateOfferedAgain(t *testing.T) {
 	}
 }
 
-// TestBreakerFreshAfterClose (C11 f, RULINGS C2 reason 4; issue 10 item 6): a session that
+// TestBreakerFreshAfterClose (C11 f, RULINGS C2 reason 4): a session that
 // the circuit breaker ended with CLOSE reason 4 and that is started again begins with a fresh
 // breaker: clean reports keep it open and protected, and redundancy flows again.
 func TestBreakerFreshAfterClose(t *testing.T) {
@@ -281,7 +281,7 @@ func TestBreakerFreshAfterClose(t *testing.T) {
 	}
 }
 
-// TestBreakerStopsPacedAndDeferredC11f (C11 f, C11 c, C8; issue 10 item 6): while the breaker is
+// TestBreakerStopsPacedAndDeferredC11f (C11 f, C11 c, C8): while the breaker is
 // open, no ordinary repair goes out, neither the paced symbols of a block closed before it
 // tripped, nor a coded retransmission deferred before it tripped.
 func TestBreakerStopsPacedAndDeferredC11f(t *testing.T) {
@@ -334,7 +334,7 @@ func readRequest(p psn.PSN, dma uint32) []byte {
 	return b
 }
 
-// TestAbsentBetweenBlocksInfo (C8, C13; issue 10 item 11; E29): a PSN-range request for
+// TestAbsentBetweenBlocksInfo (C8, C13; E29): a PSN-range request for
 // PSNs that belong to no block and carry no packet in this direction (a PSN the flow skipped
 // between blocks; PSNs a READ consumed beyond its block's end) gets INFO messages with no
 // present position, naming exactly those PSNs; PSNs never sent get no answer; with the circuit
@@ -550,7 +550,7 @@ func TestAbsentInOpenBlockInfoE29(t *testing.T) {
 	}
 }
 
-// TestTwoCodedRoundsThenSourceCopyC9 (C9 a; issue 10 item 7; E34): a block gets at most two coded
+// TestTwoCodedRoundsThenSourceCopyC9 (C9 a; E34): a block gets at most two coded
 // retransmission rounds, whichever form asked for them (requests in the PSN-range form for
 // different PSNs of one block can be in flight before the CRF knows the block); a third request
 // is answered with Source Copy symbols, as a FALLBACK request is.

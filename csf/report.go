@@ -151,7 +151,7 @@ func (s *Sender) onLossReport(now time.Duration, msg []byte) {
 	newM, _ := s.sel.Offer(chosen, s.est.LastSample(), s.est.P(), iv.Congested(s.o.ceCongested))
 	// The selector's m against the m in force, not only the moment it moves: a choice that was
 	// refused (or could not be sent while another update was outstanding) is offered again
-	// (issue 10 item 8), a refused one once its back-off has passed.
+	// (E28), a refused one once its back-off has passed.
 	if newM == s.cur.M || s.pend.active || s.haveRetry && now < s.retryAt {
 		return
 	}

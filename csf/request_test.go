@@ -195,7 +195,7 @@ func TestReverseAckReleasesBlocks(t *testing.T) {
 	}
 }
 
-// TestOtherQPAckReleasesNothing (C9; issue 10 item 1): the sources of a block are kept
+// TestOtherQPAckReleasesNothing (C9): the sources of a block are kept
 // until the RDMA transport acknowledges the block. An ACK addressed to another queue pair
 // between the same hosts belongs to another PSN space and releases nothing; nor does any ACK
 // while the flow's reverse QP is unknown; nor an ACK of a PSN not yet sent. A request for the

@@ -56,7 +56,7 @@ type Sender struct {
 	haveCfg bool
 	nextID  uint8
 	pend    pendingParam
-	// A refused PARAM_UPDATE (item 8 of issue 10, E28): the choice is offered again at retryAt,
+	// A refused PARAM_UPDATE (E28): the choice is offered again at retryAt,
 	// each refusal in a row doubling the wait.
 	retry     flow.Config
 	haveRetry bool

@@ -16,7 +16,7 @@ import (
 func (s *Sender) Start(now time.Duration) {
 	s.release()
 	// A new session starts with a fresh circuit breaker: one that closed the last session
-	// (CLOSE reason 4) would close this one at its first report (issue 10 item 6).
+	// (CLOSE reason 4) would close this one at its first report (E16).
 	s.tripsPast += s.breaker.Trips()
 	s.breaker = policy.Breaker{}
 	s.state = StateHello

@@ -10,7 +10,7 @@ import (
 )
 
 // TestSteadyStateNoAllocsEveryPath: every codec path allocates nothing once warm
-// (issue 10, "Every CPU"), in the shapes the CSF and CRF run: the ordinary repair of a whole
+// (every CPU a user runs), in the shapes the CSF and CRF run: the ordinary repair of a whole
 // block (Section 6.2: k = 32, m = 4, T = 1058; k = 32, m = 8, T = 4130; k = 8, m = 1 as the
 // CRF's tests send it), scheme 2's XOR, and the solve of Section 7.4 with sources held by
 // reference, a different loss pattern every block, with coded retransmissions and in scheme 2.

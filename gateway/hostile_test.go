@@ -74,7 +74,7 @@ func liveHeap(collect bool) uint64 {
 // (router, CRF, CSF), spoofed CLOSE and REPAIR as from the wrong source, PATH_REPORTs as rejected.
 //
 // The takeover (a HELLO with a live descriptor), the flood's lock-out of new flows and the
-// forged REPAIRs are the CRF's to survive (issue 11 items 1, 2 and 5).
+// forged REPAIRs are the CRF's to survive.
 func TestHostileTraffic(t *testing.T) {
 	if testing.Short() {
 		t.Skip("a transfer through two gateways under a flood")

@@ -10,8 +10,8 @@ import (
 )
 
 // TestCREMRestoresEveryQP: a run's messages go over four QPs between the same two hosts,
-// each with its own initial PSNs, and one protect rule per direction covers them all (issue 10:
-// many QPs between one pair of hosts). Every message of every QP is verified; the path lost
+// each with its own initial PSNs, and one protect rule per direction covers them all (many QPs
+// between one pair of hosts, as deployments run them). Every message of every QP is verified; the path lost
 // packets of every QP; without CREM none of a QP's packets lost every time it was sent arrives
 // (restored_only 0, which checks the measure), and in both CREM runs the CRF restored packets
 // on every QP. With one repair symbol per block to start with and 3 percent loss, blocks need

@@ -59,8 +59,8 @@ func TestSoakVerdict(t *testing.T) {
 // is reported every 2 s and at the end, the open flows stay those of the four QPs, the
 // goroutines within their bound, and no CLOSE comes before the end. The heap bounds are the
 // soak command's to judge, over a minute or ten (docs: the soak): in a few seconds on a busy
-// machine a stall can make the gateways' buffer pool grow, and they keep what it grew (issue 11,
-// item 4), so the test logs them.
+// machine a stall can make the gateways' buffer pool grow, and they keep what it grew, so the
+// test logs them.
 func TestSoak(t *testing.T) {
 	if testing.Short() {
 		t.Skip("a soak of six seconds")

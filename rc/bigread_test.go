@@ -8,7 +8,7 @@ import (
 	"github.com/crem-project/crem/roce"
 )
 
-// A READ may take far more PSNs than the send buffer (issue 10: KV-cache moves READ hundreds of
+// A READ may take far more PSNs than the send buffer (KV-cache moves READ hundreds of
 // MiB; a READ of 64 MiB at MTU 1024 takes 65 536 PSNs against a default buffer of 16 384): its
 // responses are kept as records but take no room in the send buffer, which bounds the SEND and
 // WRITE PSNs outstanding and one per READ request (T8, protocol notes R24), so WRITEs posted

@@ -46,7 +46,7 @@ func script(ops ...[]ScriptOp) []ScriptOp {
 // one with its log.
 var Reproductions = map[string]func() *Scenario{
 	// One QP: WRITE, READ, WRITE, READ on a clean path. The CRF beside A counts the WRITE PSNs
-	// between the READs' responses as expected (issue 10, items 4 and 11; fixed by crf E42, E43 and
+	// between the READs' responses as expected (fixed by crf E42, E43 and
 	// csf E29).
 	"read-gaps": func() *Scenario {
 		s := Minimal(1, 500*time.Millisecond, rc.ModeSR)
@@ -56,7 +56,7 @@ var Reproductions = map[string]func() *Scenario{
 	},
 	// One QP, MTU 1024, Max Open Blocks 16 (a CRF window of 1024 PSNs): a READ of 2 MiB (2048
 	// PSNs) between two WRITEs on a clean path. The CRF beside B counted the READ's PSNs beyond
-	// its window as expected and lost (issue 10, item 3; crf E40).
+	// its window as expected and lost (crf E40).
 	"read-beyond-window": func() *Scenario {
 		s := Minimal(1, 500*time.Millisecond, rc.ModeSR)
 		s.MTU, s.MaxOpenBlocks = 1024, 16
@@ -92,7 +92,7 @@ var Reproductions = map[string]func() *Scenario{
 	},
 	// One sr QP starting at m = 0, a WRITE of 256 KiB every 5 ms, 3 percent loss each way: the
 	// policy raises m (a change away from m = 0), and the CRF dropped the coded retransmissions
-	// of the blocks of the first configuration, which it had released (issue 10, item 5; crf
+	// of the blocks of the first configuration, which it had released (crf
 	// E44).
 	"change-from-m0": func() *Scenario {
 		s := Minimal(1, 0, rc.ModeSR)
@@ -103,7 +103,7 @@ var Reproductions = map[string]func() *Scenario{
 		return s
 	},
 	// The same at m = 2: a block got a block-form REPAIR_REQUEST and two PSN-range requests
-	// answered with coded retransmissions of it, three coded rounds (issue 10, item 7; crf E45,
+	// answered with coded retransmissions of it, three coded rounds (crf E45,
 	// csf E34).
 	"three-rounds": func() *Scenario {
 		s := Minimal(1, 0, rc.ModeSR)
@@ -115,7 +115,7 @@ var Reproductions = map[string]func() *Scenario{
 	// One selective-repeat QP, a WRITE of 64 KiB every 10 ms, 66 s of 15 percent loss: the
 	// breaker never tripped. The LOSS_REPORTs said some 3 percent: a lost packet that the RDMA
 	// transport resent, or whose original arrived after the CRF restored it, counted as
-	// received (issue 10, item 10, and beyond it; crf E42, E49).
+	// received (crf E42, E49).
 	"breaker-blind": func() *Scenario {
 		s := Minimal(1, 0, rc.ModeSR)
 		s.Phases = []Phase{{Name: "warm-up", Dur: 50 * time.Millisecond},

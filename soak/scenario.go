@@ -186,7 +186,7 @@ func NewScenario(seed uint64) *Scenario {
 }
 
 // drawPSN draws an initial PSN over the whole 24-bit space: uniform, just below the wrap, or one
-// of the values the first configuration's Effective PSN once compared wrongly (issue 10, item 2).
+// of the values the first configuration's Effective PSN once compared wrongly (E27).
 func drawPSN(r *rand.Rand) psn.PSN {
 	switch r.IntN(8) {
 	case 0:

@@ -93,7 +93,7 @@ func report(t *testing.T, r *Result, replay string) {
 	}
 }
 
-// TestReproductions runs every scripted reproduction of a fault the workload found (issue 10):
+// TestReproductions runs every scripted reproduction of a fault the workload found:
 // each must pass every invariant.
 func TestReproductions(t *testing.T) {
 	for name, mk := range Reproductions {

@@ -106,7 +106,7 @@ var soakArgs = []string{"--loss", "0.02", "--loss-model", "gilbert-burst:burst=4
 
 // heapOnly reports whether a soak's failures are all of its heap bounds, which the soak command
 // judges over a minute or ten: in a few seconds on a busy machine (or under the race detector) a
-// stall can make the gateways' buffer pool grow, which they keep (issue 11, item 4).
+// stall can make the gateways' buffer pool grow, which they keep.
 func heapOnly(failures []string) bool {
 	for _, f := range failures {
 		if !strings.HasPrefix(f, "heap") {

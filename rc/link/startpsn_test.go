@@ -97,7 +97,7 @@ func runAt(t *testing.T, mode rc.Mode, noNAK bool, op rc.Op, start psn.PSN, loss
 	return a.Stats(), p.Now
 }
 
-// Every mode is correct wherever the PSN space starts (issue 10: initial PSNs are random over
+// Every mode is correct wherever the PSN space starts (initial PSNs are random over
 // the 24-bit space): WRITE, SEND and READ from 0x000000, 0x7fffff, 0x800000 and 0xfffff0 (each
 // run crosses the wrap from there), without and with 1 percent loss each way, byte for byte.
 // The READs include one of 64 MiB at MTU 1024, 65 536 PSNs: four times the send buffer and the
