@@ -73,15 +73,12 @@ func runGateway(args []string, s stdio) int {
 		}
 		rest = fs.Args()
 	}
-	switch {
-	case len(rest) > 0:
-		return bad(fmt.Errorf("unexpected argument %q", rest[0]))
-	case check.file != "" && *file != "" && check.file != *file:
-		return bad(fmt.Errorf("--check-config %s and --config %s: name one file", check.file, *file))
-	case check.file != "":
-		*file = check.file
-	case *asJSON && !check.set:
+	if *asJSON && !check.set {
 		return bad(errors.New("--json needs --check-config"))
+	}
+	var err error
+	if *file, err = configFileOf(check, *file, rest); err != nil {
+		return bad(err)
 	}
 	overrides := []struct{ flag, key, v string }{{"--crem-address", "crem_address", *cremAddr}, {"--peer", "peer", *peer},
 		{"--mode", "mode", *mode}, {"--domain-protection", "domain_protection", *protection},
@@ -100,34 +97,7 @@ func runGateway(args []string, s stdio) int {
 		return bad(errors.New("no configuration: give --config FILE (docs/gateway.md describes it; --check-config FILE checks one)"))
 	}
 	// load reads the file and applies the flags over it: at the start, and again on SIGHUP.
-	load := func() (gateway.Config, error) {
-		var cfg gateway.Config
-		if *file != "" {
-			c, err := gateway.LoadConfig(*file)
-			if err != nil {
-				return cfg, err
-			}
-			cfg = c
-		}
-		for _, o := range overrides {
-			if o.v != "" {
-				if err := cfg.Set(o.flag, o.key, strconv.Quote(o.v)); err != nil {
-					return cfg, err
-				}
-			}
-		}
-		if *noOffload {
-			if err := cfg.Set("--no-offload", "relay.offload", "false"); err != nil {
-				return cfg, err
-			}
-		}
-		if *tunOffload != "" {
-			if err := cfg.Set("--tun-offload", "tun.offload", strconv.FormatBool(*tunOffload == "on")); err != nil {
-				return cfg, err
-			}
-		}
-		return cfg, nil
-	}
+	load := gatewaySource{file: *file, overrides: overrides, noOffload: *noOffload, tunOffload: *tunOffload}.load
 	cfg, err := load()
 	if err != nil {
 		return bad(err)
@@ -271,4 +241,57 @@ func checkConfig(cfg gateway.Config, file string, asJSON bool, s stdio) int {
 		return 1
 	}
 	return 0
+}
+
+// configFileOf is the configuration file the command line names: --config, or --check-config's
+// own (the same if both are given); "" if neither (flags alone may configure a gateway).
+func configFileOf(check checkFlag, file string, rest []string) (string, error) {
+	switch {
+	case len(rest) > 0:
+		return "", fmt.Errorf("unexpected argument %q", rest[0])
+	case check.file != "" && file != "" && check.file != file:
+		return "", fmt.Errorf("--check-config %s and --config %s: name one file", check.file, file)
+	case check.file != "":
+		return check.file, nil
+	}
+	return file, nil
+}
+
+// gatewaySource is where a gateway's configuration comes from: the file and the flags that
+// override it.
+type gatewaySource struct {
+	file       string
+	overrides  []struct{ flag, key, v string }
+	noOffload  bool
+	tunOffload string // "", "on" or "off"
+}
+
+// load reads the file and applies the flags over it.
+func (src gatewaySource) load() (gateway.Config, error) {
+	var cfg gateway.Config
+	if src.file != "" {
+		c, err := gateway.LoadConfig(src.file)
+		if err != nil {
+			return cfg, err
+		}
+		cfg = c
+	}
+	for _, o := range src.overrides {
+		if o.v != "" {
+			if err := cfg.Set(o.flag, o.key, strconv.Quote(o.v)); err != nil {
+				return cfg, err
+			}
+		}
+	}
+	if src.noOffload {
+		if err := cfg.Set("--no-offload", "relay.offload", "false"); err != nil {
+			return cfg, err
+		}
+	}
+	if src.tunOffload != "" {
+		if err := cfg.Set("--tun-offload", "tun.offload", strconv.FormatBool(src.tunOffload == "on")); err != nil {
+			return cfg, err
+		}
+	}
+	return cfg, nil
 }
