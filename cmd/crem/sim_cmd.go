@@ -542,23 +542,9 @@ func resolveShard(spec, base string, getenv func(string) string) (i, n int, from
 	switch base {
 	case "", "0":
 	case "min":
-		lo, okLo, err := envInt("SLURM_ARRAY_TASK_MIN")
+		lo, err := slurmArrayMin(n, envInt)
 		if err != nil {
 			return 0, 0, "", err
-		}
-		count, okCount, err := envInt("SLURM_ARRAY_TASK_COUNT")
-		if err != nil {
-			return 0, 0, "", err
-		}
-		hi, okHi, err := envInt("SLURM_ARRAY_TASK_MAX")
-		if err != nil {
-			return 0, 0, "", err
-		}
-		if !okLo || !okCount {
-			return 0, 0, "", fmt.Errorf("--shard-base min: SLURM_ARRAY_TASK_MIN and SLURM_ARRAY_TASK_COUNT must be set")
-		}
-		if count != n || (okHi && hi-lo+1 != n) {
-			return 0, 0, "", fmt.Errorf("--shard-base min: the array (%d tasks from %d) is not the %d contiguous tasks of the sweep; for a rerun of some tasks give the first task ID, --shard-base %d", count, lo, n, lo)
 		}
 		b = lo
 		from += fmt.Sprintf(" - SLURM_ARRAY_TASK_MIN=%d", lo)
@@ -575,6 +561,30 @@ func resolveShard(spec, base string, getenv func(string) string) (i, n int, from
 		return 0, 0, "", fmt.Errorf("--shard auto/%d: %s gives shard %d, outside 0..%d (an array numbered from 1: --shard-base 1; from its first task: --shard-base min)", n, from, k, n-1)
 	}
 	return id - b, n, from, nil
+}
+
+// slurmArrayMin is the first task ID of a Slurm array that is the n contiguous tasks of the
+// sweep (--shard-base min), read with envInt.
+func slurmArrayMin(n int, envInt func(string) (int, bool, error)) (int, error) {
+	lo, okLo, err := envInt("SLURM_ARRAY_TASK_MIN")
+	if err != nil {
+		return 0, err
+	}
+	count, okCount, err := envInt("SLURM_ARRAY_TASK_COUNT")
+	if err != nil {
+		return 0, err
+	}
+	hi, okHi, err := envInt("SLURM_ARRAY_TASK_MAX")
+	if err != nil {
+		return 0, err
+	}
+	if !okLo || !okCount {
+		return 0, fmt.Errorf("--shard-base min: SLURM_ARRAY_TASK_MIN and SLURM_ARRAY_TASK_COUNT must be set")
+	}
+	if count != n || (okHi && hi-lo+1 != n) {
+		return 0, fmt.Errorf("--shard-base min: the array (%d tasks from %d) is not the %d contiguous tasks of the sweep; for a rerun of some tasks give the first task ID, --shard-base %d", count, lo, n, lo)
+	}
+	return lo, nil
 }
 
 // parseShard reads "I/N" with 0 <= I < N.
