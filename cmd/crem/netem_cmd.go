@@ -529,42 +529,7 @@ func runNetem(args []string, s stdio) int {
 	}
 
 	// Every reverse flag not given takes its forward counterpart's value.
-	set := map[string]bool{}
-	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
-	inherit := func(name string, dst, src any) {
-		if set["reverse-"+name] {
-			return
-		}
-		switch d := dst.(type) {
-		case *durationFlag:
-			*d = *src.(*durationFlag)
-		case *string:
-			*d = *src.(*string)
-		case *units.Rate:
-			*d = *src.(*units.Rate)
-		case *queueLimit:
-			*d = *src.(*queueLimit)
-		case *int:
-			*d = *src.(*int)
-		case *units.Fraction:
-			*d = *src.(*units.Fraction)
-		}
-	}
-	inherit("delay", &revF.delay, &fwdF.delay)
-	inherit("jitter", &revF.jitter, &fwdF.jitter)
-	inherit("jitter-dist", &revF.jitterDist, &fwdF.jitterDist)
-	inherit("rate", &revF.rate, &fwdF.rate)
-	inherit("queue", &revF.queue, &fwdF.queue)
-	inherit("ecn-threshold", &revF.ecn, &fwdF.ecn)
-	inherit("reorder", &revF.reorder, &fwdF.reorder)
-	inherit("reorder-delay", &revF.reorderDelay, &fwdF.reorderDelay)
-	if !set["reverse-loss"] && !set["reverse-loss-model"] {
-		revF.loss, revF.lossModel = fwdF.loss, fwdF.lossModel
-	} else {
-		inherit("loss", &revF.loss, &fwdF.loss)
-		inherit("loss-model", &revF.lossModel, &fwdF.lossModel)
-	}
-	if !set["reverse-seed"] {
+	if inheritReverse(fs, &fwdF, &revF) {
 		revSeed = seed + 1
 	}
 
@@ -638,22 +603,7 @@ func runNetem(args []string, s stdio) int {
 	}
 
 	statsDone := make(chan struct{})
-	go func() {
-		defer close(statsDone)
-		if statsInterval <= 0 {
-			return
-		}
-		t := time.NewTicker(time.Duration(statsInterval))
-		defer t.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-				fmt.Fprintln(s.err, netemStatsLine(p.Stats()))
-			}
-		}
-	}()
+	go func() { defer close(statsDone); netemStatsLines(ctx, time.Duration(statsInterval), p, s.err) }()
 	runErr := p.Run(ctx)
 	<-statsDone
 	st := p.Stats()
@@ -676,6 +626,64 @@ func runNetem(args []string, s stdio) int {
 	}
 	writeNetemTable(s.out, p, st, report != nil && report.Merge)
 	return code
+}
+
+// inheritReverse gives every reverse flag not given its forward counterpart's value, and says
+// whether --reverse-seed was left to follow --seed.
+func inheritReverse(fs *flag.FlagSet, fwdF, revF *netemLinkFlags) (seedFollows bool) {
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	inherit := func(name string, dst, src any) {
+		if set["reverse-"+name] {
+			return
+		}
+		switch d := dst.(type) {
+		case *durationFlag:
+			*d = *src.(*durationFlag)
+		case *string:
+			*d = *src.(*string)
+		case *units.Rate:
+			*d = *src.(*units.Rate)
+		case *queueLimit:
+			*d = *src.(*queueLimit)
+		case *int:
+			*d = *src.(*int)
+		case *units.Fraction:
+			*d = *src.(*units.Fraction)
+		}
+	}
+	inherit("delay", &revF.delay, &fwdF.delay)
+	inherit("jitter", &revF.jitter, &fwdF.jitter)
+	inherit("jitter-dist", &revF.jitterDist, &fwdF.jitterDist)
+	inherit("rate", &revF.rate, &fwdF.rate)
+	inherit("queue", &revF.queue, &fwdF.queue)
+	inherit("ecn-threshold", &revF.ecn, &fwdF.ecn)
+	inherit("reorder", &revF.reorder, &fwdF.reorder)
+	inherit("reorder-delay", &revF.reorderDelay, &fwdF.reorderDelay)
+	if !set["reverse-loss"] && !set["reverse-loss-model"] {
+		revF.loss, revF.lossModel = fwdF.loss, fwdF.lossModel
+	} else {
+		inherit("loss", &revF.loss, &fwdF.loss)
+		inherit("loss-model", &revF.lossModel, &fwdF.lossModel)
+	}
+	return !set["reverse-seed"]
+}
+
+// netemStatsLines writes the proxy's counters to w every interval (none for 0) until ctx ends.
+func netemStatsLines(ctx context.Context, interval time.Duration, p *udpproxy.Proxy, w io.Writer) {
+	if interval <= 0 {
+		return
+	}
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			fmt.Fprintln(w, netemStatsLine(p.Stats()))
+		}
+	}
 }
 
 func netemStatsLine(st udpproxy.Stats) string {
