@@ -152,59 +152,17 @@ func runLab(args []string, s stdio) int {
 	o := lab.Options{RTT: *rtt, Loss: ls, Rate: int64(rate), Seed: *seed, Messages: *messages, Size: int(size),
 		Op: *op, MTU: *mtu, Timeout: *timeout, QPs: *qps, Duration: *duration, StatsInterval: *statsInterval, RetryCount: *retries,
 		Reporter: *withReporter, K: *k, M: *m, Rule: *rule}
-	if *reportHold == "auto" {
-		o.ReportHold = -1 // one block's span
-	} else {
-		d, err := time.ParseDuration(*reportHold)
-		if err != nil || d < 0 {
-			fmt.Fprintf(s.err, "crem lab: --report-hold %q: want auto or a duration of 0 or more\n", *reportHold)
-			return 2
-		}
-		o.ReportHold = d
-	}
-	if _, err := policy.ParseRule(*rule); err != nil {
-		fmt.Fprintf(s.err, "crem lab: --policy: %v\n", err)
+	hold, msg := labFlagsProblem(*reportHold, *rule, *k, *m, *retries, *duration, *statsInterval)
+	if msg != "" {
+		fmt.Fprintf(s.err, "crem lab: %s\n", msg)
 		return 2
 	}
-	if *k < 0 || *k > 64 || *m < 0 || *m > 16 {
-		fmt.Fprintf(s.err, "crem lab: --k %d, --m %d: want k 1 to 64 and m 1 to 16 (0: the defaults, 32 and 4)\n", *k, *m)
-		return 2
-	}
-	if *retries <= 0 {
-		fmt.Fprintf(s.err, "crem lab: --retry-count %d: want at least 1\n", *retries)
-		return 2
-	}
-	if *duration < 0 || *statsInterval < 0 || *statsInterval > 0 && *duration == 0 {
-		fmt.Fprintf(s.err, "crem lab: --duration %v, --stats-interval %v: want a positive --duration for a soak, and its interval no longer\n", *duration, *statsInterval)
-		return 2
-	}
-	if *duration > 0 && *statsInterval > *duration/2 {
-		fmt.Fprintf(s.err, "crem lab: --stats-interval %v: at most half of --duration %v, so that the soak has two intervals to compare\n", *statsInterval, *duration)
-		return 2
-	}
+	o.ReportHold = hold
 	qpsSet := false
 	fs.Visit(func(f *flag.Flag) { qpsSet = qpsSet || f.Name == "qps" })
-	msgs := *messages
-	if msgs == 0 {
-		msgs = 16 // the lab's default
-	}
-	if *duration > 0 {
-		msgs = lab.MaxQPs // a soak's messages never run out
-	}
-	if !qpsSet {
-		o.QPs = min(*qps, max(msgs, 1))
-	}
-	if o.QPs < 1 || o.QPs > lab.MaxQPs || o.QPs > msgs {
-		fmt.Fprintf(s.err, "crem lab: --qps %d: want 1 to %d, and no more than --messages (%d)\n", o.QPs, lab.MaxQPs, msgs)
+	if o.QPs, o.Runs, msg = labQPsAndRuns(*qps, qpsSet, *messages, *runs, *duration, *withReporter); msg != "" {
+		fmt.Fprintf(s.err, "crem lab: %s\n", msg)
 		return 2
-	}
-	if *runs != "" {
-		o.Runs = splitList(*runs)
-	} else if *duration > 0 {
-		o.Runs = []string{"crem+tcaeth"}
-		if *withReporter {
-			o.Runs = append(o.Runs, lab.ReporterConfiguration)
-		}
 	}
 	if size < 0 || size > 1<<30 || *messages < 0 {
 		fmt.Fprintf(s.err, "crem lab: --size %s, --messages %d: want 1 octet to 1GiB and at least one message\n", size, *messages)
@@ -283,6 +241,12 @@ func runLab(args []string, s stdio) int {
 	} else {
 		writeLabTable(s.out, res)
 	}
+	return labExit(res, sig, s)
+}
+
+// labExit says on standard error what did not verify or pass, and returns the exit status: the
+// signal's if a signal cut a run short, 1 if anything failed, else 0.
+func labExit(res lab.Result, sig *stopSignal, s stdio) int {
 	for _, r := range res.Runs {
 		if !r.Verified && r.Error != "" {
 			fmt.Fprintf(s.err, "crem lab: %s did not verify: %s\n", r.Name, r.Error)
@@ -298,6 +262,61 @@ func runLab(args []string, s stdio) int {
 		return 1
 	}
 	return 0
+}
+
+// labQPsAndRuns resolves --qps (when not given, its default but no more than the messages) and
+// --runs (a soak runs crem+tcaeth, with --reporter its reporter run too), or says what is wrong.
+func labQPsAndRuns(qps int, qpsSet bool, messages int, runs string, duration time.Duration, withReporter bool) (int, []string, string) {
+	msgs := messages
+	if msgs == 0 {
+		msgs = 16 // the lab's default
+	}
+	if duration > 0 {
+		msgs = lab.MaxQPs // a soak's messages never run out
+	}
+	if !qpsSet {
+		qps = min(qps, max(msgs, 1))
+	}
+	if qps < 1 || qps > lab.MaxQPs || qps > msgs {
+		return 0, nil, fmt.Sprintf("--qps %d: want 1 to %d, and no more than --messages (%d)", qps, lab.MaxQPs, msgs)
+	}
+	var out []string
+	if runs != "" {
+		out = splitList(runs)
+	} else if duration > 0 {
+		out = []string{"crem+tcaeth"}
+		if withReporter {
+			out = append(out, lab.ReporterConfiguration)
+		}
+	}
+	return qps, out, ""
+}
+
+// labFlagsProblem checks the lab's flags that stand alone and returns --report-hold (-1: auto,
+// one block's span) or what is wrong, as a line for standard error.
+func labFlagsProblem(reportHold, rule string, k, m, retries int, duration, statsInterval time.Duration) (time.Duration, string) {
+	hold := time.Duration(-1)
+	if reportHold != "auto" {
+		d, err := time.ParseDuration(reportHold)
+		if err != nil || d < 0 {
+			return 0, fmt.Sprintf("--report-hold %q: want auto or a duration of 0 or more", reportHold)
+		}
+		hold = d
+	}
+	if _, err := policy.ParseRule(rule); err != nil {
+		return 0, fmt.Sprintf("--policy: %v", err)
+	}
+	switch {
+	case k < 0 || k > 64 || m < 0 || m > 16:
+		return 0, fmt.Sprintf("--k %d, --m %d: want k 1 to 64 and m 1 to 16 (0: the defaults, 32 and 4)", k, m)
+	case retries <= 0:
+		return 0, fmt.Sprintf("--retry-count %d: want at least 1", retries)
+	case duration < 0 || statsInterval < 0 || statsInterval > 0 && duration == 0:
+		return 0, fmt.Sprintf("--duration %v, --stats-interval %v: want a positive --duration for a soak, and its interval no longer", duration, statsInterval)
+	case duration > 0 && statsInterval > duration/2:
+		return 0, fmt.Sprintf("--stats-interval %v: at most half of --duration %v, so that the soak has two intervals to compare", statsInterval, duration)
+	}
+	return hold, ""
 }
 
 // labPlan is what crem lab moves, for the warnings before it starts: --messages of --size in
