@@ -124,27 +124,12 @@ func runPerf(args []string, s stdio) int {
 		}
 		return 0
 	}
-	op := args[0]
-	lat := false
-	switch op {
-	case "serve":
+	if args[0] == "serve" {
 		return runPerfServe(args[1:], s)
-	case "write", "send", "read":
-	case "lat":
-		if len(args) >= 2 && (args[1] == "-h" || args[1] == "-help" || args[1] == "--help") {
-			args = []string{"lat", "write", "--help"} // the help of the latency tests (write, send, read alike)
-		}
-		if len(args) < 2 || (args[1] != "write" && args[1] != "send" && args[1] != "read") {
-			fmt.Fprintln(s.err, "crem perf lat: want write, send or read (crem perf lat write --loopback)")
-			return 2
-		}
-		op, lat, args = args[1], true, args[1:]
-	default:
-		fmt.Fprintf(s.err, "crem perf: unknown subcommand %q (want serve, write, send, read or lat)\n", op)
-		if strings.HasPrefix(op, "-") {
-			// Flags after the operation: crem perf write --loopback.
-			fmt.Fprintf(s.err, "Run 'crem perf -h' for usage: the operation comes first, as in crem perf write %s\n", strings.Join(args, " "))
-		}
+	}
+	op, lat, args, msg := perfOperation(args)
+	if msg != "" {
+		fmt.Fprint(s.err, msg)
 		return 2
 	}
 	name := "perf " + op
@@ -206,58 +191,27 @@ func runPerf(args []string, s stdio) int {
 	if code, done := parseFlags(fs, args[1:]); done {
 		return code
 	}
-	switch *table {
-	case "both", "perftest", "crem":
-	default:
-		fmt.Fprintf(s.err, "crem %s: --table %q: want perftest, crem or both\n", name, *table)
+	sizeSet, codeSet, portSet, rateSet := false, false, false, false
+	fs.Visit(func(f *flag.Flag) {
+		sizeSet = sizeSet || f.Name == "size" || f.Name == "s"
+		codeSet = codeSet || f.Name == "qp-timeout" || f.Name == "u"
+		portSet = portSet || f.Name == "port" || f.Name == "p"
+		rateSet = rateSet || f.Name == "rate"
+	})
+	chk := perfChecks{name: name, op: op, table: *table, allSizes: *allSizes, sizeSet: sizeSet, maxSize: int64(maxSize),
+		args: fs.Args(), loopback: *loopback, server: *server, mtu: *mtu, size: int64(size), iters: *iters, rate: int64(rate),
+		rateSet: rateSet, retries: *retries, sockBuf: int64(sockBuf), timeoutCode: timeout.code, ackCode: *ackCode,
+		codeSet: codeSet, rtt: *rttFlag, qps: *qps, reorder: *reorder}
+	if msg := chk.problem(); msg != "" {
+		fmt.Fprintln(s.err, msg)
 		return 2
 	}
-	sizeSet := false
-	fs.Visit(func(f *flag.Flag) { sizeSet = sizeSet || f.Name == "size" || f.Name == "s" })
-	if *allSizes && sizeSet {
-		fmt.Fprintf(s.err, "crem %s: give --size or --all-sizes, not both\n", name)
-		return 2
-	}
-	if *allSizes && (maxSize < perf.MinSize || maxSize > 1<<30) {
-		fmt.Fprintf(s.err, "crem %s: --max-size %d: want %d octets to 1GiB\n", name, int64(maxSize), perf.MinSize)
-		return 2
-	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(s.err, "crem perf %s: unexpected argument %q\n", op, fs.Arg(0))
-		return 2
+	if timeout.code != 0 {
+		*ackCode = timeout.code
 	}
 	m, err := rc.ParseMode(*mode)
 	if err != nil {
 		fmt.Fprintf(s.err, "crem perf %s: %v\n", op, err)
-		return 2
-	}
-	if *loopback == (*server != "") {
-		fmt.Fprintf(s.err, "crem perf %s: give exactly one of --server ADDR and --loopback\n", op)
-		return 2
-	}
-	if !rc.ValidMTU(*mtu) || size <= 0 || *iters <= 0 || rate < 0 || *retries <= 0 || sockBuf < 0 {
-		fmt.Fprintf(s.err, "crem perf %s: need --mtu 256..4096 (a power of two) and positive --size, --iters, --rate, --retry-count\n", op)
-		return 2
-	}
-	codeSet := false
-	fs.Visit(func(f *flag.Flag) { codeSet = codeSet || f.Name == "qp-timeout" || f.Name == "u" })
-	if timeout.code != 0 {
-		if codeSet && *ackCode != timeout.code {
-			fmt.Fprintf(s.err, "crem perf %s: --timeout %d and --qp-timeout %d disagree\n", op, timeout.code, *ackCode)
-			return 2
-		}
-		*ackCode = timeout.code
-	}
-	if _, err := rc.LocalAckTimeoutOf(*ackCode); err != nil {
-		fmt.Fprintf(s.err, "crem perf %s: --qp-timeout: %v\n", op, err)
-		return 2
-	}
-	if *rttFlag < 0 {
-		fmt.Fprintf(s.err, "crem perf %s: --rtt %v: want a positive round trip\n", op, *rttFlag)
-		return 2
-	}
-	if *qps < 1 || *qps > perf.MaxQPs {
-		fmt.Fprintf(s.err, "crem perf %s: --qps %d: want 1 to %d\n", op, *qps, perf.MaxQPs)
 		return 2
 	}
 	viaAddr, bindAddr, err := perfViaBind(*via, *bind, *loopback)
@@ -265,37 +219,11 @@ func runPerf(args []string, s stdio) int {
 		fmt.Fprintf(s.err, "crem %s: %v\n", name, err)
 		return 2
 	}
-	portSet, rateSet := false, false
-	fs.Visit(func(f *flag.Flag) {
-		portSet = portSet || f.Name == "port" || f.Name == "p"
-		rateSet = rateSet || f.Name == "rate"
-	})
-	if rateSet && rate <= 0 {
-		fmt.Fprintf(s.err, "crem perf %s: --rate %s: want a positive rate\n", op, units.FormatRate(int64(rate)))
-		return 2
-	}
 	if !rateSet {
-		// The default, said once: the run's figures depend on it.
-		def, why := perf.DefaultRateFor(*loopback, *bidir), "the default with --server"
-		if *loopback {
-			why = "the default with --loopback, which a 2-core host's loopback carries without socket drops"
-			if *bidir {
-				why = fmt.Sprintf("each way: the default with --loopback, %s in all, which a 2-core host's loopback carries without socket drops",
-					units.FormatRate(perf.DefaultLoopbackRate))
-			}
-		}
-		fmt.Fprintf(s.err, "crem %s: --rate %s (%s; give --rate to change it)\n", name, units.FormatRate(def), why)
-	}
-	if size > perfMaxSize {
-		fmt.Fprintf(s.err, "crem %s: --size %s: want %d octets to 1GiB\n", name, size, perf.MinSize)
-		return 2
+		perfRateNote(s, name, *loopback, *bidir) // the default, said once: the run's figures depend on it
 	}
 	perfPlan(name, int64(rate), rateSet, *loopback, *bidir, lat, int64(size), *iters, *qps, *allSizes, int64(maxSize),
 		time.Duration(dur), *rttFlag, *delay).warn(s.err)
-	if *reorder < 0 || *reorder > time.Second {
-		fmt.Fprintf(s.err, "crem %s: --reorder-window %v: want 0 to 1s\n", name, *reorder)
-		return 2
-	}
 	opts := perf.Options{Via: viaAddr, Bind: bindAddr, ReorderWindow: *reorder, Op: op, Size: int(size), Iters: *iters, MTU: *mtu, Mode: m, SRNoNAK: !*srNAK,
 		Rate: int64(rate), Loss: loss, Delay: *delay, Seed: *seed, Port: *port, Server: *server, Timeout: timeout.run,
 		RTT: *rttFlag, AckTimeoutCode: *ackCode, RetryCount: *retries, QPs: *qps, AllSizes: *allSizes, MaxSize: int(maxSize), Duration: time.Duration(dur),
@@ -314,69 +242,10 @@ func runPerf(args []string, s stdio) int {
 	}
 	ctx, sig, stop := signalContext()
 	defer stop()
-	var res perf.Result
-	if *loopback {
-		res, err = perf.Loopback(ctx, opts)
-	} else {
-		res, err = perfClient(ctx, opts)
-	}
-	if pf != nil {
-		if cerr := pf.Close(); cerr != nil && err == nil {
-			err = cerr
-		}
-	}
-	if *asJSON {
-		b, _ := json.Marshal(perfOutput{Result: res, Signal: sig.name()})
-		fmt.Fprintf(s.out, "%s\n", b)
-	} else {
-		if *table != "crem" {
-			if lat {
-				printPerftestLat(s, res)
-			} else {
-				printPerftestBW(s, res)
-			}
-		}
-		if *table != "perftest" {
-			if res.AllSizes {
-				printPerfRows(s, res.Rows)
-			} else {
-				printPerfTable(s, res)
-			}
-			printPerfVia(s, res)
-		}
-		printPerfInterrupted(s, res, sig.name())
-	}
-	if res.RTTSource == perf.RTTUnknown {
-		fmt.Fprintf(s.err, "crem %s: rtt unknown at start (the setup exchange does not take --via's path), learned from the first ACK; local ACK timeout %.1f ms (code %d); no timer under %.0f ms\n",
-			name, res.LocalAckTimeoutMs, res.AckTimeoutCode, res.MinTimeoutMs)
-	} else if res.RTTSource != "" && res.RTTMs > 0 {
-		how := "measured on the setup exchange"
-		if res.RTTSource == perf.RTTStated {
-			how = "stated (--rtt)"
-		} else if *delay > 0 {
-			how += " plus 2 x --delay"
-		}
-		fmt.Fprintf(s.err, "crem %s: rtt %.3f ms, %s; local ACK timeout %.1f ms (code %d); no timer under %.0f ms\n",
-			name, res.RTTMs, how, res.LocalAckTimeoutMs, res.AckTimeoutCode, res.MinTimeoutMs)
-	}
-	if res.Warning != "" {
-		fmt.Fprintf(s.err, "crem %s: warning: %s\n", name, res.Warning)
-	}
-	if code := sig.exitCode(); code != 0 && (res.Interrupted || errors.Is(err, perf.ErrInterrupted)) {
-		if err != nil && !errors.Is(err, perf.ErrInterrupted) {
-			fmt.Fprintf(s.err, "crem %s: %v\n", name, err)
-		}
-		fmt.Fprintf(s.err, "crem %s: interrupted by %s\n", name, sig.name())
-		return code
-	}
-	if err != nil {
-		fmt.Fprintf(s.err, "crem %s: %v\n", name, err)
-		return 1
-	}
-	if !res.Verified {
-		return 1
-	}
-	return 0
+	res, err := perfRun(ctx, opts, *loopback, pf)
+	printPerfResult(s, res, *asJSON, *table, lat, sig.name())
+	printPerfNotes(s, name, res, *delay)
+	return perfExit(s, name, res, err, sig)
 }
 
 // perfMaxSize is the largest message crem perf moves.
@@ -657,6 +526,181 @@ func printPerfVia(s stdio, r perf.Result) {
 		first = fmt.Sprintf("%.1f ms after the start", *r.FirstRetransmissionMs)
 	}
 	fmt.Fprintf(s.out, "via %s (RTT unknown at the start): %d timeouts, first retransmission %s\n", r.Via, r.Timeouts, first)
+}
+
+// perfOperation reads crem perf's operation: write, send or read, or lat and one of them. It
+// returns the flags after it, or what to say (with the usage hint) when there is none.
+func perfOperation(args []string) (op string, lat bool, rest []string, msg string) {
+	op = args[0]
+	switch op {
+	case "write", "send", "read":
+		return op, false, args, ""
+	case "lat":
+		if len(args) >= 2 && (args[1] == "-h" || args[1] == "-help" || args[1] == "--help") {
+			args = []string{"lat", "write", "--help"} // the help of the latency tests (write, send, read alike)
+		}
+		if len(args) < 2 || (args[1] != "write" && args[1] != "send" && args[1] != "read") {
+			return "", false, nil, "crem perf lat: want write, send or read (crem perf lat write --loopback)\n"
+		}
+		return args[1], true, args[1:], ""
+	}
+	msg = fmt.Sprintf("crem perf: unknown subcommand %q (want serve, write, send, read or lat)\n", op)
+	if strings.HasPrefix(op, "-") {
+		// Flags before the operation: crem perf --loopback write.
+		msg += fmt.Sprintf("Run 'crem perf -h' for usage: the operation comes first, as in crem perf write %s\n", strings.Join(args, " "))
+	}
+	return "", false, nil, msg
+}
+
+// perfRun runs the transfers, both ends here (loopback) or against a server, and closes the
+// pcap file (if any) so that its error is the run's when nothing else went wrong.
+func perfRun(ctx context.Context, opts perf.Options, loopback bool, pf *os.File) (perf.Result, error) {
+	var res perf.Result
+	var err error
+	if loopback {
+		res, err = perf.Loopback(ctx, opts)
+	} else {
+		res, err = perfClient(ctx, opts)
+	}
+	if pf != nil {
+		if cerr := pf.Close(); cerr != nil && err == nil {
+			err = cerr
+		}
+	}
+	return res, err
+}
+
+// perfRateNote says which rate a run without --rate takes, and why.
+func perfRateNote(s stdio, name string, loopback, bidir bool) {
+	def, why := perf.DefaultRateFor(loopback, bidir), "the default with --server"
+	if loopback {
+		why = "the default with --loopback, which a 2-core host's loopback carries without socket drops"
+		if bidir {
+			why = fmt.Sprintf("each way: the default with --loopback, %s in all, which a 2-core host's loopback carries without socket drops",
+				units.FormatRate(perf.DefaultLoopbackRate))
+		}
+	}
+	fmt.Fprintf(s.err, "crem %s: --rate %s (%s; give --rate to change it)\n", name, units.FormatRate(def), why)
+}
+
+// perfChecks are the values of crem perf's flags that are checked before anything runs.
+type perfChecks struct {
+	name, op, table                                string
+	allSizes, sizeSet, loopback, rateSet, codeSet  bool
+	maxSize, size, rate, sockBuf                   int64
+	args                                           []string
+	server                                         string
+	mtu, iters, retries, timeoutCode, ackCode, qps int
+	rtt, reorder                                   time.Duration
+}
+
+// problem is the first thing wrong with the flags, as a line for standard error, or "". The
+// lines name the command as crem perf's run names it (name) or by its operation (op).
+func (c perfChecks) problem() string {
+	byName := func(f string, a ...any) string { return fmt.Sprintf("crem %s: ", c.name) + fmt.Sprintf(f, a...) }
+	byOp := func(f string, a ...any) string { return fmt.Sprintf("crem perf %s: ", c.op) + fmt.Sprintf(f, a...) }
+	switch {
+	case c.table != "both" && c.table != "perftest" && c.table != "crem":
+		return byName("--table %q: want perftest, crem or both", c.table)
+	case c.allSizes && c.sizeSet:
+		return byName("give --size or --all-sizes, not both")
+	case c.allSizes && (c.maxSize < perf.MinSize || c.maxSize > 1<<30):
+		return byName("--max-size %d: want %d octets to 1GiB", c.maxSize, perf.MinSize)
+	case len(c.args) > 0:
+		return byOp("unexpected argument %q", c.args[0])
+	case c.loopback == (c.server != ""):
+		return byOp("give exactly one of --server ADDR and --loopback")
+	case !rc.ValidMTU(c.mtu) || c.size <= 0 || c.iters <= 0 || c.rate < 0 || c.retries <= 0 || c.sockBuf < 0:
+		return byOp("need --mtu 256..4096 (a power of two) and positive --size, --iters, --rate, --retry-count")
+	case c.timeoutCode != 0 && c.codeSet && c.ackCode != c.timeoutCode:
+		return byOp("--timeout %d and --qp-timeout %d disagree", c.timeoutCode, c.ackCode)
+	}
+	code := c.ackCode
+	if c.timeoutCode != 0 {
+		code = c.timeoutCode
+	}
+	if _, err := rc.LocalAckTimeoutOf(code); err != nil {
+		return byOp("--qp-timeout: %v", err)
+	}
+	switch {
+	case c.rtt < 0:
+		return byOp("--rtt %v: want a positive round trip", c.rtt)
+	case c.qps < 1 || c.qps > perf.MaxQPs:
+		return byOp("--qps %d: want 1 to %d", c.qps, perf.MaxQPs)
+	case c.rateSet && c.rate <= 0:
+		return byOp("--rate %s: want a positive rate", units.FormatRate(c.rate))
+	case c.size > perfMaxSize:
+		return byName("--size %s: want %d octets to 1GiB", units.FormatSize(c.size), perf.MinSize)
+	case c.reorder < 0 || c.reorder > time.Second:
+		return byName("--reorder-window %v: want 0 to 1s", c.reorder)
+	}
+	return ""
+}
+
+// printPerfResult writes the run's result: one JSON object, or the tables asked for.
+func printPerfResult(s stdio, res perf.Result, asJSON bool, table string, lat bool, signal string) {
+	if asJSON {
+		b, _ := json.Marshal(perfOutput{Result: res, Signal: signal})
+		fmt.Fprintf(s.out, "%s\n", b)
+		return
+	}
+	if table != "crem" {
+		if lat {
+			printPerftestLat(s, res)
+		} else {
+			printPerftestBW(s, res)
+		}
+	}
+	if table != "perftest" {
+		if res.AllSizes {
+			printPerfRows(s, res.Rows)
+		} else {
+			printPerfTable(s, res)
+		}
+		printPerfVia(s, res)
+	}
+	printPerfInterrupted(s, res, signal)
+}
+
+// printPerfNotes says on standard error where the QPs' RTT came from, their timers, and the
+// run's warning.
+func printPerfNotes(s stdio, name string, res perf.Result, delay time.Duration) {
+	if res.RTTSource == perf.RTTUnknown {
+		fmt.Fprintf(s.err, "crem %s: rtt unknown at start (the setup exchange does not take --via's path), learned from the first ACK; local ACK timeout %.1f ms (code %d); no timer under %.0f ms\n",
+			name, res.LocalAckTimeoutMs, res.AckTimeoutCode, res.MinTimeoutMs)
+	} else if res.RTTSource != "" && res.RTTMs > 0 {
+		how := "measured on the setup exchange"
+		if res.RTTSource == perf.RTTStated {
+			how = "stated (--rtt)"
+		} else if delay > 0 {
+			how += " plus 2 x --delay"
+		}
+		fmt.Fprintf(s.err, "crem %s: rtt %.3f ms, %s; local ACK timeout %.1f ms (code %d); no timer under %.0f ms\n",
+			name, res.RTTMs, how, res.LocalAckTimeoutMs, res.AckTimeoutCode, res.MinTimeoutMs)
+	}
+	if res.Warning != "" {
+		fmt.Fprintf(s.err, "crem %s: warning: %s\n", name, res.Warning)
+	}
+}
+
+// perfExit is the run's exit status: the signal's when one cut it short, 1 for an error or data
+// that did not verify, else 0.
+func perfExit(s stdio, name string, res perf.Result, err error, sig *stopSignal) int {
+	if code := sig.exitCode(); code != 0 && (res.Interrupted || errors.Is(err, perf.ErrInterrupted)) {
+		if err != nil && !errors.Is(err, perf.ErrInterrupted) {
+			fmt.Fprintf(s.err, "crem %s: %v\n", name, err)
+		}
+		fmt.Fprintf(s.err, "crem %s: interrupted by %s\n", name, sig.name())
+		return code
+	}
+	if err != nil {
+		fmt.Fprintf(s.err, "crem %s: %v\n", name, err)
+		return 1
+	}
+	if !res.Verified {
+		return 1
+	}
+	return 0
 }
 
 func runPerfServe(args []string, s stdio) int {
