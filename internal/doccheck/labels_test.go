@@ -225,3 +225,57 @@ func TestLabelsInReadsCitations(t *testing.T) {
 		}
 	}
 }
+
+// noteLabel matches a protocol note's definition, the named ones of the captures (R-ICRC) too.
+var noteLabel = regexp.MustCompile(`^\*\*((?:` + series + `)\d+|R-[A-Za-z]+\d*) `)
+
+// anchorLine is the line before a note that gives it its anchor.
+var anchorLine = regexp.MustCompile(`^<a id="([a-z0-9-]+)"></a>$`)
+
+// TestNotesIndexListsEveryNote fails when a note of docs/protocol-notes.md has no anchor of its
+// own or no line in the index, or when the index points at an anchor no note has.
+func TestNotesIndexListsEveryNote(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join("..", "..", "docs", "protocol-notes.md"))
+	if err != nil {
+		t.Fatalf("reading the protocol notes: %v", err)
+	}
+	text := string(data)
+	lines := strings.Split(text, "\n")
+	anchors := map[string]string{}
+	for i, line := range lines {
+		m := noteLabel.FindStringSubmatch(line)
+		if m == nil {
+			continue
+		}
+		a := []string(nil)
+		if i > 0 {
+			a = anchorLine.FindStringSubmatch(lines[i-1])
+		}
+		if a == nil {
+			t.Errorf("docs/protocol-notes.md:%d: note %s has no anchor line before it", i+1, m[1])
+			continue
+		}
+		if prev, ok := anchors[a[1]]; ok {
+			t.Errorf("docs/protocol-notes.md:%d: anchor %q is used by %s and %s", i, a[1], prev, m[1])
+		}
+		anchors[a[1]] = m[1]
+	}
+	if len(anchors) < 200 {
+		t.Fatalf("only %d notes found", len(anchors))
+	}
+	listed := map[string]bool{}
+	for _, m := range regexp.MustCompile(`(?m)^\s*- \[([A-Za-z0-9-]+)\]\(#([a-z0-9-]+)\) `).FindAllStringSubmatch(text, -1) {
+		switch label, ok := anchors[m[2]]; {
+		case !ok:
+			t.Errorf("the index lists %s at #%s, which no note has", m[1], m[2])
+		case label != m[1]:
+			t.Errorf("the index lists %s at #%s, which is note %s", m[1], m[2], label)
+		}
+		listed[m[2]] = true
+	}
+	for a, label := range anchors {
+		if !listed[a] {
+			t.Errorf("the index does not list note %s (#%s)", label, a)
+		}
+	}
+}
