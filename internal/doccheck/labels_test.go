@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"unicode"
 )
 
 // The series of labels that code and documents cite: C and T are the rulings (docs/decisions.md),
@@ -278,4 +279,68 @@ func TestNotesIndexListsEveryNote(t *testing.T) {
 			t.Errorf("the index does not list note %s (#%s)", label, a)
 		}
 	}
+	headings := map[string]bool{}
+	for _, line := range lines {
+		if strings.HasPrefix(line, "#") {
+			headings[anchorOf(strings.TrimSpace(strings.TrimLeft(line, "#")))] = true
+		}
+	}
+	for _, m := range regexp.MustCompile(`(?m)^\s*- \[[^\]]+\]\(#([^)]+)\)$`).FindAllStringSubmatch(text, -1) {
+		if !headings[m[1]] {
+			t.Errorf("the index points at #%s, which no heading has", m[1])
+		}
+	}
+}
+
+// TestDecisionsIndexListsEveryRuling fails when a ruling of docs/decisions.md is missing from
+// the index at its top, or the index points at a heading the file does not have.
+func TestDecisionsIndexListsEveryRuling(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join("..", "..", "docs", "decisions.md"))
+	if err != nil {
+		t.Fatalf("reading the decisions: %v", err)
+	}
+	slugs := map[string]string{} // heading anchor -> the ruling it defines
+	rulings := 0
+	for _, line := range strings.Split(string(data), "\n") {
+		if !strings.HasPrefix(line, "#") {
+			continue
+		}
+		heading := strings.TrimSpace(strings.TrimLeft(line, "#"))
+		label := ""
+		if m := definition.FindStringSubmatch(line); m != nil {
+			label = m[1]
+			rulings++
+		}
+		slugs[anchorOf(heading)] = label
+	}
+	if rulings < 25 {
+		t.Fatalf("only %d rulings found", rulings)
+	}
+	listed := map[string]bool{}
+	for _, m := range regexp.MustCompile(`\| \[([A-Z]\d+)\]\(#([^)]+)\) \|`).FindAllStringSubmatch(string(data), -1) {
+		if label, ok := slugs[m[2]]; !ok || label != m[1] {
+			t.Errorf("the index lists %s at #%s, which is not its heading", m[1], m[2])
+		}
+		listed[m[1]] = true
+	}
+	for _, label := range slugs {
+		if label != "" && !listed[label] {
+			t.Errorf("the index does not list %s", label)
+		}
+	}
+}
+
+// anchorOf is the anchor a Markdown renderer (GitHub's) gives a heading: lower case, punctuation
+// other than '-' and '_' dropped, spaces made '-'.
+func anchorOf(heading string) string {
+	var b strings.Builder
+	for _, r := range strings.ToLower(heading) {
+		switch {
+		case r == ' ':
+			b.WriteByte('-')
+		case r == '-' || r == '_' || unicode.IsLetter(r) || unicode.IsDigit(r):
+			b.WriteRune(r)
+		}
+	}
+	return b.String()
 }
