@@ -13,15 +13,18 @@ import (
 const maxComplexity = 30
 
 // overBound are the product functions allowed over maxComplexity for now, with their count
-// when they were listed: the command functions of cmd/crem, which grew with their flags.
+// when they were listed: the command functions of cmd/crem, which grew with their flags, and
+// pcapstats' switch over the CREM message types (counted since pcapstats is product: the
+// harness is what lives under internal/).
 // Split one, then take it off the list; the test fails for an entry that is no longer over the
 // bound, so the list only shrinks.
 var overBound = map[string]int{
-	"cmd/crem/perf_cmd.go:runPerf":       85,
-	"cmd/crem/lab_cmd.go:runLab":         58,
-	"cmd/crem/gateway_cmd.go:runGateway": 43,
-	"cmd/crem/netem_cmd.go:runNetem":     39,
-	"cmd/crem/sim_cmd.go:resolveShard":   33,
+	"cmd/crem/perf_cmd.go:runPerf":         85,
+	"cmd/crem/lab_cmd.go:runLab":           58,
+	"cmd/crem/gateway_cmd.go:runGateway":   43,
+	"cmd/crem/netem_cmd.go:runNetem":       39,
+	"cmd/crem/sim_cmd.go:resolveShard":     33,
+	"pcapstats/pcapstats.go:Analyzer.crem": 40,
 }
 
 type over struct {
