@@ -17,7 +17,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/crem-project/crem/cremtest"
+	"github.com/crem-project/crem/internal/harness/cremtest"
 	"github.com/crem-project/crem/crf"
 	"github.com/crem-project/crem/csf"
 	"github.com/crem-project/crem/fec"

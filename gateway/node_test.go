@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/crem-project/crem/cremtest"
+	"github.com/crem-project/crem/internal/harness/cremtest"
 	"github.com/crem-project/crem/flow"
 	"github.com/crem-project/crem/gateway"
 	"github.com/crem-project/crem/psn"

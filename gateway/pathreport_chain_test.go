@@ -20,7 +20,7 @@ import (
 	"github.com/crem-project/crem/rc"
 	"github.com/crem-project/crem/rc/udp"
 	"github.com/crem-project/crem/reporter"
-	"github.com/crem-project/crem/udpproxy"
+	"github.com/crem-project/crem/internal/harness/udpproxy"
 )
 
 // chainRun is what one run of TestPathReporterChainSection4 measured.

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/crem-project/crem/lab"
+	"github.com/crem-project/crem/internal/harness/lab"
 	"github.com/crem-project/crem/netem"
 )
 

@@ -447,33 +447,43 @@ func (a *Analyzer) crem(d *capture.Datagram, drop bool) {
 		fail(herr)
 		return
 	}
-	switch h.Type {
+	known, err := a.record(h.Type, b, f, drop)
+	switch {
+	case err != nil:
+		fail(err)
+	case known:
+		ok()
+	}
+}
+
+// record parses a CREM message of type t and adds what it says to the summary and to its flow
+// f (nil: none). known is false for a type the summary does not break down; err is the parse
+// error of a malformed one, which records nothing.
+func (a *Analyzer) record(t wire.Type, b []byte, f *flowState, drop bool) (known bool, err error) {
+	c := &a.s.CREM
+	switch t {
 	case wire.TypeRepair:
 		m, err := wire.ParseRepair(b)
 		if err != nil {
-			fail(err)
-			return
+			return true, err
 		}
-		ok()
 		a.repair(f, &m, drop)
+		return true, nil
 	case wire.TypeHello:
 		m, err := wire.ParseHello(b)
 		if err != nil {
-			fail(err)
-			return
+			return true, err
 		}
-		ok()
 		if a.hellos[m.SenderNonce] == nil && len(a.hellos) < a.o.Limits.MaxFlows {
 			a.hellos[m.SenderNonce] = &helloSeen{hello: FlowHello{Source: m.Source.String(), Destination: m.Destination.String(),
 				FlowKind: uint8(m.FlowKind), FlowLabel: m.FlowLabel, DestQP: m.DestQP(), RDMAMTU: m.RDMAMTU}}
 		}
+		return true, nil
 	case wire.TypeHelloAck:
 		m, err := wire.ParseHelloAck(b)
 		if err != nil {
-			fail(err)
-			return
+			return true, err
 		}
-		ok()
 		if hs := a.hellos[m.SenderNonce]; hs != nil {
 			hs.answered = true
 			if f != nil && f.Hello == nil {
@@ -481,61 +491,57 @@ func (a *Analyzer) crem(d *capture.Datagram, drop bool) {
 				f.Hello = &hl
 			}
 		}
+		return true, nil
 	case wire.TypeParamUpdate:
 		if _, err := wire.ParseParamUpdate(b); err != nil {
-			fail(err)
-			return
+			return true, err
 		}
-		ok()
+		return true, nil
 	case wire.TypeParamAck:
 		if _, err := wire.ParseParamAck(b); err != nil {
-			fail(err)
-			return
+			return true, err
 		}
-		ok()
+		return true, nil
 	case wire.TypeRepairRequest:
 		m, err := wire.ParseRepairRequest(b)
 		if err != nil {
-			fail(err)
-			return
+			return true, err
 		}
-		ok()
 		c.RepairRequests.add(&m)
 		if f != nil {
 			f.RepairRequests.add(&m)
 		}
+		return true, nil
 	case wire.TypeLossReport:
 		m, err := wire.ParseLossReport(b)
 		if err != nil {
-			fail(err)
-			return
+			return true, err
 		}
-		ok()
 		c.LossReports.add(&m)
 		if f != nil {
 			f.LossReports.add(&m)
 		}
+		return true, nil
 	case wire.TypePathReport:
 		m, err := wire.ParsePathReport(b)
 		if err != nil {
-			fail(err)
-			return
+			return true, err
 		}
-		ok()
 		c.PathReports.add(&m)
 		a.pathFlow(&m)
+		return true, nil
 	case wire.TypeClose:
 		m, err := wire.ParseClose(b)
 		if err != nil {
-			fail(err)
-			return
+			return true, err
 		}
-		ok()
 		c.Closes.add(m.Reason)
 		if f != nil {
 			f.Closes.add(m.Reason)
 		}
+		return true, nil
 	}
+	return false, nil
 }
 
 func (r *RequestCounts) add(m *wire.RepairRequest) {

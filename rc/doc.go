@@ -26,7 +26,7 @@
 //     that a lost last ACK does not wait for the fallback.
 //
 // The connection-setup exchange that agrees on these parameters is encoded by SetupMsg; the
-// drivers that carry packets live in rc/udp (real sockets) and rc/link (virtual time). A driver
+// drivers that carry packets live in rc/udp (real sockets) and internal/harness/link (virtual time). A driver
 // whose packets never leave the process may turn off the ICRC (Config.SkipICRC) and let the QP
 // reuse its packet buffers (Config.ReuseBuffers).
 package rc

@@ -10,7 +10,7 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/crem-project/crem/conform"
+	"github.com/crem-project/crem/internal/harness/conform"
 )
 
 const conformDescription = `Tests another CREM implementation, black box, over real UDP sockets (like h2spec for

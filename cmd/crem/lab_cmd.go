@@ -10,7 +10,7 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/crem-project/crem/lab"
+	"github.com/crem-project/crem/internal/harness/lab"
 	"github.com/crem-project/crem/policy"
 	"github.com/crem-project/crem/units"
 )

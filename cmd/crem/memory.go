@@ -9,7 +9,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/crem-project/crem/sim"
+	"github.com/crem-project/crem/internal/harness/sim"
 )
 
 // memoryMeter samples the process's proportional set size (Pss) and keeps the peak. Pss, not

@@ -18,10 +18,10 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/crem-project/crem/altmark"
+	"github.com/crem-project/crem/internal/harness/altmark"
 	"github.com/crem-project/crem/netem"
 	"github.com/crem-project/crem/reporter"
-	"github.com/crem-project/crem/udpproxy"
+	"github.com/crem-project/crem/internal/harness/udpproxy"
 	"github.com/crem-project/crem/units"
 )
 

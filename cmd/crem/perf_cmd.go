@@ -15,7 +15,7 @@ import (
 
 	"github.com/crem-project/crem/netem"
 	"github.com/crem-project/crem/rc"
-	"github.com/crem-project/crem/rc/perf"
+	"github.com/crem-project/crem/internal/harness/perf"
 	"github.com/crem-project/crem/rc/udp"
 	"github.com/crem-project/crem/units"
 )

@@ -17,7 +17,7 @@ import (
 
 	"github.com/crem-project/crem/capture"
 	"github.com/crem-project/crem/internal/testenv"
-	"github.com/crem-project/crem/rc/perf"
+	"github.com/crem-project/crem/internal/harness/perf"
 	"github.com/crem-project/crem/roce"
 )
 

@@ -20,7 +20,7 @@ import (
 	"time"
 
 	"github.com/crem-project/crem/psn"
-	"github.com/crem-project/crem/reporter/kdrop/kdroplab"
+	"github.com/crem-project/crem/internal/harness/kdroplab"
 	"github.com/crem-project/crem/wire"
 )
 

@@ -14,7 +14,7 @@ import (
 	"github.com/schollz/progressbar/v3"
 	"golang.org/x/term"
 
-	"github.com/crem-project/crem/sim"
+	"github.com/crem-project/crem/internal/harness/sim"
 	"github.com/crem-project/crem/units"
 )
 

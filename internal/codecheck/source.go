@@ -71,10 +71,10 @@ func SourceFiles(root string) ([]File, error) {
 	return out, err
 }
 
-// harness are the module's directories that are not the product: test harnesses, the
-// simulator, the lab and the tools around them.
-var harness = []string{"internal/", "sim/", "lab/", "soak/", "conform/", "udpproxy/", "altmark/",
-	"cremtest/", "pcapstats/", "rc/perf/"}
+// harness are the module's directories that are not the product: internal/harness (the
+// simulator, the lab, the soak, the conformance runner, the path emulator on sockets, crem perf's
+// engine and the test harnesses) and the module's internal helpers.
+var harness = []string{"internal/"}
 
 // Product reports whether the file at path (relative to the module root) is product code.
 func Product(path string) bool {

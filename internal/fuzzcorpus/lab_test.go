@@ -15,7 +15,7 @@ import (
 
 	"github.com/crem-project/crem/capture"
 	"github.com/crem-project/crem/internal/fuzzcorpus"
-	"github.com/crem-project/crem/lab"
+	"github.com/crem-project/crem/internal/harness/lab"
 	"github.com/crem-project/crem/netem"
 	"github.com/crem-project/crem/roce"
 	"github.com/crem-project/crem/wire"

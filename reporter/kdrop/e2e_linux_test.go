@@ -21,7 +21,7 @@ import (
 	"github.com/crem-project/crem/psn"
 	"github.com/crem-project/crem/reporter"
 	"github.com/crem-project/crem/reporter/kdrop"
-	"github.com/crem-project/crem/reporter/kdrop/kdroplab"
+	"github.com/crem-project/crem/internal/harness/kdroplab"
 	"github.com/crem-project/crem/wire"
 )
 

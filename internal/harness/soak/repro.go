@@ -42,7 +42,7 @@ func script(ops ...[]ScriptOp) []ScriptOp {
 
 // Reproductions are the shortest scenarios found for faults the workload found in the engines,
 // by name, each with what went wrong before it was fixed; they pass now, and
-// TestReproductions keeps them passing. `go test ./soak -run TestWorkload -repro NAME -v` runs
+// TestReproductions keeps them passing. `go test ./internal/harness/soak -run TestWorkload -repro NAME -v` runs
 // one with its log.
 var Reproductions = map[string]func() *Scenario{
 	// One QP: WRITE, READ, WRITE, READ on a clean path. The CRF beside A counts the WRITE PSNs

@@ -134,7 +134,7 @@ func TestConfigErrors(t *testing.T) {
 
 // docs/conform.md's tables name every scenario of the registry, and no other.
 func TestDocsNameEveryScenario(t *testing.T) {
-	b, err := os.ReadFile(filepath.Join("..", "docs", "conform.md"))
+	b, err := os.ReadFile(filepath.Join("..", "..", "..", "docs", "conform.md"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,6 +13,6 @@
 // memory (package sim's regions), so a run needs little of it.
 //
 // Run runs one scenario and returns what it found; NewScenario draws the scenario of a seed. The
-// tests run a few seeds; `go test ./soak -run TestWorkload -seeds N` (or CREM_SOAK_SEEDS=N) runs
+// tests run a few seeds; `go test ./internal/harness/soak -run TestWorkload -seeds N` (or CREM_SOAK_SEEDS=N) runs
 // more, and `-seed S` replays one.
 package soak

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/crem-project/crem/rc"
-	"github.com/crem-project/crem/sim"
+	"github.com/crem-project/crem/internal/harness/sim"
 )
 
 // workload posts the requests of every QP and checks their completions (K2, K4 data).

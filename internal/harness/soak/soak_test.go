@@ -51,7 +51,7 @@ func TestWorkload(t *testing.T) {
 			t.Fatalf("no reproduction %q", *flagRepro)
 		}
 		r := Run(mk(), Options{CheckHeap: true})
-		report(t, r, fmt.Sprintf("go test ./soak -run TestWorkload -repro %s -v", *flagRepro))
+		report(t, r, fmt.Sprintf("go test ./internal/harness/soak -run TestWorkload -repro %s -v", *flagRepro))
 		return
 	}
 	list, asked := seeds()
@@ -65,7 +65,7 @@ func TestWorkload(t *testing.T) {
 		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) {
 			t.Parallel()
 			r := Run(NewScenario(seed), Options{CheckHeap: alone})
-			report(t, r, fmt.Sprintf("go test ./soak -run TestWorkload -seed %d -v", seed))
+			report(t, r, fmt.Sprintf("go test ./internal/harness/soak -run TestWorkload -seed %d -v", seed))
 		})
 	}
 	t.Cleanup(func() { t.Logf("%d seeds in %v", len(list), time.Since(start).Round(time.Millisecond)) })
@@ -99,7 +99,7 @@ func TestReproductions(t *testing.T) {
 	for name, mk := range Reproductions {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			report(t, Run(mk(), Options{}), fmt.Sprintf("go test ./soak -run TestWorkload -repro %s -v", name))
+			report(t, Run(mk(), Options{}), fmt.Sprintf("go test ./internal/harness/soak -run TestWorkload -repro %s -v", name))
 		})
 	}
 }

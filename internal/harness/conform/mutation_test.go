@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/crem-project/crem/conform"
+	"github.com/crem-project/crem/internal/harness/conform"
 	"github.com/crem-project/crem/internal/fault"
 )
 

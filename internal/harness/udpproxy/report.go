@@ -9,7 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/crem-project/crem/altmark"
+	"github.com/crem-project/crem/internal/harness/altmark"
 	"github.com/crem-project/crem/netem"
 	"github.com/crem-project/crem/psn"
 	"github.com/crem-project/crem/reporter"

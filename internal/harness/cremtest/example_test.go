@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/crem-project/crem/cremtest"
+	"github.com/crem-project/crem/internal/harness/cremtest"
 	"github.com/crem-project/crem/csf"
 	"github.com/crem-project/crem/wire"
 )

@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/crem-project/crem/sim/model"
+	"github.com/crem-project/crem/internal/harness/sim/model"
 )
 
 // srModel returns the SDR-RDMA model of sr-rto for a cell of the sdr-casestudy path.

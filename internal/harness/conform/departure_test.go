@@ -8,7 +8,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/crem-project/crem/conform"
+	"github.com/crem-project/crem/internal/harness/conform"
 	"github.com/crem-project/crem/wire"
 )
 

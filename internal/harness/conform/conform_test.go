@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/crem-project/crem/conform"
+	"github.com/crem-project/crem/internal/harness/conform"
 	"github.com/crem-project/crem/gateway"
 	"github.com/crem-project/crem/internal/fault"
 )
