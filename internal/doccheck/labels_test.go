@@ -18,8 +18,8 @@ import (
 
 // The series of labels that code and documents cite: C and T are the rulings (docs/decisions.md),
 // the others the numbered protocol notes (docs/protocol-notes.md). PR comes first so that "PR3"
-// is read as one label and not as P followed by something else.
-const series = `PR|C|T|E|P|R|G|S|W|K|N|U|D|F`
+// is read as one label and not as P followed by something else (and CF before C).
+const series = `PR|CF|C|T|E|P|R|G|S|W|K|N|U|D|F`
 
 // citation matches a label, or a range of labels ("P5-P14", "T1-T9", "C1..C16"), whose two ends
 // are checked. The second end may omit the series ("K4-7").
