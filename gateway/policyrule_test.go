@@ -8,14 +8,14 @@ import (
 	"github.com/crem-project/crem/policy"
 )
 
-// policy.rule chooses the cost rule (the default) or the draft's rule; policy.flow_rate and
+// policy.rule chooses the draft's rule (the default) or the cost rule; policy.flow_rate and
 // policy.repair_competes reach the resolved policy; a bad rule or rate is a configuration error.
 func TestPolicyRuleConfig(t *testing.T) {
-	r := resolveText(t, relayMinimal+"[policy]\nrule = \"draft\"\nflow_rate = \"125Mbit\"\nrepair_competes = false\n")
-	if r.Policy.Rule != "draft" || r.Policy.FlowRate != "125Mbit/s" || r.Policy.RepairCompetes || r.Policy.M != 4 {
+	r := resolveText(t, relayMinimal+"[policy]\nrule = \"cost\"\nflow_rate = \"125Mbit\"\nrepair_competes = false\n")
+	if r.Policy.Rule != "cost" || r.Policy.FlowRate != "125Mbit/s" || r.Policy.RepairCompetes || r.Policy.M != 4 {
 		t.Fatalf("resolved policy %+v", r.Policy)
 	}
-	if r := resolveText(t, relayMinimal); r.Policy.Rule != "cost" || !r.Policy.RepairCompetes || r.Policy.FlowRate != "" {
+	if r := resolveText(t, relayMinimal); r.Policy.Rule != "draft" || !r.Policy.RepairCompetes || r.Policy.FlowRate != "" {
 		t.Fatalf("defaults %+v", r.Policy)
 	}
 	for text, want := range map[string]string{

@@ -192,9 +192,10 @@ func (c *Config) validatePolicy(n *Config, r *resolved) error {
 	r.limits.MaxK, r.limits.MaxM, r.limits.MaxOpenBlocks = *p.MaxK, *p.MaxM, *p.MaxOpenBlocks
 	r.limits.MaxT = max(r.limits.MaxT, r.mtu+128)
 	r.adapt, r.competes = *p.Adapt, *p.RepairCompetes
-	// The cost rule by default (P5-P14); the draft's rule on request. Flows delivered in order
-	// keep the draft's rule whatever this says (P13).
-	r.rule = policy.RuleCost
+	// The draft's rule by default, the cost rule on request (P14: under it one flow of the
+	// many-QP relay test is now and then closed idle by its CRF, not yet explained). Flows
+	// delivered in order keep the draft's rule whatever this says (P13).
+	r.rule = policy.RuleDraft
 	if p.Rule != "" {
 		var err error
 		if r.rule, err = policy.ParseRule(string(p.Rule)); err != nil {

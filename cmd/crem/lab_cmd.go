@@ -129,7 +129,7 @@ func runLab(args []string, s stdio) int {
 	reportHold := fs.String("report-hold", "0", "how long after a drop the path's reporter hears of it: a Go `DURATION` (0: at once), or auto (one block's span at a QP's rate)")
 	k := fs.Int("k", 0, "the gateways' block size, 1 to 64 (default 32)")
 	m := fs.Int("m", 0, "the gateways' first repair count per block, 1 to 16 (default 4; 1 is XOR parity, which extra repair does not use)")
-	rule := fs.String("policy", "cost", "the gateways' policy rule: cost (the least expected completion time, the gateway's\ndefault) or draft (the draft's binomial target alone)")
+	rule := fs.String("policy", "cost", "the gateways' policy rule: cost (the least expected completion time) or draft (the draft's\nbinomial target alone, the gateway's default)")
 	pcapFile := fs.String("pcap", "", "capture the impaired path of every run to this classic pcap `FILE` (Ethernet)")
 	asJSON := fs.Bool("json", false, "print one JSON object instead of the table")
 	timeout := fs.Duration("timeout", 2*time.Minute, "give up a configuration after this long (with --duration: this long after it ends)")

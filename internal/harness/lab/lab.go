@@ -48,7 +48,8 @@ type Options struct {
 	MTU      int    // RDMA MTU, default 4096
 	// K and M are the gateways' block size and first repair count (defaults 32 and 4).
 	K, M int
-	// Rule is the gateways' policy.rule: "cost" (the gateway's default, P5-P14) or "draft".
+	// Rule is the gateways' policy.rule: "cost" (the lab's default, P5-P14) or "draft" (the
+	// gateway's default, P14).
 	Rule string
 	// Runs selects configurations (default: all four, and ReporterConfiguration with Reporter).
 	Runs []string
