@@ -6,9 +6,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/crem-project/crem/internal/harness/cremtest"
 	"github.com/crem-project/crem/csf"
 	"github.com/crem-project/crem/flow"
+	"github.com/crem-project/crem/internal/harness/cremtest"
 	"github.com/crem-project/crem/wire"
 )
 

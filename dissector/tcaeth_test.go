@@ -16,12 +16,12 @@ import (
 	"time"
 
 	"github.com/crem-project/crem/capture"
-	"github.com/crem-project/crem/internal/testenv"
 	"github.com/crem-project/crem/internal/harness/lab"
+	"github.com/crem-project/crem/internal/harness/perf"
+	"github.com/crem-project/crem/internal/testenv"
 	"github.com/crem-project/crem/netem"
 	"github.com/crem-project/crem/psn"
 	"github.com/crem-project/crem/rc"
-	"github.com/crem-project/crem/internal/harness/perf"
 	"github.com/crem-project/crem/roce"
 	"github.com/crem-project/crem/wire"
 )

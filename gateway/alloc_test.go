@@ -7,10 +7,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/crem-project/crem/internal/harness/cremtest"
 	"github.com/crem-project/crem/fec"
 	"github.com/crem-project/crem/flow"
 	"github.com/crem-project/crem/gateway"
+	"github.com/crem-project/crem/internal/harness/cremtest"
 	"github.com/crem-project/crem/internal/testenv"
 	"github.com/crem-project/crem/wire"
 )

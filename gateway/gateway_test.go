@@ -13,9 +13,9 @@ import (
 
 	"github.com/crem-project/crem/capture"
 
-	"github.com/crem-project/crem/internal/harness/cremtest"
 	"github.com/crem-project/crem/flow"
 	"github.com/crem-project/crem/gateway"
+	"github.com/crem-project/crem/internal/harness/cremtest"
 	"github.com/crem-project/crem/internal/harness/lab"
 	"github.com/crem-project/crem/netem"
 	"github.com/crem-project/crem/wire"

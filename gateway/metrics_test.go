@@ -17,11 +17,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/crem-project/crem/internal/harness/cremtest"
 	"github.com/crem-project/crem/crf"
 	"github.com/crem-project/crem/csf"
 	"github.com/crem-project/crem/fec"
 	"github.com/crem-project/crem/flow"
+	"github.com/crem-project/crem/internal/harness/cremtest"
 	"github.com/crem-project/crem/pairing"
 	"github.com/crem-project/crem/psn"
 	"github.com/crem-project/crem/wire"

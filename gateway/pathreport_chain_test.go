@@ -15,12 +15,12 @@ import (
 	"github.com/crem-project/crem/csf"
 	"github.com/crem-project/crem/flow"
 	"github.com/crem-project/crem/gateway"
+	"github.com/crem-project/crem/internal/harness/udpproxy"
 	"github.com/crem-project/crem/internal/testenv"
 	"github.com/crem-project/crem/netem"
 	"github.com/crem-project/crem/rc"
 	"github.com/crem-project/crem/rc/udp"
 	"github.com/crem-project/crem/reporter"
-	"github.com/crem-project/crem/internal/harness/udpproxy"
 )
 
 // chainRun is what one run of TestPathReporterChainSection4 measured.

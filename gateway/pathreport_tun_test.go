@@ -5,9 +5,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/crem-project/crem/internal/harness/cremtest"
 	"github.com/crem-project/crem/flow"
 	"github.com/crem-project/crem/gateway"
+	"github.com/crem-project/crem/internal/harness/cremtest"
 	"github.com/crem-project/crem/psn"
 	"github.com/crem-project/crem/roce"
 	"github.com/crem-project/crem/wire"

@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/crem-project/crem/internal/harness/cremtest"
 	"github.com/crem-project/crem/flow"
+	"github.com/crem-project/crem/internal/harness/cremtest"
 	"github.com/crem-project/crem/wire"
 )
 

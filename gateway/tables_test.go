@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/crem-project/crem/internal/harness/cremtest"
 	"github.com/crem-project/crem/flow"
+	"github.com/crem-project/crem/internal/harness/cremtest"
 	"github.com/crem-project/crem/psn"
 	"github.com/crem-project/crem/wire"
 )

@@ -12,8 +12,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/crem-project/crem/internal/harness/cremtest"
 	"github.com/crem-project/crem/flow"
+	"github.com/crem-project/crem/internal/harness/cremtest"
 	"github.com/crem-project/crem/internal/testenv"
 	"github.com/crem-project/crem/internal/vnethdr"
 	"github.com/crem-project/crem/psn"

@@ -5,8 +5,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/crem-project/crem/internal/harness/cremtest"
 	"github.com/crem-project/crem/csf"
+	"github.com/crem-project/crem/internal/harness/cremtest"
 	"github.com/crem-project/crem/reporter"
 	"github.com/crem-project/crem/roce"
 	"github.com/crem-project/crem/wire"

@@ -19,9 +19,9 @@ import (
 	"time"
 
 	"github.com/crem-project/crem/internal/harness/altmark"
+	"github.com/crem-project/crem/internal/harness/udpproxy"
 	"github.com/crem-project/crem/netem"
 	"github.com/crem-project/crem/reporter"
-	"github.com/crem-project/crem/internal/harness/udpproxy"
 	"github.com/crem-project/crem/units"
 )
 

@@ -13,9 +13,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/crem-project/crem/internal/harness/perf"
 	"github.com/crem-project/crem/netem"
 	"github.com/crem-project/crem/rc"
-	"github.com/crem-project/crem/internal/harness/perf"
 	"github.com/crem-project/crem/rc/udp"
 	"github.com/crem-project/crem/units"
 )

@@ -16,8 +16,8 @@ import (
 	"time"
 
 	"github.com/crem-project/crem/capture"
-	"github.com/crem-project/crem/internal/testenv"
 	"github.com/crem-project/crem/internal/harness/perf"
+	"github.com/crem-project/crem/internal/testenv"
 	"github.com/crem-project/crem/roce"
 )
 

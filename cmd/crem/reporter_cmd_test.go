@@ -19,8 +19,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/crem-project/crem/psn"
 	"github.com/crem-project/crem/internal/harness/kdroplab"
+	"github.com/crem-project/crem/psn"
 	"github.com/crem-project/crem/wire"
 )
 

@@ -18,10 +18,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/crem-project/crem/internal/harness/kdroplab"
 	"github.com/crem-project/crem/psn"
 	"github.com/crem-project/crem/reporter"
 	"github.com/crem-project/crem/reporter/kdrop"
-	"github.com/crem-project/crem/internal/harness/kdroplab"
 	"github.com/crem-project/crem/wire"
 )
 

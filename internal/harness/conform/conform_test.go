@@ -9,9 +9,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/crem-project/crem/internal/harness/conform"
 	"github.com/crem-project/crem/gateway"
 	"github.com/crem-project/crem/internal/fault"
+	"github.com/crem-project/crem/internal/harness/conform"
 )
 
 func bound(t testing.TB, ip string) *net.UDPConn {

@@ -5,8 +5,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/crem-project/crem/internal/harness/conform"
 	"github.com/crem-project/crem/internal/fault"
+	"github.com/crem-project/crem/internal/harness/conform"
 )
 
 // catcher names, for one half of the target, the scenarios of which at least one must fail when

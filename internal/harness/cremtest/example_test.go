@@ -4,8 +4,8 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/crem-project/crem/internal/harness/cremtest"
 	"github.com/crem-project/crem/csf"
+	"github.com/crem-project/crem/internal/harness/cremtest"
 	"github.com/crem-project/crem/wire"
 )
 

@@ -8,8 +8,8 @@ import (
 	"math/rand/v2"
 	"time"
 
-	"github.com/crem-project/crem/rc"
 	"github.com/crem-project/crem/internal/harness/sim"
+	"github.com/crem-project/crem/rc"
 )
 
 // workload posts the requests of every QP and checks their completions (K2, K4 data).
