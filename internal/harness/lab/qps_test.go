@@ -7,6 +7,7 @@ import (
 
 	"github.com/crem-project/crem/internal/testenv"
 	"github.com/crem-project/crem/netem"
+	"github.com/crem-project/crem/policy"
 )
 
 // TestCREMRestoresEveryQP: a run's messages go over four QPs between the same two hosts,
@@ -20,11 +21,14 @@ import (
 // (Measured: when every ACK between the hosts released every flow's sources, 77 of 88 and 86 of
 // 99 named a block already released; with the reverse QP unknown, so that ACKs release
 // nothing, 9 of 86 and 18 of 86, the requests for PSNs relayed before the flow's first
-// configuration among them.)
+// configuration among them.) The gateways run the draft's rule, which repairs every block: the
+// cost rule repairs a message's critical tail only (P9), and a QP whose tail lost nothing then
+// restores nothing, protected or not.
 func TestCREMRestoresEveryQP(t *testing.T) {
 	loss, _ := netem.ParseLossSpec("0.03")
 	o := Options{RTT: 4 * time.Millisecond, Loss: loss, Rate: 200e6, Messages: 8, Size: 512 << 10, MTU: 1024, QPs: 4,
-		M: 1, Seed: 3, Runs: []string{"tcaeth", "crem+gbn", "crem+tcaeth"}, Timeout: 30 * time.Second, RetryCount: stallRetries}
+		M: 1, Rule: string(policy.RuleDraft), Seed: 3, Runs: []string{"tcaeth", "crem+gbn", "crem+tcaeth"}, Timeout: 30 * time.Second,
+		RetryCount: stallRetries}
 	res, err := Lab(context.Background(), o)
 	if err != nil {
 		t.Fatal(err)
