@@ -64,8 +64,11 @@ func runReporter(args []string, s stdio) int {
 		}
 		rest = fs.Args()
 	}
-	if *file, err = reporterFile(check, *file, rest); err != nil {
+	if *file, err = configFileOf(check, *file, rest); err != nil {
 		return bad(err)
+	}
+	if *file == "" {
+		return bad(errors.New("--config FILE is required"))
 	}
 	fc, err := kdrop.LoadConfig(*file)
 	if err != nil {
@@ -218,22 +221,6 @@ func reporterCheck(cfg kdrop.Resolved, file string, s stdio) int {
 		fmt.Fprintf(s.err, "crem reporter: warning: %v\n", err)
 	}
 	return 0
-}
-
-// reporterFile is the configuration file the command line names: --config, or --check-config's
-// own (the same if both are given).
-func reporterFile(check checkFlag, file string, rest []string) (string, error) {
-	switch {
-	case len(rest) > 0:
-		return "", fmt.Errorf("unexpected argument %q", rest[0])
-	case check.file != "" && file != "" && check.file != file:
-		return "", fmt.Errorf("--check-config %s and --config %s: name one file", check.file, file)
-	case check.file != "":
-		return check.file, nil
-	case file == "":
-		return "", errors.New("--config FILE is required")
-	}
-	return file, nil
 }
 
 // serveReporterMetrics serves /metrics (the collector's) and /healthz at addr, and says where
