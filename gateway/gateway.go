@@ -84,6 +84,9 @@ type Gateway struct {
 	trimEvery time.Duration
 	tun       *tunPath
 	version   string // Options.Version
+	// unknownSaid is when the log last said that CREM messages for unknown flows were dropped
+	// (nanoseconds since start, +1; 0: never), and unknownAtSaid the count then.
+	unknownSaid, unknownAtSaid atomic.Int64
 
 	closeOnce sync.Once
 	sockOnce  sync.Once
@@ -507,7 +510,27 @@ func (g *Gateway) shardFor(p *pkt) *shard {
 		return nil
 	}
 	g.c.cremUnknownFlw.Add(1)
+	g.sayUnknownFlows()
 	return nil
+}
+
+// unknownFlowsEvery is the least time between two log lines about CREM messages dropped for
+// flows the gateway does not know.
+const unknownFlowsEvery = time.Minute
+
+// sayUnknownFlows logs, at most once every unknownFlowsEvery, that CREM messages for flows this
+// gateway does not know were dropped, and how many since the last line: a peer that still
+// sends for a session this gateway lost (it restarted), or messages meant for another gateway.
+func (g *Gateway) sayUnknownFlows() {
+	now := int64(g.now()) + 1
+	last := g.unknownSaid.Load()
+	if last != 0 && now-last < int64(unknownFlowsEvery) || !g.unknownSaid.CompareAndSwap(last, now) {
+		return
+	}
+	n := int64(g.c.cremUnknownFlw.Load())
+	since := n - g.unknownAtSaid.Swap(n)
+	g.log.Warn("CREM messages for flows this gateway does not know were dropped: a peer that still sends for a session lost here (a restart), or messages meant for another gateway",
+		"dropped", since, "total", n)
 }
 
 // pairHash maps an unordered address pair to a shard, so both directions of a flow meet.
