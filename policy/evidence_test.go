@@ -73,3 +73,27 @@ func TestLossEvidenceBoundsASteadyRateAndSeesAStep(t *testing.T) {
 		}
 	}
 }
+
+// Above the counts it sums exactly, the bound is the closed form, within half a percent of the
+// exact one where both apply, and finite and below the count however large the count.
+func TestPoissonLowerBoundLargeCounts(t *testing.T) {
+	for _, alpha := range []float64{0.01, 0.001} {
+		for x := uint64(40); x <= exactBoundMax; x++ {
+			exact := PoissonLowerBound(x, alpha)
+			v := float64(x)
+			z := -normalQuantile(alpha)
+			c := 1 - 1/(9*v) - z/(3*math.Sqrt(v))
+			if wh := v * c * c * c; math.Abs(wh-exact) > 0.005*exact {
+				t.Errorf("x %d, alpha %g: closed form %g, exact %g", x, alpha, wh, exact)
+			}
+		}
+		prev := 0.0
+		for _, x := range []uint64{exactBoundMax + 1, 1000, 1e5, 1e7} {
+			b := PoissonLowerBound(x, alpha)
+			if math.IsNaN(b) || b <= prev || b >= float64(x) || b < float64(x)-4*math.Sqrt(float64(x)) {
+				t.Errorf("x %d, alpha %g: bound %g", x, alpha, b)
+			}
+			prev = b
+		}
+	}
+}
