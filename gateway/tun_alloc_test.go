@@ -39,35 +39,19 @@ func TestTunNoAllocs(t *testing.T) {
 // into the host's stack on the TUN devices, addressed to loopback addresses, which the host
 // drops as martians on a device other than lo: nothing leaves.
 func tunNoAllocs(t *testing.T, write TunWrite) {
-	if runtime.GOOS != "linux" {
-		t.Skip("tun mode exists on Linux only")
-	}
-	if os.Geteuid() != 0 {
-		t.Skip("tun mode opens a TUN device and a raw socket: run as root")
-	}
-	if _, err := os.Stat("/dev/net/tun"); err != nil {
-		t.Skipf("no TUN device: %v", err)
-	}
+	needTun(t)
 	if testing.Short() {
 		t.Skip("moves 40000 packets")
 	}
 	if testenv.Race {
 		t.Skip("the race detector allocates")
 	}
-	freePort := func() netip.AddrPort {
-		c, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer c.Close()
-		return c.LocalAddr().(*net.UDPAddr).AddrPort()
-	}
 	src, dst := netip.MustParseAddr("127.77.0.1"), netip.MustParseAddr("127.88.0.1")
 	const qp, reverseQP, sport = 0x42, 0x43, 49152
 	off := false
 	rule := []ProtectRule{{Src: HostPrefix(src), Dst: HostPrefix(dst), QP: qp, ReverseQP: reverseQP, SrcPort: sport, Ordered: &off}}
 	pol := PolicyConfig{K: new(32), M: new(4), Adapt: &off, BurstGap: Dur(time.Millisecond)}
-	aCREM, bCREM := freePort(), freePort()
+	aCREM, bCREM := freeLoopbackPort(t), freeLoopbackPort(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	var done []chan struct{}
 	defer func() {

@@ -1,11 +1,11 @@
+//go:build linux
+
 package gateway
 
 import (
 	"fmt"
-	"net"
 	"net/netip"
 	"os"
-	"runtime"
 	"testing"
 
 	"github.com/crem-project/crem/psn"
@@ -18,21 +18,8 @@ import (
 // holds that flow's CSF, not to the shard of the reporter's and the source's addresses it
 // travels between; other packets go by their own addresses. Root: a real TUN device.
 func TestTunDispatchesPathReportToItsFlowsShard(t *testing.T) {
-	if runtime.GOOS != "linux" {
-		t.Skip("tun mode exists on Linux only")
-	}
-	if os.Geteuid() != 0 {
-		t.Skip("tun mode opens a TUN device and a raw socket: run as root")
-	}
-	if _, err := os.Stat("/dev/net/tun"); err != nil {
-		t.Skipf("no TUN device: %v", err)
-	}
-	c, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	cremAddr := c.LocalAddr().(*net.UDPAddr).AddrPort()
-	c.Close()
+	needTun(t)
+	cremAddr := freeLoopbackPort(t)
 	g, err := New(Config{CREMAddress: cremAddr, Peer: netip.MustParseAddrPort("127.0.0.1:9"), Mode: ModeTun, Shards: 8,
 		Tun: TunConfig{Name: fmt.Sprintf("cremd%d", os.Getpid()%1000000), LocalPrefixes: []Prefix{MustParsePrefix("127.77.0.0/16")}}},
 		Options{Seed: 1})

@@ -26,23 +26,8 @@ import (
 // the gateway's pcap, which records every packet sendTun sends. All addresses are on loopback
 // (127.77.0.0/16 this side, 127.88.0.0/16 the far side), so what is sent on stays on the host.
 func TestTunInterceptsPathReportC10(t *testing.T) {
-	if runtime.GOOS != "linux" {
-		t.Skip("tun mode exists on Linux only")
-	}
-	if os.Geteuid() != 0 {
-		t.Skip("tun mode opens a TUN device and a raw socket: run as root")
-	}
-	if _, err := os.Stat("/dev/net/tun"); err != nil {
-		t.Skipf("no TUN device: %v", err)
-	}
-	cremAddr := func() netip.AddrPort {
-		c, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer c.Close()
-		return c.LocalAddr().(*net.UDPAddr).AddrPort()
-	}()
+	needTun(t)
+	cremAddr := freeLoopbackPort(t)
 	var (
 		src      = netip.MustParseAddr("127.77.0.1") // this side's endpoint: the flow's source
 		dst      = netip.MustParseAddr("127.88.0.1") // the far side's endpoint
@@ -172,4 +157,29 @@ func TestTunInterceptsPathReportC10(t *testing.T) {
 			t.Errorf("%s: %d packets sent on, want the PATH_REPORT alone and unchanged", tc.name, len(out)-n)
 		}
 	}
+}
+
+// needTun skips a test of tun mode where it cannot run: another system, no root, no TUN device.
+func needTun(t *testing.T) {
+	t.Helper()
+	if runtime.GOOS != "linux" {
+		t.Skip("tun mode exists on Linux only")
+	}
+	if os.Geteuid() != 0 {
+		t.Skip("tun mode opens a TUN device and a raw socket: run as root")
+	}
+	if _, err := os.Stat("/dev/net/tun"); err != nil {
+		t.Skipf("no TUN device: %v", err)
+	}
+}
+
+// freeLoopbackPort is an address on 127.0.0.1 with a UDP port free a moment ago.
+func freeLoopbackPort(t *testing.T) netip.AddrPort {
+	t.Helper()
+	c, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	return c.LocalAddr().(*net.UDPAddr).AddrPort()
 }

@@ -15,7 +15,7 @@ type tunQueue struct{ pkts []*pkt }
 const tunBatch = 64
 
 func openTun(r *resolved) (*tunPath, error) {
-	return nil, &ConfigError{errors.New("mode tun needs Linux")}
+	return nil, &ConfigError{Key: "mode", Value: `"tun"`, Err: errors.New("mode tun needs Linux")}
 }
 
 func (t *tunPath) close()                          {}
