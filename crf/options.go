@@ -28,6 +28,7 @@ type options struct {
 	handshake          time.Duration
 	log                *slog.Logger
 	hooks              Hooks
+	events             func(Event)
 }
 
 // Defaults of the pending sessions (WithHandshakes).

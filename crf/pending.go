@@ -172,7 +172,7 @@ func (r *Receiver) admit(now time.Duration, src netip.Addr) bool {
 func (r *Receiver) evict(now time.Duration, p *pending) {
 	r.st.HandshakesEvicted++
 	r.pressure(now, "evicting the oldest pending session for a new HELLO")
-	r.pend.drop(p)
+	r.dropPending(p)
 }
 
 // pressure logs, once until the pending table has emptied again, that HELLOs arrive faster
@@ -192,7 +192,7 @@ func (r *Receiver) pressure(now time.Duration, what string) {
 func (r *Receiver) expire(now time.Duration) {
 	for p := r.pend.all.head; p != nil && now >= p.at+r.o.handshake; p = r.pend.all.head {
 		r.st.HandshakesExpired++
-		r.pend.drop(p)
+		r.dropPending(p)
 	}
 }
 
@@ -211,7 +211,7 @@ func (r *Receiver) promote(now time.Duration, p *pending) *rflow {
 		r.st.HandshakesRefused++
 		r.st.TakeoverRefused++
 		r.logTakeover(old, p.from)
-		r.pend.drop(p)
+		r.dropPending(p)
 		return nil
 	case old == nil && len(r.flows) >= r.o.maxFlows:
 		// Proven, so CLOSE goes where it cannot be reflected: resources exhausted (C2).
@@ -220,7 +220,7 @@ func (r *Receiver) promote(now time.Duration, p *pending) *rflow {
 			r.st.CloseSent++
 			r.st.CloseSentByReason[wire.ReasonResourcesExhausted]++
 		}
-		r.pend.drop(p)
+		r.dropPending(p)
 		return nil
 	}
 	pre, havePre, active := p.preHigh, p.havePre, p.active
@@ -233,12 +233,12 @@ func (r *Receiver) promote(now time.Duration, p *pending) *rflow {
 			active = active || q.active
 			if q != p {
 				r.st.HandshakesSuperseded++
-				r.pend.drop(q)
+				r.dropPending(q)
 			}
 			q = next
 		}
 	}
-	r.pend.drop(p)
+	r.pend.drop(p) // promoted: the Flow ID goes on naming the flow
 	if old != nil {
 		// The CSF at the flow's bound address started a new session and proved it: the old
 		// one is gone at its end. What the old flow holds for in-order delivery goes out first.

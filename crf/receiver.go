@@ -144,7 +144,7 @@ func (r *Receiver) Handle(now time.Duration, from netip.AddrPort, msg []byte, ce
 			}
 			r.st.CloseReceived++
 			r.st.HandshakesClosed++
-			r.pend.drop(p)
+			r.dropPending(p)
 			return
 		}
 	}
@@ -248,7 +248,7 @@ func (r *Receiver) Close(now time.Duration, id uint32, reason wire.Reason) error
 			r.st.CloseSentByReason[min(int(reason), 5)]++
 		}
 		r.st.HandshakesClosed++
-		r.pend.drop(p)
+		r.dropPending(p)
 		return nil
 	}
 	if r.send(f.from, &wire.Close{FlowID: id, Reason: reason}) {
@@ -269,6 +269,7 @@ func (r *Receiver) release(f *rflow) {
 		r.last = nil
 	}
 	delete(r.flows, f.id)
+	r.emit(EventFlowReleased, f.id)
 	for i, g := range r.order {
 		if g == f {
 			r.order = append(r.order[:i], r.order[i+1:]...)

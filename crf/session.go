@@ -76,6 +76,7 @@ func (r *Receiver) onHello(now time.Duration, from netip.AddrPort, msg []byte) {
 	p.ack = wire.HelloAck{FlowID: id, Capabilities: r.o.limits.Capabilities(int(m.RDMAMTU)), AF: m.AF(),
 		SenderNonce: m.SenderNonce, MaxOpenBlocks: uint16(r.o.limits.MaxOpenBlocks)}
 	r.pend.add(p)
+	r.emit(EventFlowAssigned, id)
 	r.st.HandshakesOpened++
 	if old != nil {
 		r.st.HandshakesRestart++ // a new session from the flow's own address: a restarted CSF

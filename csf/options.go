@@ -53,6 +53,7 @@ type options struct {
 	seedLoss       bool
 	encoder        flow.Encoder
 	hooks          Hooks
+	events         func(Event)
 }
 
 func defaults() options {

@@ -295,6 +295,8 @@ func (s *Sender) takePathReport(now time.Duration, from netip.AddrPort, msg []by
 	m, err := wire.ParsePathReport(msg)
 	if err != nil {
 		s.stats.MessagesMalformed++
+		s.stats.PathReportsRejected++
+		s.stats.PathReportsMalformed++
 		return m, 0, false
 	}
 	if !s.namesFlow(&m) {

@@ -39,6 +39,7 @@ func (s *Sender) sendHello(now time.Duration) {
 	m := wire.Hello{Capabilities: s.o.limits.Capabilities(s.mtu), SenderNonce: s.nonce,
 		Source: s.o.desc.Src, Destination: s.o.desc.Dst, FlowLabel: s.o.desc.DestQP}
 	if s.send(s.o.crf, &m) {
+		s.emit(Event{Kind: EventNonceSent, Nonce: s.nonce})
 		s.stats.HelloSent++
 		if s.attempts > 1 {
 			s.stats.HelloRetransmitted++
@@ -79,6 +80,17 @@ func (s *Sender) send(to netip.AddrPort, m wire.Message) bool {
 
 // Handle takes a CREM message that arrived from from.
 func (s *Sender) Handle(now time.Duration, from netip.AddrPort, msg []byte) {
+	// HELLO_ACK and PATH_REPORT are not of a session yet: their own parsers check the header.
+	if len(msg) >= wire.HeaderLen && msg[0]>>4 == wire.Version {
+		switch wire.Type(msg[0] & 0x0f) {
+		case wire.TypeHelloAck:
+			s.onHelloAck(now, from, msg)
+			return
+		case wire.TypePathReport:
+			s.onPathReport(now, from, msg)
+			return
+		}
+	}
 	h, err := wire.ParseHeader(msg)
 	if err != nil {
 		if errors.Is(err, wire.ErrDiscard) {
@@ -86,14 +98,6 @@ func (s *Sender) Handle(now time.Duration, from netip.AddrPort, msg []byte) {
 		} else {
 			s.stats.MessagesMalformed++
 		}
-		return
-	}
-	switch h.Type {
-	case wire.TypeHelloAck:
-		s.onHelloAck(now, from, msg)
-		return
-	case wire.TypePathReport:
-		s.onPathReport(now, from, msg)
 		return
 	}
 	if s.state != StateEstablished || h.FlowID != s.flowID {
@@ -160,6 +164,7 @@ func (s *Sender) onHelloAck(now time.Duration, from netip.AddrPort, msg []byte) 
 		s.rtt.Sample(now - s.attemptAt)
 	}
 	s.state, s.flowID, s.bound, s.eff = StateEstablished, m.FlowID, from, eff
+	s.emit(Event{Kind: EventFlowAssigned, FlowID: m.FlowID})
 	held := s.o.maxHeld
 	if held == 0 {
 		held = 2 * eff.MaxOpenBlocks
@@ -357,6 +362,7 @@ func (s *Sender) maybeApply(start psn.PSN) {
 	}
 	s.cur, s.haveCfg = p.cfg, true
 	p.active = false
+	s.emit(Event{Kind: EventConfigInForce, Config: s.cur})
 	s.stats.ConfigsApplied++
 	s.noteKM(s.lastSrc)
 	s.sel.Force(s.cur.M) // the hysteresis moves from the m in force
@@ -405,6 +411,9 @@ func (s *Sender) release() {
 	s.blocks, s.open, s.seq, s.ackSeq = nil, -1, 0, 0
 	s.timers.Reset()
 	s.haveCfg, s.pend = false, pendingParam{}
+	if s.flowID != 0 {
+		s.emit(Event{Kind: EventFlowReleased, FlowID: s.flowID})
+	}
 	s.flowID, s.bound = 0, netip.AddrPort{}
 	s.mOverride = false
 	s.haveAcked, s.haveReleased = false, false

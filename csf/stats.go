@@ -53,10 +53,13 @@ type Stats struct {
 	// (the source is not a configured reporter, C14), PathReportsWrongFlow (the addresses or the
 	// Flow Label name another flow), PathReportsUnknownMethod (a Method CREM does not define, or
 	// private use: C1, never acted on), PathReportsImplausible (Lost Counts above the packets the
-	// flow sent in the last second or two, or an entry listing more PSNs than its Lost Count).
+	// flow sent in the last second or two, or an entry listing more PSNs than its Lost Count),
+	// PathReportsMalformed (from a listed reporter, but it does not parse: also counted in
+	// MessagesMalformed).
 	PathReports, PathReportsRejected                 uint64
 	PathReportsUnlisted, PathReportsWrongFlow        uint64
 	PathReportsUnknownMethod, PathReportsImplausible uint64
+	PathReportsMalformed                             uint64
 	// PathReportDrops counts the dropped PSNs the reports taken named; PathReportDropsUnknown
 	// those that caused nothing: of no held block, not sent yet, absent positions, already
 	// acknowledged by the RDMA transport, or named by a method other than 3 (node drops).

@@ -454,8 +454,8 @@ func (g *Gateway) shardFor(p *pkt) *shard {
 	id := binary.BigEndian.Uint32(b[4:8])
 	switch t {
 	case wire.TypeHello:
-		h, err := wire.ParseHello(b)
-		if err != nil {
+		h, ok := wire.PeekHelloFlow(b)
+		if !ok {
 			g.c.cremMalformed.Add(1)
 			return nil
 		}
@@ -469,24 +469,20 @@ func (g *Gateway) shardFor(p *pkt) *shard {
 			// report names them by (Node.reportKey): their shard parses, maps and counts it.
 			return g.shards[g.pathReportShard(b)]
 		}
-		pr, err := wire.ParsePathReport(b)
-		if err != nil {
+		pr, ok := wire.PeekPathReportFlow(b)
+		if !ok {
 			g.c.cremMalformed.Add(1)
 			g.c.pathMalformed.Add(1)
 			return nil
 		}
 		return g.shards[g.pairHash(pr.Source.Unmap(), pr.Destination.Unmap())]
 	case wire.TypeHelloAck:
-		if len(b) < 24 {
+		nonce, ok := wire.PeekHelloAckNonce(b)
+		if !ok {
 			g.c.cremMalformed.Add(1)
 			return nil
 		}
-		h, err := wire.ParseHelloAck(b)
-		if err != nil {
-			g.c.cremMalformed.Add(1)
-			return nil
-		}
-		if i, ok := g.route.get(&g.route.nonce, h.SenderNonce); ok {
+		if i, ok := g.route.get(&g.route.nonce, nonce); ok {
 			return g.shards[i]
 		}
 	case wire.TypeParamUpdate, wire.TypeRepair:

@@ -130,6 +130,7 @@ var engineReasons = map[string]reasonOf{
 	"csf.PathReportsWrongFlow":      {"path_reports_rejected", "wrong_flow", pathRejectedHelp},
 	"csf.PathReportsUnknownMethod":  {"path_reports_rejected", "unknown_method", pathRejectedHelp},
 	"csf.PathReportsImplausible":    {"path_reports_rejected", "implausible", pathRejectedHelp},
+	"csf.PathReportsMalformed":      {"path_reports_rejected", "malformed", pathRejectedHelp},
 	"pairing.UnpairedContradiction": {"unpaired", "contradiction", unpairedHelp},
 	"pairing.UnpairedRestart":       {"unpaired", "restart", unpairedHelp},
 	"pairing.UnpairedExpired":       {"unpaired", "expired", unpairedHelp},

@@ -41,9 +41,9 @@ type Node struct {
 	stats    NodeStats
 	scratch  []byte // a TUN delivery: the template and the packet
 	onEvent  func(pairing.Event)
-	// rxRoutes are the Flow IDs of the node's CRF entered in routes, each with when it was
-	// last seen serving a flow (or announced): a sweep takes out those of released flows.
-	rxRoutes map[uint32]time.Duration
+	// rxRoutes are the Flow IDs of the node's CRF entered in routes (the CRF's events): a
+	// sweep takes out those the CRF released routeGrace ago.
+	rxRoutes map[uint32]rxRoute
 	sweepAt  time.Duration // the next sweep of the tables
 	at       time.Duration // the latest now a caller gave
 	gone     csf.Stats     // the counters of CSFs removed from the table
@@ -77,9 +77,10 @@ type sender struct {
 	key      flow.Key
 	desc     flow.Descriptor
 	rule     rule
-	flowID   uint32
+	flowID   uint32 // the Flow ID the peer assigned to its session, routed to it; 0: none
 	nonce    uint64 // the nonce of its latest HELLO, routed to it while hasNonce
 	hasNonce bool
+	inForce  bool          // it forms blocks under a configuration (its session's, until released)
 	lastSeen time.Duration // its latest source packet
 	rate     rates         // its smoothed source rate, for the busiest flows' series
 }
@@ -170,10 +171,10 @@ func NewNode(c Config, o NodeOptions) (*Node, error) {
 func newNode(r *resolved, log *slog.Logger, seed uint64, idx int, rt routes) (*Node, error) {
 	n := &Node{cfg: r, log: log, senders: map[flow.Key]*sender{}, byFlowID: map[uint32]*sender{},
 		byNonce: map[uint64]*sender{}, rng: rand.New(rand.NewPCG(seed, uint64(idx)+1)), routes: rt,
-		rxRoutes: map[uint32]time.Duration{}, warnedNoPort: make([]bool, len(r.rules))}
+		rxRoutes: map[uint32]rxRoute{}, warnedNoPort: make([]bool, len(r.rules))}
 	n.limits = r.limits
 	rr := rand.New(rand.NewPCG(seed, uint64(idx)+1<<32))
-	recv, err := crf.New(r.crfOptions(rr.Uint64, n.settings, log)...)
+	recv, err := crf.New(append(r.crfOptions(rr.Uint64, n.settings, log), crf.WithEvents(n.receiverEvent))...)
 	if err != nil {
 		return nil, fmt.Errorf("gateway: receiver function: %w", err)
 	}
@@ -245,7 +246,7 @@ func (n *Node) Outbound(now time.Duration, src, dst netip.Addr, srcPort uint16, 
 			n.readAskedAgain(now, s, pkt)
 		}
 		s.s.Observe(now, pkt)
-		if _, ok := s.s.Config(); ok {
+		if s.inForce {
 			n.stats.PacketsProtected++
 		} else {
 			n.stats.PacketsUnprotected++
@@ -382,12 +383,12 @@ func (n *Node) Tun(now time.Duration, b []byte, ce bool) bool {
 		// C10: a PATH_REPORT addressed to a source this gateway serves is its CSF's, which
 		// takes it only from a configured reporter (C14) and counts what it refuses. Any other
 		// goes on to the host it is addressed to, counted if it does not parse.
-		pr, err := wire.ParsePathReport(payload)
-		if err != nil {
+		name, ok := wire.PeekPathReportFlow(payload)
+		if !ok {
 			n.stats.PathReportsMalformed++
 			return true
 		}
-		if s := n.senders[n.reportKey(&pr)]; s != nil {
+		if s := n.senders[n.reportKey(name)]; s != nil {
 			s.s.Handle(now, netip.AddrPortFrom(src, sport), payload)
 			n.stats.PathReportsTaken++
 			return false
@@ -425,21 +426,19 @@ func (n *Node) CREM(now time.Duration, from netip.AddrPort, b []byte, ce bool) {
 	case wire.TypeHello, wire.TypeParamUpdate, wire.TypeRepair:
 		n.recv.Handle(now, from, b, ce)
 	case wire.TypeHelloAck:
-		h, err := wire.ParseHelloAck(b)
-		if err != nil {
+		nonce, ok := wire.PeekHelloAckNonce(b)
+		if !ok {
 			n.stats.CREMMalformed++
 			return
 		}
-		if s := n.byNonce[h.SenderNonce]; s != nil {
-			s.s.Handle(now, from, b)
-			n.learnFlowID(s)
+		if s := n.byNonce[nonce]; s != nil {
+			s.s.Handle(now, from, b) // the CSF parses it, once
 		} else {
 			n.stats.CREMUnknownFlow++
 		}
 	case wire.TypeParamAck, wire.TypeLossReport, wire.TypeRepairRequest:
 		if s := n.byFlowID[id]; s != nil {
 			s.s.Handle(now, from, b)
-			n.learnFlowID(s)
 		} else {
 			n.stats.CREMUnknownFlow++
 		}
@@ -448,7 +447,6 @@ func (n *Node) CREM(now time.Duration, from netip.AddrPort, b []byte, ce bool) {
 		known := false
 		if s := n.byFlowID[id]; s != nil {
 			s.s.Handle(now, from, b)
-			n.learnFlowID(s)
 			known = true
 		}
 		if _, ok := n.recv.FlowStats(id); ok {
@@ -459,13 +457,13 @@ func (n *Node) CREM(now time.Duration, from netip.AddrPort, b []byte, ce bool) {
 			n.stats.CREMUnknownFlow++
 		}
 	case wire.TypePathReport:
-		pr, err := wire.ParsePathReport(b)
-		if err != nil {
+		name, ok := wire.PeekPathReportFlow(b)
+		if !ok {
 			n.stats.CREMMalformed++
 			n.stats.PathReportsMalformed++
 			return
 		}
-		if s := n.senders[n.reportKey(&pr)]; s != nil {
+		if s := n.senders[n.reportKey(name)]; s != nil {
 			s.s.Handle(now, from, b) // C14 and the rest: the CSF's to judge and count
 		} else {
 			n.stats.CREMUnknownFlow++
@@ -488,7 +486,7 @@ func (n *Node) CREM(now time.Duration, from netip.AddrPort, b []byte, ce bool) {
 // destination QP. Every outbound flow of a relay-mode gateway runs between those two endpoints
 // and the flows differ by their destination QP alone, so the mapping is one to one. The
 // logical addresses are tried first: where they equal the WAN ones nothing changes.
-func (n *Node) reportKey(pr *wire.PathReport) flow.Key {
+func (n *Node) reportKey(pr wire.FlowName) flow.Key {
 	k := flow.Key{Src: pr.Source.Unmap(), Dst: pr.Destination.Unmap(), DestQP: pr.FlowLabel & 0xffffff}
 	if n.cfg.mode != ModeRelay {
 		return k
@@ -508,23 +506,61 @@ func (n *Node) wanReportAddrs() (src, dst netip.Addr) {
 	return n.cfg.wanListen.Addr().Unmap(), n.cfg.peerData.Addr().Unmap()
 }
 
-// learnFlowID records the Flow ID the peer assigned to a sender.
-func (n *Node) learnFlowID(s *sender) {
-	id := s.s.FlowID()
-	if id == s.flowID {
+// senderEvent keeps the routes to a CSF as it reports them: the nonce of its latest HELLO,
+// the Flow ID the peer assigned, whether a configuration is in force.
+func (n *Node) senderEvent(s *sender, e csf.Event) {
+	switch e.Kind {
+	case csf.EventNonceSent:
+		n.setNonce(s, e.Nonce)
+	case csf.EventFlowAssigned:
+		n.dropFlowID(s)
+		s.flowID = e.FlowID
+		n.byFlowID[e.FlowID] = s
+		if n.routes != nil {
+			n.routes.senderFlowID(e.FlowID, true)
+		}
+	case csf.EventFlowReleased:
+		if s.flowID == e.FlowID {
+			n.dropFlowID(s)
+		}
+		s.inForce = false
+	case csf.EventConfigInForce:
+		s.inForce = true
+	}
+}
+
+// dropFlowID takes a CSF's Flow ID out of the routes.
+func (n *Node) dropFlowID(s *sender) {
+	if s.flowID == 0 {
 		return
 	}
-	if s.flowID != 0 {
+	if n.byFlowID[s.flowID] == s {
 		delete(n.byFlowID, s.flowID)
 		if n.routes != nil {
 			n.routes.senderFlowID(s.flowID, false)
 		}
 	}
-	s.flowID = id
-	if id != 0 {
-		n.byFlowID[id] = s
-		if n.routes != nil {
-			n.routes.senderFlowID(id, true)
+	s.flowID = 0
+}
+
+// rxRoute is a Flow ID of the node's CRF in the routes: serving a session or flow, or released
+// at a time.
+type rxRoute struct {
+	released bool
+	at       time.Duration
+}
+
+// receiverEvent keeps the routes to the CRF as it reports them.
+func (n *Node) receiverEvent(e crf.Event) {
+	if n.routes == nil {
+		return
+	}
+	switch e.Kind {
+	case crf.EventFlowAssigned:
+		n.routeReceiver(e.FlowID)
+	case crf.EventFlowReleased:
+		if _, ok := n.rxRoutes[e.FlowID]; ok {
+			n.rxRoutes[e.FlowID] = rxRoute{released: true, at: n.at}
 		}
 	}
 }
@@ -563,14 +599,15 @@ func (n *Node) senderFor(now time.Duration, k flow.Key, srcPort uint16) *sender 
 		return nil
 	}
 	d := flow.Descriptor{Kind: wire.FlowKindRoCEv2, Src: k.Src, Dst: k.Dst, DestQP: qp, SrcPort: srcPort}
+	s = &sender{key: k, desc: d, rule: *ru, lastSeen: now}
 	opts := c.csfOptions(d, *ru, n.rng.Uint64, n.log.With("src", k.Src, "dst", k.Dst, "qp", qp))
-	cs, err := csf.New(opts...)
+	cs, err := csf.New(append(opts, csf.WithEvents(func(e csf.Event) { n.senderEvent(s, e) }))...)
 	if err != nil {
 		n.log.Error("cannot protect flow", "src", k.Src, "dst", k.Dst, "qp", qp, "err", err)
 		n.senders[k] = nil
 		return nil
 	}
-	s = &sender{s: cs, key: k, desc: d, rule: *ru, lastSeen: now}
+	s.s = cs
 	n.senders[k] = s
 	n.list = append(n.list, s)
 	if ru.reverseQP != 0 {
@@ -595,7 +632,6 @@ func (n *Node) Tick(now time.Duration) {
 	for _, s := range n.list {
 		if d, ok := s.s.NextDeadline(); ok && d <= now {
 			s.s.Tick(now)
-			n.learnFlowID(s)
 		}
 	}
 	if d, ok := n.pair.NextDeadline(); ok && d <= now {
@@ -660,18 +696,10 @@ type Datagram struct {
 func (n *Node) Drain(out func(Datagram)) {
 	for _, s := range n.list {
 		s.s.Drain(func(d flow.Datagram) {
-			if len(d.Payload) > 0 && wire.Type(d.Payload[0]&0x0f) == wire.TypeHello {
-				if h, err := wire.ParseHello(d.Payload); err == nil {
-					n.setNonce(s, h.SenderNonce)
-				}
-			}
 			out(Datagram{Kind: ToCREM, To: d.To, Payload: d.Payload})
 		})
 	}
 	n.recv.Drain(func(d flow.Datagram) {
-		if n.routes != nil && len(d.Payload) >= wire.HeaderLen && wire.Type(d.Payload[0]&0x0f) == wire.TypeHelloAck {
-			n.routeReceiver(binary.BigEndian.Uint32(d.Payload[4:8]))
-		}
 		out(Datagram{Kind: ToCREM, To: d.To, Payload: d.Payload})
 	})
 	n.recv.DrainDeliveries(func(d crf.Delivery) {
@@ -822,13 +850,13 @@ func (n *Node) dropNonce(s *sender) {
 	}
 }
 
-// routeReceiver enters a Flow ID the CRF announced (HELLO_ACK) in the routes; at the bound it
+// routeReceiver enters a Flow ID the CRF assigned (EventFlowAssigned) in the routes; at the bound it
 // first takes out every Flow ID with no flow behind it.
 func (n *Node) routeReceiver(id uint32) {
 	if _, ok := n.rxRoutes[id]; !ok && len(n.rxRoutes) >= maxRxRoutes {
 		n.sweepRoutes(n.at, true)
 	}
-	n.rxRoutes[id] = n.at
+	n.rxRoutes[id] = rxRoute{at: n.at}
 	n.routes.receiverFlowID(id, true)
 }
 
@@ -844,12 +872,11 @@ func (n *Node) sweep(now time.Duration) {
 // sweepRoutes takes out the Flow IDs whose flow the CRF no longer serves: released (CLOSE,
 // idle, a new session) for routeGrace, or at once with force.
 func (n *Node) sweepRoutes(now time.Duration, force bool) {
-	for id, t := range n.rxRoutes {
-		if _, ok := n.recv.FlowStats(id); ok {
-			n.rxRoutes[id] = now
+	for id, rt := range n.rxRoutes {
+		if !rt.released {
 			continue
 		}
-		if force || now-t >= routeGrace {
+		if force || now-rt.at >= routeGrace {
 			delete(n.rxRoutes, id)
 			n.routes.receiverFlowID(id, false)
 			n.stats.RoutesExpired++
@@ -875,7 +902,6 @@ func (n *Node) sweepSenders(now time.Duration) {
 			// HELLO every hold-off for a flow that sends nothing protects nothing; its next
 			// source starts a session again. (An established session closes itself, C15.)
 			s.s.Close(now, wire.ReasonIdle)
-			n.learnFlowID(s)
 			n.stats.SendersQuiet++
 		}
 		kept = append(kept, s)
@@ -904,12 +930,7 @@ func (n *Node) evictSender(now time.Duration) bool {
 func (n *Node) removeSender(s *sender) {
 	addCounters(&n.gone, ptr(s.s.Stats()))
 	n.dropNonce(s)
-	if s.flowID != 0 {
-		delete(n.byFlowID, s.flowID)
-		if n.routes != nil {
-			n.routes.senderFlowID(s.flowID, false)
-		}
-	}
+	n.dropFlowID(s)
 	delete(n.senders, s.key)
 	n.stats.SendersExpired++
 }

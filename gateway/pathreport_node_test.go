@@ -228,8 +228,8 @@ func TestRelayPathReportForgedC14(t *testing.T) {
 	}
 	r := runWANReports(t, false, netip.AddrPort{}, netip.Addr{}, netip.Addr{}, forged)
 	s, g := r.a.Sender, r.a.Gateway
-	t.Logf("%d forged reports: CSF rejected %d (unlisted %d, wrong flow %d, implausible %d), took %d (drops unknown %d); gateway: malformed %d, unknown flow %d; extra %d, requests %d",
-		i, s.PathReportsRejected, s.PathReportsUnlisted, s.PathReportsWrongFlow, s.PathReportsImplausible, s.PathReports,
+	t.Logf("%d forged reports: CSF rejected %d (unlisted %d, wrong flow %d, implausible %d, malformed %d), took %d (drops unknown %d); gateway: malformed %d, unknown flow %d; extra %d, requests %d",
+		i, s.PathReportsRejected, s.PathReportsUnlisted, s.PathReportsWrongFlow, s.PathReportsImplausible, s.PathReportsMalformed, s.PathReports,
 		s.PathReportDropsUnknown, g["path_reports_malformed"], g["path_reports_unknown_flow"], s.ExtraSent, s.RequestsReceived)
 	per := uint64(i / len(kinds)) // each kind at least this often
 	if r.delivered != r.sent || r.restored != uint64(r.dropped) {
@@ -239,9 +239,10 @@ func TestRelayPathReportForgedC14(t *testing.T) {
 		t.Errorf("forged reports: %d extra symbols, %d requests: want none, and the request round", s.ExtraSent, s.RequestsReceived)
 	}
 	if s.PathReportsUnlisted < 2*per || s.PathReportsImplausible < per || s.PathReports < per || s.PathReportDropsUnknown < 3*per ||
-		g["path_reports_unknown_flow"] < 2*per || g["path_reports_malformed"] < per || s.PathReportsWrongFlow != 0 {
+		g["path_reports_unknown_flow"] < 2*per || s.PathReportsMalformed < per || g["path_reports_malformed"] != 0 || s.PathReportsWrongFlow != 0 {
 		t.Errorf("forged reports not counted by kind: %+v %v", s, g)
 	}
+	// A malformed report still names its flow at fixed offsets: its CSF counts it (G63).
 	if got := s.PathReportsRejected + s.PathReports + g["path_reports_unknown_flow"] + g["path_reports_malformed"]; got != uint64(i) {
 		t.Errorf("%d forged reports, %d accounted for", i, got)
 	}

@@ -126,7 +126,7 @@ func TestTunPathReportC10C14(t *testing.T) {
 	get := func() counts {
 		st := a.Stats()
 		return counts{st.Gateway["path_reports_intercepted"], st.Sender.PathReports, st.Sender.PathReportsUnlisted,
-			st.Sender.PathReportsImplausible, st.Sender.PathReportDropsUnknown, st.Sender.ExtraSent, st.Gateway["path_reports_malformed"]}
+			st.Sender.PathReportsImplausible, st.Sender.PathReportDropsUnknown, st.Sender.ExtraSent, st.Gateway["path_reports_malformed"] + st.Sender.PathReportsMalformed}
 	}
 	for _, tc := range []struct {
 		name   string
@@ -143,7 +143,9 @@ func TestTunPathReportC10C14(t *testing.T) {
 		{"same drops again within an SRTT", report(reporter, src, dst, qp, drop(psns[2], psns[4])), counts{taken: 1, accepted: 1}, false, 0},
 		{"another QP", report(reporter, src, dst, qp+1, drop(psns[3])), counts{}, true, 0},
 		{"another destination", report(reporter, src, netip.MustParseAddr("10.2.0.9"), qp, drop(psns[3])), counts{}, true, 0},
-		{"malformed", malformed, counts{malformed: 1}, true, 0},
+		// It names the flow at its fixed offsets: the flow's CSF takes it and counts it (G63).
+		{"malformed", malformed, counts{taken: 1, malformed: 1}, false, 0},
+		{"too short to name a flow", malformed[:20+8+wire.HeaderLen+6], counts{malformed: 1}, true, 0},
 	} {
 		before := get()
 		passed := a.Tun(now, tc.pkt, false)
@@ -160,7 +162,7 @@ func TestTunPathReportC10C14(t *testing.T) {
 			t.Errorf("%s: counted %+v, sent on %v, %d datagrams; want %+v, %v, %d", tc.name, got, passed, queued, tc.want, tc.passed, tc.queued)
 		}
 	}
-	if st := a.Stats().Sender; st.BlocksAcked != 0 || st.PathReportsRejected != st.PathReportsUnlisted+st.PathReportsImplausible {
+	if st := a.Stats().Sender; st.BlocksAcked != 0 || st.PathReportsRejected != st.PathReportsUnlisted+st.PathReportsImplausible+st.PathReportsMalformed {
 		t.Errorf("after the reports: %+v", st)
 	}
 }

@@ -69,7 +69,7 @@ func (g *Gateway) flowShard(label uint32) (int, bool) {
 // its QP; else the address pair's, which parses, maps and counts it (Node.reportKey).
 func (g *Gateway) pathReportShard(b []byte) int {
 	if g.qps != nil {
-		if pr, err := wire.ParsePathReport(b); err == nil {
+		if pr, ok := wire.PeekPathReportFlow(b); ok {
 			if s, ok := g.flowShard(pr.FlowLabel); ok {
 				return s
 			}

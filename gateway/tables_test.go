@@ -195,3 +195,66 @@ func TestSenderTablesBounded(t *testing.T) {
 		t.Fatalf("a flow back after its CSF left: %d CSFs, %d messages", len(n.list), sent)
 	}
 }
+
+// TestRoutesFollowTheEnginesEvents (G63): the nonce and Flow IDs a node routes to its CSFs are
+// what the CSFs' events said, with no HELLO or HELLO_ACK read on its way: the nonce of the
+// HELLO on the wire, the Flow ID of the HELLO_ACK that answered it, none after CLOSE, and the
+// new ones of the next session.
+func TestRoutesFollowTheEnginesEvents(t *testing.T) {
+	rt := newRecRoutes()
+	n := tableNode(t, PolicyConfig{Idle: Dur(30 * time.Second)}, rt)
+	syn := cremtest.Synth{Desc: flow.Descriptor{Kind: wire.FlowKindRoCEv2, Src: epLocal, Dst: epRemote, DestQP: 0x42, SrcPort: 5000}, PSN: 1}
+	peer := netip.MustParseAddrPort("127.0.0.2:7001")
+	now := time.Duration(0)
+	helloOnWire := func() (uint64, bool) {
+		var nonce uint64
+		seen := false
+		n.Drain(func(d Datagram) {
+			if m, err := wire.ParseHello(d.Payload); d.Kind == ToCREM && err == nil {
+				nonce, seen = m.SenderNonce, true
+			}
+		})
+		return nonce, seen
+	}
+	agrees := func(step string, wantCSF uint32, wantNonce uint64) {
+		t.Helper()
+		if wantCSF == 0 && len(rt.csf) != 0 || wantCSF != 0 && (len(rt.csf) != 1 || !rt.csf[wantCSF]) {
+			t.Fatalf("%s: CSF Flow IDs routed %v, want %#x", step, rt.csf, wantCSF)
+		}
+		if wantNonce != 0 && (len(rt.nonce) != 1 || !rt.nonce[wantNonce]) {
+			t.Fatalf("%s: nonces routed %v, want %#x", step, rt.nonce, wantNonce)
+		}
+	}
+	for session, flowID := range []uint32{0x5151, 0x6262} {
+		n.Local(now, 5000, syn.Next(64))
+		nonce, ok := helloOnWire()
+		if !ok {
+			t.Fatalf("session %d: no HELLO for the flow's first source", session)
+		}
+		agrees("HELLO sent", 0, nonce)
+		ack := wire.HelloAck{FlowID: flowID, Capabilities: flow.DefaultLimits().Capabilities(4096), AF: wire.AF4,
+			SenderNonce: nonce, MaxOpenBlocks: 64}
+		b, err := ack.Append(nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		now += time.Millisecond
+		n.CREM(now, peer, b, false)
+		agrees("HELLO_ACK taken", flowID, nonce)
+		if s := n.byFlowID[flowID]; s == nil || s.s.FlowID() != flowID {
+			t.Fatalf("session %d: the node routes Flow ID %#x to %v", session, flowID, s)
+		}
+		step(n, now)
+		cl := wire.Close{FlowID: flowID, Reason: wire.ReasonNormal}
+		if b, err = cl.Append(nil); err != nil {
+			t.Fatal(err)
+		}
+		now += time.Millisecond
+		n.CREM(now, peer, b, false)
+		agrees("CLOSE from the peer", 0, 0)
+		if len(n.byFlowID) != 0 {
+			t.Fatalf("session %d: %d Flow IDs still routed inside the node", session, len(n.byFlowID))
+		}
+		now += time.Millisecond
+	}
+}

@@ -435,7 +435,7 @@ func (g *Gateway) tunDispatch(q *pkt) {
 // tunReportShard is the shard of the flow a PATH_REPORT read from the device names: a report
 // travels from the reporter to the flow's source, not between the flow's own addresses, and it
 // is that flow's CSF's (C10), as on the CREM socket (shardFor). ok is false for any other
-// packet, and for a report that does not parse (its shard counts it).
+// packet, and for a report too short to name its flow (its shard counts it).
 func (g *Gateway) tunReportShard(b []byte) (int, bool) {
 	ihl := int(b[0]&0x0f) * 4
 	if len(g.shards) == 1 || b[9] != 17 || ihl < 20 || len(b) < ihl+8+wire.HeaderLen ||
@@ -446,11 +446,8 @@ func (g *Gateway) tunReportShard(b []byte) (int, bool) {
 	if ul := int(binary.BigEndian.Uint16(b[ihl+4 : ihl+6])); ul >= 8 && ul-8 <= len(payload) {
 		payload = payload[:ul-8]
 	}
-	if wire.Type(payload[0]&0x0f) != wire.TypePathReport {
-		return 0, false
-	}
-	pr, err := wire.ParsePathReport(payload)
-	if err != nil {
+	pr, ok := wire.PeekPathReportFlow(payload)
+	if !ok {
 		return 0, false
 	}
 	return g.pairHash(pr.Source.Unmap(), pr.Destination.Unmap()), true
