@@ -2,6 +2,7 @@ package crf
 
 import (
 	"cmp"
+	"encoding/binary"
 	"errors"
 	"slices"
 	"time"
@@ -98,7 +99,17 @@ func endedBlock(f *rflow, msg []byte) bool {
 		return false
 	}
 	b := f.blockOf(s)
-	return b != nil && b.ended && b.start == start && b.cfg.ID == msg[8]
+	if b == nil || !b.ended || b.start != start || b.cfg.ID != msg[8] || b.k != int(msg[10]) {
+		return false
+	}
+	// The same definition: the Present Bitmap too (another one is a second definition, E66).
+	for w := range psn.Words(b.k) {
+		o := 20 + 4*w
+		if len(msg) < o+4 || binary.BigEndian.Uint32(msg[o:]) != b.present[w] {
+			return false
+		}
+	}
+	return true
 }
 
 // repairCheck is what checkRepair finds of a parsed REPAIR.
@@ -266,13 +277,12 @@ func (r *Receiver) blockFor(now time.Duration, f *rflow, m *wire.Repair, c *cfgS
 		f.anchor(m.BlockStartPSN.Add(-1), firstPosition) // before the flow's first source (E8)
 	}
 	if known := findBlock(f, m); known != nil {
-		if known.k != int(m.K) || known.present != m.Present || known.cfg.ID != m.ConfigID {
-			f.st.RepairInconsistent++
-			return nil
+		if !sameDefinition(known, m) {
+			return r.otherDefinition(now, f, known, m, c) // two definitions, the evidence decides (E66)
 		}
 		return known
 	}
-	v0, flat, ok := r.placeBlock(f, m)
+	v0, flat, ok := r.placeBlock(f, m, false)
 	if !ok {
 		return nil
 	}
@@ -301,10 +311,11 @@ func findBlock(f *rflow, m *wire.Repair) *rblock {
 }
 
 // placeBlock checks that the window can keep every position of the block m describes and that
-// no live block overlaps it (blocks of a flow never do), counting why not when it cannot
-// (ok false). v0 is the position of its first PSN; flat says there is no hole inside (the
+// no live block overlaps it (blocks of a flow never do; a second definition of a block made
+// already, shadow, overlaps it by nature and binds no slot, E66), counting why not when it
+// cannot (ok false). v0 is the position of its first PSN; flat says there is no hole inside (the
 // positions of the first and the last PSN k - 1 apart), so that position j is at v0 + j.
-func (r *Receiver) placeBlock(f *rflow, m *wire.Repair) (v0 uint32, flat, ok bool) {
+func (r *Receiver) placeBlock(f *rflow, m *wire.Repair, shadow bool) (v0 uint32, flat, ok bool) {
 	k := int(m.K)
 	v0, l0, _ := f.locate(m.BlockStartPSN)
 	vk, lk, _ := f.locate(m.BlockStartPSN.Add(k - 1))
@@ -312,7 +323,7 @@ func (r *Receiver) placeBlock(f *rflow, m *wire.Repair) (v0 uint32, flat, ok boo
 	// Without a hole inside and no live block, only the first and the last position can
 	// refuse the block: the ones between share the first's location, lie within the last's
 	// reach, and no live block can overlap them (the common case: every block so far ended).
-	skip := flat && f.live == 0
+	skip := flat && (f.live == 0 || shadow)
 	for j := 0; j < k; j++ {
 		if skip && j == 1 && k > 2 {
 			j = k - 1
@@ -333,7 +344,7 @@ func (r *Receiver) placeBlock(f *rflow, m *wire.Repair) (v0 uint32, flat, ok boo
 			// the block's repair may restore it all the same.)
 			f.st.RepairUntracked++
 			return v0, flat, false
-		case l == locTracked:
+		case l == locTracked && !shadow:
 			if s := &f.win[v&f.mask]; s.is(p, v) {
 				if ob := f.blockOf(s); ob != nil && !ob.ended {
 					f.st.RepairOverlap++
@@ -542,6 +553,14 @@ func (r *Receiver) tryDecode(now time.Duration, f *rflow, b *rblock) bool {
 		}
 		return true
 	}
+	if b.shadow && b.failed == 0 {
+		// A second definition binds no slot: sources beyond the first's positions reach its
+		// decoder only from the window (E66).
+		if err := r.refeed(f, b, false); err != nil {
+			r.abandon(f, b, false)
+			return false
+		}
+	}
 	st := b.dec.Status()
 	if st.U == 0 {
 		r.endBlock(f, b)
@@ -588,8 +607,11 @@ func (r *Receiver) tryDecode(now time.Duration, f *rflow, b *rblock) bool {
 		if b.failed > 0 {
 			f.st.BlocksRescued++
 		}
+		r.confirm(f, b) // its definition is the CSF's (E66)
 		r.endBlock(f, b)
 		return true
+	case r.condemn(now, f, b):
+		return true // another definition of the block stands: this one was a forger's (E67)
 	}
 	r.failedSolve(f, b, st.Unknown, st.U)
 	if b.ended {
@@ -725,6 +747,13 @@ const maxPooledDecoders = 64
 // abandoned, and count as lost (E42). evicted says it made room rather than failed.
 func (r *Receiver) abandon(f *rflow, b *rblock, evicted bool) {
 	if b == nil || b.ended {
+		return
+	}
+	if t := f.twinOf(b); t != nil && !t.ended && !t.condemned {
+		// Another definition of the block stands: it may still restore what this one could not
+		// (E67). Nothing is announced.
+		f.st.DefinitionsRetired++
+		r.retire(f, b)
 		return
 	}
 	f.live--
