@@ -83,7 +83,31 @@ func (r *Receiver) otherDefinition(now time.Duration, f *rflow, known *rblock, m
 	known.twin, known.twinGen = b.idx, b.gen
 	b.twin, b.twinGen = known.idx, known.gen
 	f.st.DefinitionsKept++
+	r.bindShadow(now, f, b)
 	return b
+}
+
+// bindShadow binds to second definition b the slots of the sources it names that no block
+// binds (those beyond the first definition's k): their losses are b's to ask for, in its
+// requests, not in the PSN-range form, whose answers b could not solve with. A block made later
+// over such a slot takes it (placeBlock): a second definition never stands in a block's way.
+func (r *Receiver) bindShadow(now time.Duration, f *rflow, b *rblock) {
+	for j := 0; j < b.k; j++ {
+		if !b.present.Has(j) {
+			continue
+		}
+		s := f.bslot(b, j)
+		if s == nil || s.gen != 0 && f.blockOf(s) != nil {
+			continue
+		}
+		if p := b.start.Add(j); s.st == slotEmpty && f.started && !p.After(f.high) {
+			f.missAt(s, now)
+		}
+		if s.st == slotMissing {
+			f.expect(s) // the Present Bitmap confirms a source (E42)
+		}
+		s.blk, s.gen = b.idx, b.gen
+	}
 }
 
 // restorable reports whether a position m's Present Bitmap names has no source held or
@@ -143,6 +167,35 @@ func (r *Receiver) condemn(now time.Duration, f *rflow, b *rblock) bool {
 	if !t.ended && t.decoding {
 		r.tryDecode(now, f, t)
 	}
+	return true
+}
+
+// yields reports whether b's requests wait: another definition of its block stands (not
+// condemned) whose solves failed less often than b's. Both asking, the CSF would answer the
+// first to come (one answer per block per SRTT, C8), over positions the other cannot solve with.
+func (f *rflow) yields(b *rblock) bool {
+	t := f.twinOf(b)
+	return t != nil && !t.ended && !t.condemned && b.failed > t.failed
+}
+
+// adopt makes the request t, the other definition of b's block, has out in this round b's own,
+// when the CSF would answer it as b's: the same k, Config ID and unknown sources. No message
+// goes: a second request for the same would cost the CSF's repair budget a second answer (C8
+// answers each Request ID). false: b must ask.
+func (r *Receiver) adopt(now time.Duration, f *rflow, b, t *rblock, fallback bool) bool {
+	if t.ended || t.condemned || !t.decoding || !t.haveDue || t.reqAt+f.retry() <= now || t.reqID == 0 ||
+		t.k != b.k || t.cfg.ID != b.cfg.ID || t.fellBack != fallback || t.dec.Status().Unknown != b.dec.Status().Unknown {
+		return false
+	}
+	if fallback {
+		b.fellBack = true
+	} else {
+		b.rounds++
+	}
+	b.reqID, b.reqAt = t.reqID, t.reqAt
+	b.newSession(t.reqID)
+	b.due, b.haveDue = t.due, true
+	f.schedule(b)
 	return true
 }
 

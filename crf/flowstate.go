@@ -102,6 +102,7 @@ type rblock struct {
 	confirmed bool
 	condemned bool
 	defs      uint8
+	waited    bool // its round ended on a failed solve, and it waited an allowance before asking
 }
 
 // rflow is the CRF's state of one flow.

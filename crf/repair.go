@@ -346,7 +346,7 @@ func (r *Receiver) placeBlock(f *rflow, m *wire.Repair, shadow bool) (v0 uint32,
 			return v0, flat, false
 		case l == locTracked && !shadow:
 			if s := &f.win[v&f.mask]; s.is(p, v) {
-				if ob := f.blockOf(s); ob != nil && !ob.ended {
+				if ob := f.blockOf(s); ob != nil && !ob.ended && !ob.shadow {
 					f.st.RepairOverlap++
 					return v0, flat, false
 				}
@@ -796,6 +796,16 @@ func (r *Receiver) abandon(f *rflow, b *rblock, evicted bool) {
 // incomplete handles a block whose round ended unsolved: the next coded request, the FALLBACK
 // request after two coded rounds (C9 a), or abandonment after that (C9 b).
 func (r *Receiver) incomplete(now time.Duration, f *rflow, b *rblock) {
+	if b.failed > 0 && !b.waited && !b.haveDue {
+		// Its round ended on a solve that failed the ICRC check: the REPAIR that made it may
+		// be a forger's, ahead of the CSF's own (another version, or another definition of the
+		// block). Those come right after it: the block asks a reorder allowance later, so that
+		// one request serves what they leave unknown (E67).
+		b.waited = true
+		b.due, b.haveDue = now+f.allowance(), true
+		f.schedule(b)
+		return
+	}
 	if b.failed > 0 {
 		// Before asking for more: the suspected symbols too, in sets not tried yet (E56).
 		if !r.retry(now, f, b) || b.ended {
@@ -806,6 +816,13 @@ func (r *Receiver) incomplete(now time.Duration, f *rflow, b *rblock) {
 		b.incomplete = true
 		f.st.BlocksIncomplete++
 		f.iv.IncompleteBlocks++
+	}
+	if f.yields(b) {
+		// Another definition of the block stands with fewer failed solves: it asks, this one
+		// waits for its outcome (E67).
+		b.due, b.haveDue = now+f.retry(), true
+		f.schedule(b)
+		return
 	}
 	switch {
 	case b.fellBack:
@@ -847,6 +864,36 @@ func (r *Receiver) request(now time.Duration, f *rflow, b *rblock, fallback bool
 			return
 		}
 	}
+	t := f.twinOf(b)
+	if t != nil && r.adopt(now, f, b, t, fallback) {
+		return
+	}
+	id := r.nextRequestID(f)
+	m := r.ask(now, f, b, fallback, id)
+	if t != nil && !t.ended && !t.condemned && (t.decoding || r.ensureDecoder(f, t) == nil) {
+		// Two definitions of the block stand: both ask, under one Request ID, the one with
+		// more unknown sources first. The CSF answers the first that matches its block and
+		// takes the other for a copy (C8); the CSF's block is the larger one's whenever the
+		// CSF would take the smaller's (E67).
+		o := r.ask(now, f, t, fallback, id)
+		if o.Lost.Count() > m.Lost.Count() {
+			m, o = o, m
+		}
+		if r.sendRequest(f.from, &m) {
+			f.st.Requests++
+		}
+		if r.sendRequest(f.from, &o) {
+			f.st.Requests++
+		}
+		return
+	}
+	if r.sendRequest(f.from, &m) {
+		f.st.Requests++
+	}
+}
+
+// ask makes block b's REPAIR_REQUEST with Request ID id, and starts the round it opens.
+func (r *Receiver) ask(now time.Duration, f *rflow, b *rblock, fallback bool, id uint16) wire.RepairRequest {
 	st := b.dec.Status()
 	delta := 0
 	if f.est.P() > 0.01 {
@@ -854,7 +901,6 @@ func (r *Receiver) request(now time.Duration, f *rflow, b *rblock, fallback bool
 	}
 	x := st.U
 	ms := min(x, max(0, x-st.Usable+delta))
-	id := r.nextRequestID(f)
 	m := wire.RepairRequest{FlowID: f.id, Fallback: fallback, RequestID: id, ConfigID: b.cfg.ID,
 		Scheme: b.cfg.Scheme, K: uint8(b.k), RepairsHeld: uint8(min(st.Usable, 255)), BlockStartPSN: b.start,
 		SuggestedM: uint8(ms), Lost: st.Unknown}
@@ -868,9 +914,7 @@ func (r *Receiver) request(now time.Duration, f *rflow, b *rblock, fallback bool
 	b.newSession(id)
 	b.due, b.haveDue = now+f.retry(), true
 	f.schedule(b)
-	if r.sendRequest(f.from, &m) {
-		f.st.Requests++
-	}
+	return m
 }
 
 func (r *Receiver) nextRequestID(f *rflow) uint16 {
