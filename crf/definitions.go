@@ -67,7 +67,7 @@ func (r *Receiver) otherDefinition(now time.Duration, f *rflow, known *rblock, m
 	case !restorable(f, m):
 		f.st.RepairLate++ // every source it names is held: nothing to restore whatever the truth
 		return nil
-	case t != nil && !t.condemned, known.defs >= maxDefinitions, !r.roomForDefinition(f):
+	case t != nil && !t.condemned, known.defs >= maxDefinitions, !r.roomForDefinition(f, known):
 		f.st.DefinitionsRefused++
 		return nil
 	}
@@ -124,18 +124,16 @@ func restorable(f *rflow, m *wire.Repair) bool {
 	return false
 }
 
-// roomForDefinition reports whether a second definition can be made without pushing out an
-// open block: a forger's definitions never evict a block (E68).
-func (r *Receiver) roomForDefinition(f *rflow) bool {
+// roomForDefinition reports whether a second definition of known's block can be made without
+// pushing out an open block to stay within Max Open Blocks: a forger's definitions never make
+// room that way (E68). It takes the ring's next entry as any block does; an open block there was
+// made 2 x Max Open Blocks blocks ago, and the next block made would evict it all the same, but
+// never known itself.
+func (r *Receiver) roomForDefinition(f *rflow, known *rblock) bool {
 	if f.live >= f.eff.MaxOpenBlocks {
 		return false
 	}
-	if f.nextBlk < len(f.blocks) {
-		if b := &f.blocks[f.nextBlk]; b.used && !b.ended {
-			return false
-		}
-	}
-	return true
+	return f.nextBlk >= len(f.blocks) || &f.blocks[f.nextBlk] != known
 }
 
 // confirm records that a solve of b verified: its definition is the CSF's, and the other, if
