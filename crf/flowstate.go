@@ -91,6 +91,18 @@ type rblock struct {
 	solves int
 	tried  [maxSolves]uint64
 	stuck  bool
+	// A second definition of the block (definitions.go, E66): twin names the other one's block
+	// (with twinGen; 0: none); shadow says this one binds no window slot (it came second);
+	// confirmed that a solve of it verified, condemned that one failed verification or a source
+	// came where it says none is, while the other stood; defs counts the definitions made for
+	// the block's Block Start PSN.
+	twin      int32
+	twinGen   uint32
+	shadow    bool
+	confirmed bool
+	condemned bool
+	defs      uint8
+	waited    bool // its round ended on a failed solve, and it waited an allowance before asking
 }
 
 // rflow is the CRF's state of one flow.

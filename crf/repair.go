@@ -2,6 +2,7 @@ package crf
 
 import (
 	"cmp"
+	"encoding/binary"
 	"errors"
 	"slices"
 	"time"
@@ -98,7 +99,17 @@ func endedBlock(f *rflow, msg []byte) bool {
 		return false
 	}
 	b := f.blockOf(s)
-	return b != nil && b.ended && b.start == start && b.cfg.ID == msg[8]
+	if b == nil || !b.ended || b.start != start || b.cfg.ID != msg[8] || b.k != int(msg[10]) {
+		return false
+	}
+	// The same definition: the Present Bitmap too (another one is a second definition, E66).
+	for w := range psn.Words(b.k) {
+		o := 20 + 4*w
+		if len(msg) < o+4 || binary.BigEndian.Uint32(msg[o:]) != b.present[w] {
+			return false
+		}
+	}
+	return true
 }
 
 // repairCheck is what checkRepair finds of a parsed REPAIR.
@@ -266,13 +277,12 @@ func (r *Receiver) blockFor(now time.Duration, f *rflow, m *wire.Repair, c *cfgS
 		f.anchor(m.BlockStartPSN.Add(-1), firstPosition) // before the flow's first source (E8)
 	}
 	if known := findBlock(f, m); known != nil {
-		if known.k != int(m.K) || known.present != m.Present || known.cfg.ID != m.ConfigID {
-			f.st.RepairInconsistent++
-			return nil
+		if !sameDefinition(known, m) {
+			return r.otherDefinition(now, f, known, m, c) // two definitions, the evidence decides (E66)
 		}
 		return known
 	}
-	v0, flat, ok := r.placeBlock(f, m)
+	v0, flat, ok := r.placeBlock(f, m, false)
 	if !ok {
 		return nil
 	}
@@ -301,10 +311,11 @@ func findBlock(f *rflow, m *wire.Repair) *rblock {
 }
 
 // placeBlock checks that the window can keep every position of the block m describes and that
-// no live block overlaps it (blocks of a flow never do), counting why not when it cannot
-// (ok false). v0 is the position of its first PSN; flat says there is no hole inside (the
+// no live block overlaps it (blocks of a flow never do; a second definition of a block made
+// already, shadow, overlaps it by nature and binds no slot, E66), counting why not when it
+// cannot (ok false). v0 is the position of its first PSN; flat says there is no hole inside (the
 // positions of the first and the last PSN k - 1 apart), so that position j is at v0 + j.
-func (r *Receiver) placeBlock(f *rflow, m *wire.Repair) (v0 uint32, flat, ok bool) {
+func (r *Receiver) placeBlock(f *rflow, m *wire.Repair, shadow bool) (v0 uint32, flat, ok bool) {
 	k := int(m.K)
 	v0, l0, _ := f.locate(m.BlockStartPSN)
 	vk, lk, _ := f.locate(m.BlockStartPSN.Add(k - 1))
@@ -312,7 +323,7 @@ func (r *Receiver) placeBlock(f *rflow, m *wire.Repair) (v0 uint32, flat, ok boo
 	// Without a hole inside and no live block, only the first and the last position can
 	// refuse the block: the ones between share the first's location, lie within the last's
 	// reach, and no live block can overlap them (the common case: every block so far ended).
-	skip := flat && f.live == 0
+	skip := flat && (f.live == 0 || shadow)
 	for j := 0; j < k; j++ {
 		if skip && j == 1 && k > 2 {
 			j = k - 1
@@ -333,9 +344,9 @@ func (r *Receiver) placeBlock(f *rflow, m *wire.Repair) (v0 uint32, flat, ok boo
 			// the block's repair may restore it all the same.)
 			f.st.RepairUntracked++
 			return v0, flat, false
-		case l == locTracked:
+		case l == locTracked && !shadow:
 			if s := &f.win[v&f.mask]; s.is(p, v) {
-				if ob := f.blockOf(s); ob != nil && !ob.ended {
+				if ob := f.blockOf(s); ob != nil && !ob.ended && !ob.shadow {
 					f.st.RepairOverlap++
 					return v0, flat, false
 				}
@@ -542,6 +553,14 @@ func (r *Receiver) tryDecode(now time.Duration, f *rflow, b *rblock) bool {
 		}
 		return true
 	}
+	if b.shadow && b.failed == 0 {
+		// A second definition binds no slot: sources beyond the first's positions reach its
+		// decoder only from the window (E66).
+		if err := r.refeed(f, b, false); err != nil {
+			r.abandon(f, b, false)
+			return false
+		}
+	}
 	st := b.dec.Status()
 	if st.U == 0 {
 		r.endBlock(f, b)
@@ -588,8 +607,11 @@ func (r *Receiver) tryDecode(now time.Duration, f *rflow, b *rblock) bool {
 		if b.failed > 0 {
 			f.st.BlocksRescued++
 		}
+		r.confirm(f, b) // its definition is the CSF's (E66)
 		r.endBlock(f, b)
 		return true
+	case r.condemn(now, f, b):
+		return true // another definition of the block stands: this one was a forger's (E67)
 	}
 	r.failedSolve(f, b, st.Unknown, st.U)
 	if b.ended {
@@ -727,6 +749,13 @@ func (r *Receiver) abandon(f *rflow, b *rblock, evicted bool) {
 	if b == nil || b.ended {
 		return
 	}
+	if t := f.twinOf(b); t != nil && !t.ended && !t.condemned {
+		// Another definition of the block stands: it may still restore what this one could not
+		// (E67). Nothing is announced.
+		f.st.DefinitionsRetired++
+		r.retire(f, b)
+		return
+	}
 	f.live--
 	b.ended, b.haveDue = true, false
 	if b.failed > 0 {
@@ -767,6 +796,16 @@ func (r *Receiver) abandon(f *rflow, b *rblock, evicted bool) {
 // incomplete handles a block whose round ended unsolved: the next coded request, the FALLBACK
 // request after two coded rounds (C9 a), or abandonment after that (C9 b).
 func (r *Receiver) incomplete(now time.Duration, f *rflow, b *rblock) {
+	if b.failed > 0 && !b.waited && !b.haveDue {
+		// Its round ended on a solve that failed the ICRC check: the REPAIR that made it may
+		// be a forger's, ahead of the CSF's own (another version, or another definition of the
+		// block). Those come right after it: the block asks a reorder allowance later, so that
+		// one request serves what they leave unknown (E67).
+		b.waited = true
+		b.due, b.haveDue = now+f.allowance(), true
+		f.schedule(b)
+		return
+	}
 	if b.failed > 0 {
 		// Before asking for more: the suspected symbols too, in sets not tried yet (E56).
 		if !r.retry(now, f, b) || b.ended {
@@ -777,6 +816,13 @@ func (r *Receiver) incomplete(now time.Duration, f *rflow, b *rblock) {
 		b.incomplete = true
 		f.st.BlocksIncomplete++
 		f.iv.IncompleteBlocks++
+	}
+	if f.yields(b) {
+		// Another definition of the block stands with fewer failed solves: it asks, this one
+		// waits for its outcome (E67).
+		b.due, b.haveDue = now+f.retry(), true
+		f.schedule(b)
+		return
 	}
 	switch {
 	case b.fellBack:
@@ -818,6 +864,36 @@ func (r *Receiver) request(now time.Duration, f *rflow, b *rblock, fallback bool
 			return
 		}
 	}
+	t := f.twinOf(b)
+	if t != nil && r.adopt(now, f, b, t, fallback) {
+		return
+	}
+	id := r.nextRequestID(f)
+	m := r.ask(now, f, b, fallback, id)
+	if t != nil && !t.ended && !t.condemned && (t.decoding || r.ensureDecoder(f, t) == nil) {
+		// Two definitions of the block stand: both ask, under one Request ID, the one with
+		// more unknown sources first. The CSF answers the first that matches its block and
+		// takes the other for a copy (C8); the CSF's block is the larger one's whenever the
+		// CSF would take the smaller's (E67).
+		o := r.ask(now, f, t, fallback, id)
+		if o.Lost.Count() > m.Lost.Count() {
+			m, o = o, m
+		}
+		if r.sendRequest(f.from, &m) {
+			f.st.Requests++
+		}
+		if r.sendRequest(f.from, &o) {
+			f.st.Requests++
+		}
+		return
+	}
+	if r.sendRequest(f.from, &m) {
+		f.st.Requests++
+	}
+}
+
+// ask makes block b's REPAIR_REQUEST with Request ID id, and starts the round it opens.
+func (r *Receiver) ask(now time.Duration, f *rflow, b *rblock, fallback bool, id uint16) wire.RepairRequest {
 	st := b.dec.Status()
 	delta := 0
 	if f.est.P() > 0.01 {
@@ -825,7 +901,6 @@ func (r *Receiver) request(now time.Duration, f *rflow, b *rblock, fallback bool
 	}
 	x := st.U
 	ms := min(x, max(0, x-st.Usable+delta))
-	id := r.nextRequestID(f)
 	m := wire.RepairRequest{FlowID: f.id, Fallback: fallback, RequestID: id, ConfigID: b.cfg.ID,
 		Scheme: b.cfg.Scheme, K: uint8(b.k), RepairsHeld: uint8(min(st.Usable, 255)), BlockStartPSN: b.start,
 		SuggestedM: uint8(ms), Lost: st.Unknown}
@@ -839,9 +914,7 @@ func (r *Receiver) request(now time.Duration, f *rflow, b *rblock, fallback bool
 	b.newSession(id)
 	b.due, b.haveDue = now+f.retry(), true
 	f.schedule(b)
-	if r.sendRequest(f.from, &m) {
-		f.st.Requests++
-	}
+	return m
 }
 
 func (r *Receiver) nextRequestID(f *rflow) uint16 {

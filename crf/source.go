@@ -170,8 +170,8 @@ func (r *Receiver) observe(now time.Duration, f *rflow, p psn.PSN, n int, payloa
 	// this one must be in the hold's count by then (E50).
 	v := r.deliverReceived(f, s, p, payload)
 	if s.gen != 0 {
-		if b := f.blockOf(s); b != nil && !b.ended {
-			r.sourceIntoBlock(now, f, b, p, payload)
+		if b := f.blockOf(s); b != nil {
+			r.sourceIntoBlocks(now, f, b, p, payload)
 		}
 	}
 	if len(f.aside) > 0 {
@@ -265,6 +265,13 @@ func (r *Receiver) lateSource(now time.Duration, f *rflow, s *slot, payload []by
 		}
 		f.receive(ce) // reordered or delayed, or passed before the flow's first source
 	case slotAbsent:
+		if f.claimed(s) {
+			// One definition of its block said no packet takes it, another says a source
+			// does: it is kept, and it condemns the first (E66).
+			f.expect(s)
+			f.receive(ce)
+			return false, true
+		}
 		// The Present Bitmap, an INFO or a READ said no packet takes this PSN.
 		f.st.SourceAtAbsent++
 		return false, false

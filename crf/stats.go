@@ -49,6 +49,19 @@ type FlowStats struct {
 	// flow ended.
 	RepairAside, RepairAsideTaken, RepairAsideUnneeded, RepairAsideExpired, RepairAsideDropped uint64
 
+	// Of the REPAIRs that define a block another way than one made already (another k, Present
+	// Bitmap or Config ID for the same Block Start PSN, E66): DefinitionConflicts counts them;
+	// DefinitionsKept the second definitions kept beside the first; DefinitionsRefused those
+	// not kept (a third while two stand, or no room among the open blocks); DefinitionsConfirmed
+	// definitions whose solve verified while another stood; DefinitionsCondemned those whose
+	// solve failed the ICRC check while the other stood; DefinitionsContradicted those a source
+	// arrived against (at a position they say no packet takes); DefinitionsRetired those ended
+	// without a word because the other was confirmed, or their rounds ran out while the other
+	// stood. RepairInconsistent counts REPAIRs against a confirmed definition, and other
+	// versions of a definition condemned.
+	DefinitionConflicts, DefinitionsKept, DefinitionsRefused, DefinitionsConfirmed uint64
+	DefinitionsCondemned, DefinitionsContradicted, DefinitionsRetired              uint64
+
 	BlocksCreated, BlocksComplete, BlocksDecoded, BlocksIncomplete, BlocksEvicted uint64
 	BlocksFallback, BlocksAbandoned, BlocksFullyReceived                          uint64
 
