@@ -132,6 +132,16 @@ type Sender struct {
 	// break (lowering: one is pending); m falls only after lowerHold of that (P12).
 	lowerSince time.Duration
 	lowering   bool
+	// lowerTop is the highest m the draft's rule wanted since lowerSince, lowerLost and
+	// lowerExpected the transmission loss of the intervals since: how far it falls (P15).
+	lowerTop                 int
+	lowerLost, lowerExpected uint64
+	// deferSince is when the policy's proposal began to wait for the blocks of older
+	// configurations (deferring: it waits, E80).
+	deferSince time.Duration
+	deferring  bool
+	// ivLost and ivExpected are the latest interval's transmission loss (P15).
+	ivLost, ivExpected uint32
 	// evidence is the latest intervals' transmission loss: the cost rule raises m only as far
 	// as the rate they show with confidence calls for (P12).
 	evidence  policy.LossEvidence
