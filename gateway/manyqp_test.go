@@ -333,7 +333,7 @@ func TestRelayManyQPs(t *testing.T) {
 	if s := os.Getenv("CREM_MANYQP_SEED"); s != "" {
 		seed, _ = strconv.ParseUint(s, 10, 64)
 	}
-	t.Logf("seed %d (CREM_MANYQP_SEED replays it)", seed)
+	t.Logf("seed %d (CREM_MANYQP_SEED replays it; CREM_MANYQP_RULE=draft or cost sets policy.rule)", seed)
 	const (
 		nQP     = 8
 		mtu     = 4096
@@ -343,7 +343,7 @@ func TestRelayManyQPs(t *testing.T) {
 		rate    = 3e9 // the path; the QPs share it
 	)
 	rng := rand.New(rand.NewPCG(seed, 0xc9))
-	p := newRelayPair(t, relaySetup{seed: seed, loss: "0.01", rate: rate, rtt: rtt, mtu: mtu, shards: 1, maxOpenBlocks: 256})
+	p := newRelayPair(t, relaySetup{seed: seed, loss: "0.01", rate: rate, rtt: rtt, mtu: mtu, shards: 1, maxOpenBlocks: 256, rule: policy.Rule(os.Getenv("CREM_MANYQP_RULE"))})
 	addrA, addrB, hostA, hostB, path, gws := p.addrA, p.addrB, p.hostA, p.hostB, p.path, p.gws
 	var err error
 	path.run()
