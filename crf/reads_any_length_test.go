@@ -583,11 +583,13 @@ func TestConfigEffectivePSNContract3(t *testing.T) {
 	}
 }
 
-// TestConfigSlotsBound: at most four configurations are held (maxConfigs); while every
-// one may still have a repairable block a fifth gets PARAM_ACK status 3 (counted; a copy of it
-// gets the same answer, E51; the CSF offers the choice again later under a new Config ID,
-// contract 4), and once the older ones' PSNs are behind the window that is accepted, the older
-// ones released.
+// TestConfigSlotsBound: at most four configurations are held (maxConfigs). A fifth proposed
+// while all four may still have a repairable block is accepted, the configurations older than
+// the newest held before it retired to make room (E81: the CSF proposes only once it holds no
+// block of them, E80; counted), and a REPAIR of a retired one is dropped, counted. One that
+// cannot make room, its Config ID older than every one held, gets PARAM_ACK status 3 (counted;
+// a copy of it gets the same answer, E51). Once the older configurations' PSNs are behind the
+// window they are released as before (E44).
 func TestConfigSlotsBound(t *testing.T) {
 	r := newReceiver(t, Settings{}, WithLimits(smallLimits()))
 	id := open(t, r, 0, cfg8m1)
@@ -606,24 +608,42 @@ func TestConfigSlotsBound(t *testing.T) {
 		feed(8)
 	}
 	c5 := flow.Config{ID: 5, Scheme: wire.SchemeCauchy, K: 8, M: 2, T: testT}
-	if st := paramUpdate(t, r, 0, id, c5, p); st != wire.StatusResourcesExhausted || r.Stats().ConfigsFull != 1 {
-		t.Fatalf("a fifth configuration while four may be repaired: status %v", st)
+	if st := paramUpdate(t, r, 0, id, c5, p); st != wire.StatusAccepted || r.Stats().ConfigsRetired != 3 || r.Stats().ConfigsFull != 0 {
+		t.Fatalf("a fifth configuration while four may be repaired: status %v, %+v", st, r.Stats())
 	}
-	feed(40) // the window (32 positions) moves past every block of configurations 1 to 3
-	// A copy of the refused update gets the same answer (E51); the CSF offers the choice again
-	// under a new Config ID (contract 4), which is accepted.
-	if st := paramUpdate(t, r, 0, id, c5, p); st != wire.StatusResourcesExhausted {
+	if f1(r, id).config(4) == nil || f1(r, id).config(5) == nil || f1(r, id).config(3) != nil {
+		t.Fatal("configurations 4 and 5 not held, or 3 still held")
+	}
+	// A REPAIR of configuration 2, its block still in the window: dropped (unknown configuration).
+	old := mkBlock(0x108, 2, writes(0x108, 8)...)
+	r.Handle(0, testCSF, old.ordinary(t, id, 0, true), false)
+	if st, _ := r.FlowStats(id); st.RepairUnknownConfig != 1 {
+		t.Fatalf("REPAIR of a retired configuration: %+v", st)
+	}
+	feed(8)
+	for n := 6; n <= 7; n++ {
+		if st := paramUpdate(t, r, 0, id, flow.Config{ID: uint8(n), Scheme: wire.SchemeCauchy, K: 8, M: 1, T: testT}, p); st != wire.StatusAccepted {
+			t.Fatalf("configuration %d: status %v", n, st)
+		}
+		feed(8)
+	}
+	// Four held (4 to 7): a Config ID older than all of them has nothing to retire.
+	c3 := flow.Config{ID: 3, Scheme: wire.SchemeCauchy, K: 8, M: 2, T: testT}
+	if st := paramUpdate(t, r, 0, id, c3, p); st != wire.StatusResourcesExhausted || r.Stats().ConfigsFull != 1 {
+		t.Fatalf("an older Config ID while four are held: status %v", st)
+	}
+	if st := paramUpdate(t, r, 0, id, c3, p); st != wire.StatusResourcesExhausted {
 		t.Fatalf("a copy of the refused update: status %v", st)
 	}
-	c6 := c5
-	c6.ID = 6
-	if st := paramUpdate(t, r, 0, id, c6, p); st != wire.StatusAccepted || r.Stats().ConfigsReleased != 3 {
-		t.Fatalf("offered again: status %v, %d released", st, r.Stats().ConfigsReleased)
+	feed(40) // the window (32 positions) moves past every block of configurations 4 and 5 (6 is bounded only by 8, E44)
+	c8 := flow.Config{ID: 8, Scheme: wire.SchemeCauchy, K: 8, M: 2, T: testT}
+	retired := r.Stats().ConfigsRetired
+	if st := paramUpdate(t, r, 0, id, c8, p); st != wire.StatusAccepted || r.Stats().ConfigsReleased != 5 || r.Stats().ConfigsRetired != retired {
+		t.Fatalf("after the window moved: status %v, %d released, %d retired", st, r.Stats().ConfigsReleased, r.Stats().ConfigsRetired)
 	}
-	old := mkBlock(0x100, 1, writes(0x100, 8)...)
 	late := func() uint64 { st, _ := r.FlowStats(id); return st.RepairLate }()
-	r.Handle(0, testCSF, old.ordinary(t, id, 0, true), false)
-	if st, _ := r.FlowStats(id); st.RepairUnknownConfig != 0 || st.RepairLate != late+1 {
+	r.Handle(0, testCSF, mkBlock(0x100, 1, writes(0x100, 8)...).ordinary(t, id, 0, true), false)
+	if st, _ := r.FlowStats(id); st.RepairLate != late+1 {
 		t.Fatalf("REPAIR of a released configuration (its block behind the window): %+v", st)
 	}
 }

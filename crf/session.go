@@ -198,15 +198,52 @@ func (r *Receiver) configStatus(f *rflow, cfg flow.Config) wire.Status {
 // holdConfig takes an accepted new configuration into a free slot, from Effective PSN eff;
 // without one it is refused.
 func (r *Receiver) holdConfig(f *rflow, cfg flow.Config, eff psn.PSN) wire.Status {
-	for i := range f.cfgs {
-		if c := &f.cfgs[i]; !c.valid || c.released {
-			*c = cfgSlot{valid: true, cfg: cfg, eff: eff, first: f.configs == 0}
-			f.configs++
-			return wire.StatusAccepted
+	for range 2 {
+		for i := range f.cfgs {
+			if c := &f.cfgs[i]; !c.valid || c.released {
+				*c = cfgSlot{valid: true, cfg: cfg, eff: eff, first: f.configs == 0}
+				f.configs++
+				return wire.StatusAccepted
+			}
+		}
+		if !r.retireBefore(f, cfg.ID) {
+			break
 		}
 	}
 	r.st.ConfigsFull++
 	return wire.StatusResourcesExhausted // every slot holds a configuration still repairable
+}
+
+// retireBefore releases, when every slot is held and configuration id is proposed, the
+// configurations older than the newest one held before id: the CSF proposes only once it holds
+// no block of any of them (E80), so none of them will have a REPAIR sent again (E81). It
+// reports whether it released any.
+func (r *Receiver) retireBefore(f *rflow, id uint8) bool {
+	var prev *cfgSlot
+	for i := range f.cfgs {
+		if c := &f.cfgs[i]; c.valid && !c.released && older(c.cfg.ID, id) && (prev == nil || older(prev.cfg.ID, c.cfg.ID)) {
+			prev = c
+		}
+	}
+	if prev == nil {
+		return false
+	}
+	freed := false
+	for i := range f.cfgs {
+		c := &f.cfgs[i]
+		if !c.valid || c.released || !older(c.cfg.ID, prev.cfg.ID) {
+			continue
+		}
+		for j := range f.blocks {
+			if b := &f.blocks[j]; b.used && !b.ended && b.cfg.ID == c.cfg.ID {
+				r.abandon(f, b, true)
+			}
+		}
+		c.released, freed = true, true
+		r.st.ConfigsReleased++
+		r.st.ConfigsRetired++
+	}
+	return freed
 }
 
 // evidence learns from a block of configuration id starting at start that every older

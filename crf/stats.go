@@ -108,6 +108,7 @@ type Stats struct {
 	HandshakesClosed, HandshakesRefused                                  uint64
 	ParamUpdates, ParamAccepted, ParamRejected, ConfigsReleased          uint64
 	ConfigsFull                                                          uint64 // PARAM_UPDATEs refused (status 3): every configuration slot still repairable (E44)
+	ConfigsRetired                                                       uint64 // configurations released to make room: older than the CSF's in force (E81; also in ConfigsReleased)
 	CloseSent, CloseReceived                                             uint64
 	CloseSentByReason, CloseReceivedByReason                             [6]uint64
 	MessagesIgnored, MessagesMalformed, MessagesWrongSource, UnknownFlow uint64

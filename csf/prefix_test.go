@@ -103,7 +103,7 @@ func deadlineScan(s *Sender) (time.Duration, bool) {
 	if s.haveNext {
 		at(max(s.lastSrc, s.lastAgain) + s.o.idle)
 	}
-	if s.haveCfg && s.lastSrc > s.lastHeard {
+	if s.peerMayBeSilent() {
 		at(s.lastHeard + s.silence())
 	}
 	if s.haveRetry && !s.pend.active {

@@ -29,6 +29,7 @@ func TestRefusedParamUpdateLoggedOnceAMinute(t *testing.T) {
 			next = next.Add(1)
 		}
 		drain(s)
+		s.Acknowledge(next.Add(-1)) // the older configuration's blocks go (E80)
 		if c, ok := s.Config(); !ok || c.ID != u.ConfigID {
 			t.Fatalf("configuration %d not in force (%+v)", u.ConfigID, c)
 		}

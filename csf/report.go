@@ -125,7 +125,8 @@ func (s *Sender) onLossReport(now time.Duration, msg []byte) {
 	}
 	used := s.est.Update(iv)
 	if used {
-		s.evidence.Add(uint32(math.Round(s.est.LastSample()*float64(iv.Expected))), iv.Expected)
+		s.ivLost, s.ivExpected = uint32(math.Round(s.est.LastSample()*float64(iv.Expected))), iv.Expected
+		s.evidence.Add(s.ivLost, s.ivExpected)
 	}
 	s.budget.OnRepairCE(now, s.srtt(), m.RepairsCEMarked)
 	interval := time.Duration(m.IntervalUS) * time.Microsecond
@@ -152,8 +153,8 @@ func (s *Sender) onLossReport(now time.Duration, msg []byte) {
 	// The selector's m against the m in force, not only the moment it moves: a choice that was
 	// refused (or could not be sent while another update was outstanding) is offered again
 	// (E28), a refused one once its back-off has passed.
-	if newM == s.cur.M || s.pend.active || s.haveRetry && now < s.retryAt {
-		return
+	if newM == s.cur.M || s.pend.active || s.haveRetry && now < s.retryAt || s.waitOlder(now) {
+		return // E80: a wait for older blocks ends at a later LOSS_REPORT
 	}
 	cfg := s.cur
 	cfg.M = newM
@@ -169,7 +170,21 @@ const msgMemory = time.Second
 // chooseM is the policy's m for the flow's configuration (C6; P5-P9).
 func (s *Sender) chooseM(now time.Duration) int {
 	if s.o.rule != policy.RuleCost {
-		return policy.ChooseM(s.cur.K, s.est.P(), s.o.epsilon, s.o.rho, s.eff.MaxM)
+		// P15: the draft's rule moves m down only after the hold, as the cost rule does (P12).
+		m := policy.ChooseM(s.cur.K, s.est.P(), s.o.epsilon, s.o.rho, s.eff.MaxM)
+		if m > s.cur.M && !s.mOverride {
+			// P15: a raise goes no higher than the rule's m at the loss the evidence shows (P12).
+			m = max(s.cur.M, min(m, policy.ChooseM(s.cur.K, s.evidence.LowerBound(), s.o.epsilon, s.o.rho, s.eff.MaxM)))
+		}
+		m = s.holdFall(now, m)
+		if m < s.cur.M && !s.mOverride {
+			// P15: no lower than the highest m the rule wanted through the hold, nor than its m
+			// at the loss rate the intervals of the hold do not rule out.
+			up := policy.PoissonUpperBound(s.lowerLost, 1-policy.EvidenceConfidence) / float64(max(s.lowerExpected, 1))
+			m = max(s.lowerTop, policy.ChooseM(s.cur.K, min(up, 1), s.o.epsilon, s.o.rho, s.eff.MaxM))
+			m = min(m, s.cur.M)
+		}
+		return m
 	}
 	if s.msg && s.o.msgPolicy == nil && now-s.msgAt < max(msgMemory, 8*s.srtt()) {
 		// Messages of known length: each message's critical blocks get their repair as extra
@@ -197,19 +212,30 @@ func (s *Sender) chooseM(now time.Duration) int {
 		sure.Loss = s.evidence.LowerBound()
 		m = max(s.cur.M, min(m, policy.CostM(s.cur.K, sure)))
 	}
+	return s.holdFall(now, m)
+}
+
+// holdFall returns m, the rule's choice, unless it is below the m in force and the rule has not
+// wanted a lower m at every interval for lowerHold (P12, P15): then the m in force.
+func (s *Sender) holdFall(now time.Duration, m int) int {
 	if m >= s.cur.M || s.mOverride {
 		s.lowering = false
 		return m
 	}
 	if !s.lowering {
-		s.lowering, s.lowerSince = true, now
+		s.lowering, s.lowerSince, s.lowerTop, s.lowerLost, s.lowerExpected = true, now, m, 0, 0
 	}
+	s.lowerTop = max(s.lowerTop, m)
+	s.lowerLost += uint64(s.ivLost)
+	s.lowerExpected += uint64(s.ivExpected)
 	if now-s.lowerSince < lowerHold(s.srtt()) {
 		return s.cur.M
 	}
-	// The fall is certain: the evidence of the loss that raised m is not evidence for the next
-	// raise.
-	s.evidence = policy.LossEvidence{}
+	if s.o.rule == policy.RuleCost {
+		// The fall is certain: the evidence of the loss that raised m is not evidence for the
+		// next raise.
+		s.evidence = policy.LossEvidence{}
+	}
 	return m
 }
 

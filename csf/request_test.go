@@ -306,7 +306,8 @@ func TestCircuitBreakerC11f(t *testing.T) {
 }
 
 // TestPolicyMovesMThroughParamUpdateC6: the binomial choice raises m after two intervals at one
-// percent loss (k = 32: m = 4), through PARAM_UPDATE; intervals classified as congestion (CE
+// percent loss (k = 32: m = 4; intervals of 10,000 sources, enough for the evidence a raise
+// needs, P15), through PARAM_UPDATE; intervals classified as congestion (CE
 // marks) never raise it; CE on REPAIR halves the budget (C11 d).
 func TestPolicyMovesMThroughParamUpdateC6(t *testing.T) {
 	s := newSender(t, WithConfig(wire.SchemeCauchy, 32, 0, 0))
@@ -324,7 +325,7 @@ func TestPolicyMovesMThroughParamUpdateC6(t *testing.T) {
 	before := s2.budget.Fraction()
 	for range 2 {
 		now += 10 * time.Millisecond
-		lossReport(t, s2, now, 1000, 990, 0, 1, 10*time.Millisecond)
+		lossReport(t, s2, now, 10000, 9900, 0, 1, 10*time.Millisecond)
 	}
 	var pu *wire.ParamUpdate
 	for _, m := range drain(s2) {

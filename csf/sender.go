@@ -87,11 +87,13 @@ type Sender struct {
 	// lastHeard is when the bound CRF last answered (HELLO_ACK, PARAM_ACK, LOSS_REPORT,
 	// REPAIR_REQUEST): a CRF that restarted has forgotten the flow and says nothing (E31).
 	lastHeard time.Duration
-	meanGap   time.Duration // between sources, idle spells included
-	burstMean time.Duration // between the packets of a burst (E35)
-	scratch   [][]byte
-	idx       []int
-	symbuf    []byte
+	// srcAfterHeard is when the first source after the CRF's last message went by (E82).
+	srcAfterHeard time.Duration
+	meanGap       time.Duration // between sources, idle spells included
+	burstMean     time.Duration // between the packets of a burst (E35)
+	scratch       [][]byte
+	idx           []int
+	symbuf        []byte
 
 	// mtu is the RDMA MTU: configured, then as the flow's full-sized packets show it (E33).
 	mtu     int
@@ -132,6 +134,16 @@ type Sender struct {
 	// break (lowering: one is pending); m falls only after lowerHold of that (P12).
 	lowerSince time.Duration
 	lowering   bool
+	// lowerTop is the highest m the draft's rule wanted since lowerSince, lowerLost and
+	// lowerExpected the transmission loss of the intervals since: how far it falls (P15).
+	lowerTop                 int
+	lowerLost, lowerExpected uint64
+	// deferSince is when the policy's proposal began to wait for the blocks of older
+	// configurations (deferring: it waits, E80).
+	deferSince time.Duration
+	deferring  bool
+	// ivLost and ivExpected are the latest interval's transmission loss (P15).
+	ivLost, ivExpected uint32
 	// evidence is the latest intervals' transmission loss: the cost rule raises m only as far
 	// as the rate they show with confidence calls for (P12).
 	evidence  policy.LossEvidence
@@ -292,7 +304,7 @@ func (s *Sender) NextDeadline() (time.Duration, bool) {
 		if s.haveNext {
 			at(max(s.lastSrc, s.lastAgain) + s.o.idle)
 		}
-		if s.haveCfg && s.lastSrc > s.lastHeard {
+		if s.peerMayBeSilent() {
 			at(s.lastHeard + s.silence())
 		}
 		if s.open >= 0 {
@@ -321,7 +333,7 @@ func (s *Sender) Tick(now time.Duration) {
 			s.Close(now, wire.ReasonIdle)
 			return
 		}
-		if s.haveCfg && s.lastSrc > s.lastHeard && now >= s.lastHeard+s.silence() {
+		if s.peerMayBeSilent() && now >= s.lastHeard+s.silence() {
 			// Sources went by and the CRF has said nothing for so long: it no longer knows the
 			// flow (a restart). A new session (HELLO) protects it again (E31).
 			s.stats.PeerSilent++
@@ -351,6 +363,18 @@ func (s *Sender) Tick(now time.Duration) {
 // silence is how long the CRF may say nothing while sources flow before the session is taken
 // for lost (E31): the configured time, at least 32 SRTT (LOSS_REPORT comes once per SRTT).
 func (s *Sender) silence() time.Duration { return max(s.o.silence, 32*s.srtt()) }
+
+// peerMayBeSilent reports whether the CRF's silence can mean it forgot the flow (E31): a
+// configuration is in force and sources went by for silentSpan after its last message (from
+// the first to the latest), so that it had several LOSS_REPORTs to send about them. A flow that went quiet just after the CRF last
+// spoke had one report at most to come, and losing it is no sign of a restart (E82).
+func (s *Sender) peerMayBeSilent() bool {
+	return s.haveCfg && s.lastSrc > s.lastHeard && s.srcAfterHeard > s.lastHeard && s.lastSrc-s.srcAfterHeard >= silentSpan(s.srtt())
+}
+
+// silentSpan is how long sources must go by after the CRF's last message before its silence
+// counts (E82): four SRTT, four LOSS_REPORT intervals, at least 4 ms.
+func silentSpan(srtt time.Duration) time.Duration { return max(4*srtt, 4*time.Millisecond) }
 
 // burstGap is RULINGS C5's gap: max(floor, 4 x the mean packet gap).
 func (s *Sender) burstGap() time.Duration { return max(s.o.burstGapMin, 4*s.burstMean) }

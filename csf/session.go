@@ -347,6 +347,12 @@ func (s *Sender) retryRefused(now time.Duration) {
 	if cfg.Scheme == s.cur.Scheme && cfg.K == s.cur.K && cfg.M == s.cur.M && cfg.T == s.cur.T {
 		return
 	}
+	if s.waitOlder(now) {
+		// E80: not while a block of a configuration before the one in force is held; again an
+		// SRTT later.
+		s.retry, s.haveRetry, s.retryAt = cfg, true, now+s.srtt()
+		return
+	}
 	s.stats.ParamRetried++
 	s.propose(now, cfg)
 }
@@ -388,6 +394,52 @@ func (s *Sender) Reconfigure(now time.Duration, cfg flow.Config) error {
 	s.propose(now, cfg)
 	return nil
 }
+
+// waitOlder reports whether the policy's next proposal waits (E80): the Sender holds a block of
+// a configuration before the one in force, whose REPAIRs the CRF could no longer take once the
+// proposal makes it retire that configuration (E81), and has waited less than olderWait for its
+// acknowledgement. Each wait is counted; a proposal made with such a block still held is counted
+// too.
+func (s *Sender) waitOlder(now time.Duration) bool {
+	if !s.holdsOlderBlocks() {
+		s.deferring = false
+		return false
+	}
+	if !s.deferring {
+		s.deferring, s.deferSince = true, now
+	}
+	if now-s.deferSince >= olderWait(s.srtt()) {
+		s.deferring = false
+		s.stats.ParamOlderBlocksHeld++
+		return false
+	}
+	s.stats.ParamDeferred++
+	return true
+}
+
+// olderWait is how long the policy's proposal waits for the blocks of older configurations to
+// be acknowledged (E80): two SRTT, the acknowledgement of a block that ended as the
+// configuration in force began, with a round trip to spare.
+func olderWait(srtt time.Duration) time.Duration { return max(2*srtt, time.Millisecond) }
+
+// holdsOlderBlocks reports whether the Sender holds a block of a configuration older than the
+// one in force: one it could still send a REPAIR of (E80). Blocks open in PSN order and
+// configurations apply in order, so the oldest block held tells.
+func (s *Sender) holdsOlderBlocks() bool {
+	if !s.haveCfg {
+		return false
+	}
+	n := uint64(len(s.blocks))
+	for q := max(s.ackSeq, s.seq-min(s.seq, n)); q < s.seq; q++ {
+		if b := &s.blocks[q%n]; b.used {
+			return olderID(b.cfg.ID, s.cur.ID)
+		}
+	}
+	return false
+}
+
+// olderID compares Config IDs in 8-bit serial arithmetic (they count up and wrap, skipping 0).
+func olderID(a, b uint8) bool { d := b - a; return d != 0 && d < 128 }
 
 // Close sends CLOSE with the reason and releases every state of the flow (RULINGS C2).
 func (s *Sender) Close(now time.Duration, reason wire.Reason) {

@@ -154,6 +154,9 @@ func (s *Sender) ObserveSource(now time.Duration, p psn.PSN, n int, payload []by
 	if n > 1 {
 		s.absent.add(p.Add(1), uint32(n-1)) // consumed by a READ request (C13)
 	}
+	if s.lastSrc <= s.lastHeard {
+		s.srcAfterHeard = now // the first source since the CRF last spoke (E82)
+	}
 	s.haveNext, s.next, s.lastSrc = true, p.Add(n), now
 	if s.state != StateEstablished {
 		s.stats.SourcesUnprotected++

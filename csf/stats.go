@@ -11,6 +11,8 @@ type Stats struct {
 	ParamUpdateSent, ParamUpdateRetransmitted, ParamAccepted         uint64
 	ParamRejected, ParamAckIgnored                                   uint64
 	ParamRetried                                                     uint64 // refused choices offered again after the back-off
+	ParamDeferred                                                    uint64 // choices not proposed yet: a block of a configuration before the one in force was held (E80)
+	ParamOlderBlocksHeld                                             uint64 // choices proposed after the wait with such a block still held (E80)
 	ParamEffectiveMoved                                              uint64 // updates sent again because their Effective PSN passed first
 	ConfigsApplied                                                   uint64
 	CloseSent, CloseReceived                                         uint64

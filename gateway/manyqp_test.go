@@ -17,6 +17,7 @@ import (
 	"github.com/crem-project/crem/gateway"
 	"github.com/crem-project/crem/internal/testenv"
 	"github.com/crem-project/crem/netem"
+	"github.com/crem-project/crem/policy"
 	"github.com/crem-project/crem/psn"
 	"github.com/crem-project/crem/rc"
 	"github.com/crem-project/crem/rc/udp"
@@ -105,6 +106,7 @@ type relaySetup struct {
 	bufferTrim    time.Duration // 0: the gateway's default
 	reporters     []netip.Addr  // the gateways' configured path reporters
 	adapt         *bool         // nil: the default (the RECOMMENDED policy on)
+	rule          policy.Rule   // "": the gateway's default
 }
 
 // relayPair is two gateways in relay mode on loopback: A (127.0.0.1) in front of hostA, B
@@ -160,7 +162,7 @@ func newRelayPair(t *testing.T, s relaySetup) *relayPair {
 			Relay: gateway.RelayConfig{Target: host.LocalAddr(), PeerData: p.path.addr[i],
 				LocalEndpoint: self, RemoteEndpoint: other},
 			Policy: gateway.PolicyConfig{K: new(32), M: new(4), MTU: new(s.mtu), InitialRTT: gateway.Dur((s.rtt + time.Millisecond)),
-				MaxOpenBlocks: new(s.maxOpenBlocks), BurstGap: gateway.Dur(2 * time.Millisecond), Idle: gateway.Dur(5 * time.Minute), Adapt: s.adapt}}
+				MaxOpenBlocks: new(s.maxOpenBlocks), BurstGap: gateway.Dur(2 * time.Millisecond), Idle: gateway.Dur(5 * time.Minute), Adapt: s.adapt, Rule: s.rule}}
 		g, err := gateway.New(c, gateway.Options{Seed: s.seed*16 + uint64(i) + 1, BufferTrim: s.bufferTrim,
 			Sockets: gateway.Sockets{CREM: socks[i], Relay: bindLoopback(t, self), WAN: bindLoopback(t, self)}})
 		if err != nil {
@@ -331,7 +333,7 @@ func TestRelayManyQPs(t *testing.T) {
 	if s := os.Getenv("CREM_MANYQP_SEED"); s != "" {
 		seed, _ = strconv.ParseUint(s, 10, 64)
 	}
-	t.Logf("seed %d (CREM_MANYQP_SEED replays it)", seed)
+	t.Logf("seed %d (CREM_MANYQP_SEED replays it; CREM_MANYQP_RULE=draft or cost sets policy.rule)", seed)
 	const (
 		nQP     = 8
 		mtu     = 4096
@@ -341,7 +343,7 @@ func TestRelayManyQPs(t *testing.T) {
 		rate    = 3e9 // the path; the QPs share it
 	)
 	rng := rand.New(rand.NewPCG(seed, 0xc9))
-	p := newRelayPair(t, relaySetup{seed: seed, loss: "0.01", rate: rate, rtt: rtt, mtu: mtu, shards: 1, maxOpenBlocks: 256})
+	p := newRelayPair(t, relaySetup{seed: seed, loss: "0.01", rate: rate, rtt: rtt, mtu: mtu, shards: 1, maxOpenBlocks: 256, rule: policy.Rule(os.Getenv("CREM_MANYQP_RULE"))})
 	addrA, addrB, hostA, hostB, path, gws := p.addrA, p.addrB, p.hostA, p.hostB, p.path, p.gws
 	var err error
 	path.run()

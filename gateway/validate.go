@@ -193,8 +193,9 @@ func (c *Config) validatePolicy(n *Config, r *resolved) error {
 	r.limits.MaxT = max(r.limits.MaxT, r.mtu+128)
 	r.adapt, r.competes = *p.Adapt, *p.RepairCompetes
 	// The draft's rule by default, the cost rule on request (P14: under it one flow of the
-	// many-QP relay test is now and then closed idle by its CRF, not yet explained). Flows
-	// delivered in order keep the draft's rule whatever this says (P13).
+	// many-QP relay test was now and then closed idle by its CRF; one cause is ended, E82, and
+	// the default waits for runs on an idle host). Flows delivered in order keep the draft's
+	// rule whatever this says (P13).
 	r.rule = policy.RuleDraft
 	if p.Rule != "" {
 		var err error

@@ -76,6 +76,18 @@ func PoissonLowerBound(x uint64, alpha float64) float64 {
 	return (lo + hi) / 2
 }
 
+// PoissonUpperBound is the lambda at which a Poisson count reaches at most x with probability
+// alpha: the one-sided upper confidence bound of the mean at 1 - alpha. Wilson-Hilferty's
+// closed form of the chi-square quantile (2x + 2 degrees of freedom), within half a percent of
+// the exact bound from x = 0 on (4.61 against -ln 0.01 = 4.605 at 99 percent): what the draft's
+// rule lowers m for (P15).
+func PoissonUpperBound(x uint64, alpha float64) float64 {
+	z := -normalQuantile(alpha)
+	v := float64(x) + 1
+	c := 1 - 1/(9*v) + z/(3*math.Sqrt(v))
+	return v * c * c * c
+}
+
 // exactBoundMax is the largest count whose bound PoissonLowerBound finds from the exact tail.
 const exactBoundMax = 64
 

@@ -97,3 +97,19 @@ func TestPoissonLowerBoundLargeCounts(t *testing.T) {
 		}
 	}
 }
+
+// PoissonUpperBound (P15): the chance of x or fewer at the bound is alpha, within a few percent
+// of alpha from x = 0 (where the exact bound is -ln alpha) to counts in the hundreds.
+func TestPoissonUpperBound(t *testing.T) {
+	for _, alpha := range []float64{0.01, 0.05} {
+		for _, x := range []uint64{0, 1, 2, 5, 10, 50, 200} {
+			ub := PoissonUpperBound(x, alpha)
+			if head := 1 - poissonAtLeast(x+1, ub); math.Abs(head-alpha) > 0.05*alpha {
+				t.Errorf("x %d, alpha %g: bound %g, P[<= x] there %g", x, alpha, ub, head)
+			}
+		}
+	}
+	if ub := PoissonUpperBound(0, 0.01); math.Abs(ub+math.Log(0.01)) > 0.01 {
+		t.Errorf("no loss: %g, want -ln 0.01", ub)
+	}
+}
