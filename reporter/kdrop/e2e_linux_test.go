@@ -542,13 +542,20 @@ func BenchmarkProgramPerCall(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
+		k0, _ := src.Counters()
+		start := time.Now()
 		b.ResetTimer()
 		for i := 0; i < b.N; i++ {
 			c.WriteToUDPAddrPort(pkt, to)
 		}
 		b.StopTimer()
+		elapsed := time.Since(start)
 		time.Sleep(20 * time.Millisecond) // the queue's last drops
 		after, _ := src.Program().Stats()
+		k1, _ := src.Counters()
+		// The drop rate the program and the reader took, and the events the ring refused.
+		b.ReportMetric(float64(k1.Events-k0.Events)/elapsed.Seconds(), "events/s")
+		b.ReportMetric(float64(k1.EventsLost-k0.EventsLost), "events-lost")
 		calls := after.RunCount - before.RunCount
 		if calls > 0 {
 			b.ReportMetric(float64(after.Runtime-before.Runtime)/float64(calls), "ns/call")
