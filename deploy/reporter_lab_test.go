@@ -69,7 +69,7 @@ var reporterRecovery = regexp.MustCompile(`(?m)^RECOVERY: beyond_m blocks withou
 // reporter's: a median of the histogram is known to its bucket, about 9 percent (2 to 4 ms
 // around 25 to 45 ms), and 0.15 RTT is 3 ms at 20 ms, beyond the buckets of both medians; the
 // ideal for a router in the middle of the path is 0.5 RTT (the simulator's 0.44 to 0.49), and
-// the runs recorded in docs/performance.md saved 0.3 to 0.6.
+// the runs recorded in docs/performance.md saved 0.37 and 0.51.
 const reporterSavingMargin = 0.15
 
 // TestReporterSavesRecoveryRTT runs scripts/reporter-rtt.sh: a relay-mode gateway pair across a

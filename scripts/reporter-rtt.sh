@@ -39,8 +39,10 @@
 # Environment: CREM (default: built from this tree), PREFIX (namespace names, crem-rtt), PAIRS
 # (3), SIZE (1MiB), ITERS (8), RATE (110Mbit), MTU (1024), QUEUE (the router's tbf, "rate
 # 100mbit burst 8k limit 32k"), QUEUE_FOR (data or all), K and M (32, 2; fixed, not adapted),
-# REORDER (the RDMA sender's reorder window, 3 x RTT: the transport leaves recovery to CREM),
-# KEEP (a directory for the logs and every transfer's metrics, else a temporary one). Needs
+# REORDER (the RDMA sender's reorder window, 20 x RTT: the transport leaves recovery to CREM;
+# its own retransmissions add load to a full queue and drops with it, noise in either half),
+# REPAIR_FRACTION (the gateways' repair budget, 4: the default 0.5 refuses repair of either
+# half), KEEP (a directory for the logs and every transfer's metrics, else a temporary one). Needs
 # root, ip and tc (iproute2), a kernel with BTF.
 # Exit status 0 PASS, 1 FAIL, 2 when something could not start.
 set -u
@@ -74,7 +76,7 @@ rtt_us=$(awk -v d="$RTT" 'BEGIN {
 	if (m < 0 || n <= 0) { print "bad"; exit } printf "%d", n * m }')
 [ "$rtt_us" != bad ] || die "RTT $RTT: want a duration such as 20ms"
 HALF="$((rtt_us / 2))us"
-REORDER=${REORDER:-$((3 * rtt_us))us}
+REORDER=${REORDER:-$((20 * rtt_us))us}
 
 if [ -n "${KEEP:-}" ]; then
 	DIR=$KEEP
@@ -188,7 +190,7 @@ ordered  = false
 k               = $K
 m               = $M
 adapt           = false
-repair_fraction = ${REPAIR_FRACTION:-1}
+repair_fraction = ${REPAIR_FRACTION:-4}
 initial_rtt     = "$RTT"
 max_open_blocks = 256
 rdma_mtu        = $MTU
