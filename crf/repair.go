@@ -579,6 +579,7 @@ func (r *Receiver) tryDecode(now time.Duration, f *rflow, b *rblock) bool {
 	if b.failed > 0 {
 		f.st.SolveRetries++
 	}
+	gap, gapSeen := firstGap(f, b, st.Unknown, now)
 	got, err := b.dec.Decode()
 	if err != nil {
 		f.st.DecodeErrors++
@@ -608,6 +609,9 @@ func (r *Receiver) tryDecode(now time.Duration, f *rflow, b *rblock) bool {
 			f.st.BlocksRescued++
 		}
 		r.confirm(f, b) // its definition is the CSF's (E66)
+		if gapSeen {
+			r.recovered(b, st.U, gap)
+		}
 		r.endBlock(f, b)
 		return true
 	case r.condemn(now, f, b):
@@ -618,6 +622,35 @@ func (r *Receiver) tryDecode(now time.Duration, f *rflow, b *rblock) bool {
 		return false
 	}
 	return r.tryDecode(now, f, b)
+}
+
+// firstGap returns how long ago the CRF saw the first gap among the positions unknown of block
+// b (the earliest of their slots' times missing), false when none of them is missing (PR18).
+func firstGap(f *rflow, b *rblock, unknown psn.Bitmap, now time.Duration) (time.Duration, bool) {
+	nowUS := uint32(now / time.Microsecond)
+	var longest uint32
+	seen := false
+	for j := 0; j < b.k; j++ {
+		if !unknown.Has(j) {
+			continue
+		}
+		if s := f.bslot(b, j); s != nil && s.st == slotMissing {
+			// The slot keeps the time it went missing in microseconds, modulo 2^32 (71 minutes).
+			longest = max(longest, nowUS-uint32(s.n))
+			seen = true
+		}
+	}
+	return time.Duration(longest) * time.Microsecond, seen
+}
+
+// recovered counts block b's recovery: restored by a solve of u unknowns, its first gap seen
+// gap ago (PR18).
+func (r *Receiver) recovered(b *rblock, u int, gap time.Duration) {
+	if u > b.cfg.M {
+		r.st.RecoveryBeyondM.add(gap)
+	} else {
+		r.st.RecoveryWithinM.add(gap)
+	}
 }
 
 // onlyResent reports whether every position of unknown holds a READ response sent again.

@@ -1,6 +1,11 @@
 package crf
 
-import "unsafe"
+import (
+	"math"
+	"slices"
+	"time"
+	"unsafe"
+)
 
 // FlowStats are one flow's counters, one for every outcome.
 type FlowStats struct {
@@ -113,4 +118,97 @@ type Stats struct {
 	CloseSentByReason, CloseReceivedByReason                             [6]uint64
 	MessagesIgnored, MessagesMalformed, MessagesWrongSource, UnknownFlow uint64
 	QueueFull, DeliveriesDropped, EncodeErrors                           uint64
+
+	// The recovery times of the blocks a solve restored (PR18), by how many sources the solve
+	// restored: at most the block's m (RecoveryWithinM: what its ordinary repair is for), or
+	// more (RecoveryBeyondM: the blocks that needed repair beyond the ordinary, which a path
+	// reporter's extra repair brings sooner, C16).
+	RecoveryWithinM, RecoveryBeyondM Recovery
+}
+
+// RecoveryBuckets is how many bounded buckets a Recovery histogram has; one more counts the
+// recoveries beyond the last bound. Bucket i holds the recoveries of at most RecoveryBound(i):
+// 100 us times 2^(i/8), so the bounds are about 9 percent apart, up to about 5.9 s (PR18).
+const RecoveryBuckets = 128
+
+// recoveryBase is the first bucket's bound.
+const recoveryBase = 100 * time.Microsecond
+
+// recoveryBounds are the buckets' bounds in microseconds.
+var recoveryBounds = func() (b [RecoveryBuckets]uint64) {
+	for i := range b {
+		b[i] = uint64(math.Round(float64(recoveryBase/time.Microsecond) * math.Exp2(float64(i)/8)))
+	}
+	return b
+}()
+
+// RecoveryBound returns the upper bound of bucket i (0 <= i < RecoveryBuckets).
+func RecoveryBound(i int) time.Duration {
+	return time.Duration(recoveryBounds[i]) * time.Microsecond
+}
+
+// Recovery is a histogram of blocks' recovery times (PR18): the time from the first gap the
+// CRF saw among the sources a solve restored to that solve. Its size is fixed.
+type Recovery struct {
+	// Buckets[i] counts the recoveries of at most RecoveryBound(i) and more than the bound
+	// before (not cumulative); Buckets[RecoveryBuckets] those beyond the last bound.
+	Buckets [RecoveryBuckets + 1]uint64
+	// SumMicros is the sum of the recoveries in microseconds.
+	SumMicros uint64
+}
+
+// add counts one recovery of d.
+func (h *Recovery) add(d time.Duration) {
+	us := uint64(max(d, 0) / time.Microsecond)
+	i, _ := slices.BinarySearch(recoveryBounds[:], us)
+	h.Buckets[i]++
+	h.SumMicros += us
+}
+
+// Count returns how many recoveries h counts.
+func (h *Recovery) Count() uint64 {
+	var n uint64
+	for _, c := range h.Buckets {
+		n += c
+	}
+	return n
+}
+
+// Minus returns the recoveries counted in h and not in before (an earlier reading of the same
+// counters).
+func (h Recovery) Minus(before Recovery) Recovery {
+	for i := range h.Buckets {
+		h.Buckets[i] -= before.Buckets[i]
+	}
+	h.SumMicros -= before.SumMicros
+	return h
+}
+
+// Quantile returns the q-quantile (0 < q <= 1) of the recoveries, interpolated linearly
+// within its bucket (the first bucket from 0; beyond the last bound, that bound); false when
+// h counts none.
+func (h *Recovery) Quantile(q float64) (time.Duration, bool) {
+	n := h.Count()
+	if n == 0 {
+		return 0, false
+	}
+	rank := q * float64(n)
+	var below uint64
+	for i, c := range h.Buckets {
+		if c == 0 || float64(below+c) < rank {
+			below += c
+			continue
+		}
+		if i == RecoveryBuckets {
+			return RecoveryBound(RecoveryBuckets - 1), true
+		}
+		lo := 0.0
+		if i > 0 {
+			lo = float64(recoveryBounds[i-1])
+		}
+		hi := float64(recoveryBounds[i])
+		frac := (rank - float64(below)) / float64(c)
+		return time.Duration((lo + frac*(hi-lo)) * float64(time.Microsecond)), true
+	}
+	return RecoveryBound(RecoveryBuckets - 1), true
 }

@@ -275,6 +275,39 @@ type collector struct {
 	csfFlow                                                              []flowCounter[csfRow]
 	crfFlow                                                              []flowCounter[crfRow]
 	csfState, csfRate, csfK, csfM, csfLoss, csfSRTT, csfBreaker, crfRate *prometheus.Desc
+	// recovery is crem_crf_block_recovery_seconds, one histogram per class (PR18).
+	recovery *prometheus.Desc
+}
+
+// recoveryClasses are the CRF's block recovery histograms by their class label (PR18).
+var recoveryClasses = []struct {
+	field, class string
+	of           func(*crf.Stats) *crf.Recovery
+}{
+	{"RecoveryWithinM", "within_m", func(s *crf.Stats) *crf.Recovery { return &s.RecoveryWithinM }},
+	{"RecoveryBeyondM", "beyond_m", func(s *crf.Stats) *crf.Recovery { return &s.RecoveryBeyondM }},
+}
+
+// recoveryField reports whether key names one of the CRF's recovery histograms, which are
+// exported as a histogram, not as counters.
+func recoveryField(key string) bool {
+	for _, c := range recoveryClasses {
+		if key == "crf."+c.field {
+			return true
+		}
+	}
+	return false
+}
+
+// recoveryHistogram is h as a Prometheus histogram: cumulative counts at every bound, in seconds.
+func recoveryHistogram(d *prometheus.Desc, h *crf.Recovery, class string) prometheus.Metric {
+	buckets := make(map[float64]uint64, crf.RecoveryBuckets)
+	var n uint64
+	for i := range crf.RecoveryBuckets {
+		n += h.Buckets[i]
+		buckets[crf.RecoveryBound(i).Seconds()] = n
+	}
+	return prometheus.MustNewConstHistogram(d, h.Count(), float64(h.SumMicros)/1e6, buckets, class)
 }
 
 // Collector returns a Prometheus collector of every counter and gauge of the gateway.
@@ -300,7 +333,7 @@ func newCollector(g *Gateway) *collector {
 	walk = func(engine int, prefix, key string, t reflect.Type, index []int) {
 		for i := range t.NumField() {
 			f := t.Field(i)
-			if !f.IsExported() || engineSums[key+f.Name] {
+			if !f.IsExported() || engineSums[key+f.Name] || recoveryField(key+f.Name) {
 				continue
 			}
 			idx := append(slices.Clone(index), i)
@@ -351,6 +384,9 @@ func newCollector(g *Gateway) *collector {
 		c.gw[k] = gwMetric{family("crem_gateway_"+r.family+"_total", r.help, "reason"), []string{r.reason}}
 	}
 
+	c.recovery = desc("crem_crf_block_recovery_seconds", "time from the first gap the CRF saw in a block to the solve that "+
+		"restored it, by class: within_m (the solve restored at most the block's m sources), beyond_m (more: the block "+
+		"needed repair beyond its ordinary symbols)", "class")
 	c.flows = desc("crem_gateway_flows", "outbound flows with a CSF")
 	c.live = desc("crem_gateway_live_flows", "flows protected now, by half: csf (CSF sessions established), crf (flows the CRFs serve)", "half")
 	c.sessions = desc("crem_gateway_csf_sessions", "CSFs asking for a session (HELLO) or holding one")
@@ -460,6 +496,9 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		if m, ok := c.gw[k]; ok {
 			counter(m.desc, v, m.label...)
 		}
+	}
+	for _, rc := range recoveryClasses {
+		ch <- recoveryHistogram(c.recovery, rc.of(&st.Receiver), rc.class)
 	}
 	ch <- c.build
 	gauge(c.flows, float64(st.Flows))

@@ -401,6 +401,7 @@ func TestEveryCounterHasHelp(t *testing.T) {
 			f := tp.Field(i)
 			k := key + f.Name
 			switch {
+			case recoveryField(k):
 			case f.Type.Kind() == reflect.Struct:
 				walk(key+"flow.", f.Type)
 			case engineSums[k]:
@@ -545,6 +546,44 @@ func TestFlowGaugesFollowBusiestFlows(t *testing.T) {
 		}
 		if fams[name].GetType() != dto.MetricType_GAUGE {
 			t.Errorf("%s: %v", name, fams[name].GetType())
+		}
+	}
+}
+
+// TestBlockRecoveryHistogramPR18: the CRFs' block recovery times are one histogram,
+// crem_crf_block_recovery_seconds, with a series per class (within_m, beyond_m), a bucket per
+// bound of crf.Recovery in seconds, the count and the sum; a recovery counted by a CRF shows in
+// its class's buckets.
+func TestBlockRecoveryHistogramPR18(t *testing.T) {
+	var st crf.Stats
+	st.RecoveryBeyondM.Buckets[90] = 3 // 3 recoveries of about 0.2 s
+	st.RecoveryBeyondM.SumMicros = 600000
+	d := prometheus.NewDesc("crem_crf_block_recovery_seconds", "h", []string{"class"}, nil)
+	var m dto.Metric
+	if err := recoveryHistogram(d, &st.RecoveryBeyondM, "beyond_m").Write(&m); err != nil {
+		t.Fatal(err)
+	}
+	h := m.GetHistogram()
+	if h.GetSampleCount() != 3 || h.GetSampleSum() != 0.6 || len(h.GetBucket()) != crf.RecoveryBuckets {
+		t.Fatalf("count %d, sum %v, %d buckets", h.GetSampleCount(), h.GetSampleSum(), len(h.GetBucket()))
+	}
+	for i, b := range h.GetBucket() {
+		want := uint64(0)
+		if i >= 90 {
+			want = 3
+		}
+		if b.GetCumulativeCount() != want || b.GetUpperBound() != crf.RecoveryBound(i).Seconds() {
+			t.Fatalf("bucket %d: le %v count %d, want le %v count %d", i, b.GetUpperBound(), b.GetCumulativeCount(), crf.RecoveryBound(i).Seconds(), want)
+		}
+	}
+	fams := families(t, newTestGateway(t, Options{Seed: 1}, nil))
+	f := fams["crem_crf_block_recovery_seconds"]
+	if f == nil || f.GetType() != dto.MetricType_HISTOGRAM || len(f.GetMetric()) != 2 {
+		t.Fatalf("crem_crf_block_recovery_seconds: %v", f)
+	}
+	for _, m := range f.GetMetric() {
+		if c := m.GetLabel()[0].GetValue(); c != "within_m" && c != "beyond_m" {
+			t.Errorf("class %q", c)
 		}
 	}
 }

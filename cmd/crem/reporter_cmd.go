@@ -105,16 +105,7 @@ func runReporter(args []string, s stdio) int {
 		fmt.Fprintf(s.err, "crem reporter: %v\n", err)
 		return 1
 	}
-	var conn *net.UDPConn
-	err = kdrop.InNetns(cfg.Netns, func() error {
-		la := &net.UDPAddr{}
-		if cfg.Source.IsValid() {
-			la.IP = cfg.Source.AsSlice()
-		}
-		c, err := net.ListenUDP("udp", la)
-		conn = c
-		return err
-	})
+	conn, queues, err := reporterSockets(cfg, log)
 	if err != nil {
 		return bad(fmt.Errorf("the reports' socket: %w", err))
 	}
@@ -136,6 +127,10 @@ func runReporter(args []string, s stdio) int {
 		_, err := conn.WriteToUDPAddrPort(dg.Payload, netip.AddrPortFrom(dg.To.Addr().Unmap(), dg.To.Port()))
 		return err
 	}}
+	if queues != nil {
+		defer queues.Close()
+		d.Queues, d.QueueDevices = queues, ifindexes(devs)
+	}
 	byNum := map[uint32]string{}
 	for name, n := range kernelReasons {
 		byNum[n] = name
@@ -168,6 +163,42 @@ func runReporter(args []string, s stdio) int {
 	log.Info("stopped", "drops", drops, "psns_named", st.PSNs, "unnamed", st.Unnamed, "reports", st.Engine.Reports,
 		"send_errors", st.SendErrors, "ring_events_lost", st.Kernel.EventsLost)
 	return 0
+}
+
+// reporterSockets opens, in the router's namespace, the reports' socket and the reader of the
+// devices' queue disciplines (PR19); a node that cannot read them reports Queue Delay Change 0
+// (queues nil, logged).
+func reporterSockets(cfg kdrop.Resolved, log *slog.Logger) (*net.UDPConn, *kdrop.QueueReader, error) {
+	var conn *net.UDPConn
+	var queues *kdrop.QueueReader
+	err := kdrop.InNetns(cfg.Netns, func() error {
+		if q, err := kdrop.OpenQueueReader(); err == nil {
+			queues = q
+		} else {
+			log.Warn("queue delay not measured", "err", err)
+		}
+		la := &net.UDPAddr{}
+		if cfg.Source.IsValid() {
+			la.IP = cfg.Source.AsSlice()
+		}
+		c, err := net.ListenUDP("udp", la)
+		conn = c
+		return err
+	})
+	if err != nil && queues != nil {
+		queues.Close()
+		queues = nil
+	}
+	return conn, queues, err
+}
+
+// ifindexes are the devices' interface indexes, by engine port.
+func ifindexes(devs []kdrop.Device) []int {
+	out := make([]int, len(devs))
+	for i, d := range devs {
+		out[i] = d.Ifindex
+	}
+	return out
 }
 
 // reporterDevices names the configured devices in the router's namespace: index and the

@@ -28,8 +28,13 @@ type DriverStats struct {
 	PSNs, Unnamed uint64
 	// SendErrors counts reports the socket refused.
 	SendErrors uint64
-	Engine     reporter.Stats
-	Kernel     Counters
+	// QueueReads counts readings of the devices' queue disciplines, QueueReadErrors the
+	// failed ones; QueueDelay is each engine port's queueing delay as last estimated (PR19),
+	// absent while unknown.
+	QueueReads, QueueReadErrors uint64
+	QueueDelay                  map[int]time.Duration
+	Engine                      reporter.Stats
+	Kernel                      Counters
 }
 
 // Driver feeds the drops of a Source to the reporter engine and sends its reports. The engine
@@ -43,6 +48,13 @@ type Driver struct {
 	Send func(reporter.Datagram) error
 	// LostInterval is how often the ring buffer's refusals are read (default 10 ms).
 	LostInterval time.Duration
+	// Queues, when set, reads the devices' root queue disciplines every QueueInterval (default
+	// 1 ms); QueueDevices[i] is the ifindex of engine port i. Each port's queueing delay goes to
+	// the engine (Reporter.QueueDelay), so that reports carry Queue Delay Change (PR19).
+	Queues        *QueueReader
+	QueueDevices  []int
+	QueueInterval time.Duration
+	estimators    []QueueEstimator
 
 	mu    sync.Mutex
 	stats DriverStats
@@ -56,6 +68,10 @@ func (d *Driver) Stats() DriverStats {
 	s.Drops = make(map[DropKey]uint64, len(d.stats.Drops))
 	for k, v := range d.stats.Drops {
 		s.Drops[k] = v
+	}
+	s.QueueDelay = make(map[int]time.Duration, len(d.stats.QueueDelay))
+	for k, v := range d.stats.QueueDelay {
+		s.QueueDelay[k] = v
 	}
 	return s
 }
@@ -81,11 +97,22 @@ func (d *Driver) Run(ctx context.Context) error {
 		d.stats.Drops = map[DropKey]uint64{}
 	}
 	d.mu.Unlock()
+	qevery := d.QueueInterval
+	if qevery <= 0 {
+		qevery = time.Millisecond
+	}
 	buf := make([]psn.PSN, 0, MaxPSNs)
-	nextLost := every
+	nextLost, nextQueue := every, time.Duration(0)
+	if d.Queues == nil {
+		nextQueue = 1<<63 - 1
+	}
 	var runErr error
 	for ctx.Err() == nil {
-		wake := nextLost
+		if t := now(); t >= nextQueue {
+			d.readQueues(t)
+			nextQueue = t + qevery
+		}
+		wake := min(nextLost, nextQueue)
 		if next, ok := d.Eng.NextDeadline(); ok && next < wake {
 			wake = next
 		}
@@ -144,6 +171,35 @@ func (d *Driver) drop(t time.Duration, e Event) {
 		d.stats.Unnamed += uint64(unnamed)
 	}
 	d.mu.Unlock()
+}
+
+// readQueues reads the devices' queue disciplines and tells the engine each port's queueing
+// delay (PR19).
+func (d *Driver) readQueues(t time.Duration) {
+	got, err := d.Queues.Read(d.QueueDevices)
+	if len(d.estimators) != len(d.QueueDevices) {
+		d.estimators = make([]QueueEstimator, len(d.QueueDevices))
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.stats.QueueReads++
+	if err != nil {
+		d.stats.QueueReadErrors++
+		return
+	}
+	if d.stats.QueueDelay == nil {
+		d.stats.QueueDelay = map[int]time.Duration{}
+	}
+	for port, ifi := range d.QueueDevices {
+		s, ok := got[ifi]
+		if !ok {
+			continue
+		}
+		if delay, ok := d.estimators[port].Add(t, s); ok {
+			d.Eng.QueueDelay(t, port, delay)
+			d.stats.QueueDelay[port] = delay
+		}
+	}
 }
 
 func (d *Driver) readLost(t time.Duration) {

@@ -39,8 +39,12 @@ type outcome struct {
 	sent, qdisc          int
 	missing, reported    map[flowID][]psn.PSN
 	lostCount, truncated int
-	stats                kdrop.DriverStats
-	attach               string
+	// qdc are the reports' Queue Delay Changes in microseconds (PR19); maxDelay the longest
+	// queueing delay the driver estimated.
+	qdc      []int32
+	maxDelay time.Duration
+	stats    kdrop.DriverStats
+	attach   string
 }
 
 // runLab sends perFlow datagrams of an IPv4 and an IPv6 flow through the lab's router, with
@@ -99,6 +103,7 @@ func runLab(t *testing.T, m labMode) outcome {
 	var mu sync.Mutex
 	reported := map[flowID][]psn.PSN{}
 	lostCount, truncated := 0, 0
+	var qdc []int32
 	d := &kdrop.Driver{Src: src, Eng: eng, Send: func(dg reporter.Datagram) error {
 		rep, err := wire.ParsePathReport(dg.Payload)
 		if err != nil {
@@ -119,13 +124,36 @@ func runLab(t *testing.T, m labMode) outcome {
 				t.Errorf("hop entry %+v: want node 7, cause congestion", h)
 			}
 			lostCount += int(h.LostCount)
+			qdc = append(qdc, h.QueueDelayChangeUS)
 			id := flowID{fam, rep.FlowLabel}
 			reported[id] = append(reported[id], h.DroppedPSNs...)
 		}
 		return nil
 	}}
+	// The router's queue discipline is read from its namespace (PR19).
+	kdroplab.InNetns(t, l.Router, func() {
+		q, err := kdrop.OpenQueueReader()
+		if err != nil {
+			t.Errorf("queue reader: %v", err)
+			return
+		}
+		d.Queues, d.QueueDevices = q, []int{dev.Ifindex}
+	})
+	if d.Queues == nil {
+		t.FailNow()
+	}
+	defer d.Queues.Close()
 	ctx, cancel := context.WithCancel(context.Background())
 	ran := make(chan error, 1)
+	var maxDelay time.Duration
+	polled := make(chan struct{})
+	go func() {
+		defer close(polled)
+		for ctx.Err() == nil {
+			maxDelay = max(maxDelay, d.Stats().QueueDelay[0])
+			time.Sleep(time.Millisecond)
+		}
+	}()
 	if !m.late {
 		go func() { ran <- d.Run(ctx) }()
 	}
@@ -222,9 +250,10 @@ func runLab(t *testing.T, m labMode) outcome {
 	if err := <-ran; err != nil {
 		t.Fatalf("driver: %v", err)
 	}
+	<-polled
 
 	o := outcome{sent: 2 * perFlow, qdisc: l.Dropped(t), attach: src.Attach(), missing: map[flowID][]psn.PSN{}, reported: map[flowID][]psn.PSN{},
-		lostCount: lostCount, truncated: truncated, stats: d.Stats()}
+		lostCount: lostCount, truncated: truncated, qdc: qdc, maxDelay: maxDelay, stats: d.Stats()}
 	for id := range flows {
 		for i := 0; i < perFlow; i++ {
 			if p := start.Add(i); !received[id][p] {
@@ -248,6 +277,37 @@ func runLab(t *testing.T, m labMode) outcome {
 // of the PATH_REPORTs agree.
 func TestQueueDropsReportedExactlyThroughTbf(t *testing.T) {
 	checkExact(t, runLab(t, labMode{ring: 1 << 20}))
+}
+
+// TestQueueDelayChangeUnderTbfPR19: the driver reads the router's token bucket over rtnetlink
+// while it drops; the queueing delay it estimates is the bucket's queue (24 KiB) over its rate
+// (200 Mbit/s), about 1 ms, and the reports carry Queue Delay Change: the first report of a
+// flow against the least delay the device showed (a queue filling from empty: positive), the
+// later ones against the flow's previous report; none beyond what a full queue holds.
+func TestQueueDelayChangeUnderTbfPR19(t *testing.T) {
+	o := runLab(t, labMode{ring: 1 << 20})
+	full := time.Duration(24 * 1024 * 8 * float64(time.Second) / 200e6) // 983 us
+	st := o.stats
+	delay, ok := st.QueueDelay[0]
+	delay = o.maxDelay
+	pos, maxAbs := 0, int32(0)
+	for _, c := range o.qdc {
+		if c > 0 {
+			pos++
+		}
+		maxAbs = max(maxAbs, c, -c)
+	}
+	t.Logf("queue readings %d (errors %d), longest delay %v (a full queue: %v); %d hop entries, %d with a positive Queue Delay Change, largest |change| %d us",
+		st.QueueReads, st.QueueReadErrors, delay, full, len(o.qdc), pos, maxAbs)
+	if st.QueueReads == 0 || st.QueueReadErrors != 0 || !ok {
+		t.Fatalf("%d readings, %d failed, delay known %v", st.QueueReads, st.QueueReadErrors, ok)
+	}
+	if delay <= 0 || delay > full*3/2 {
+		t.Errorf("longest delay %v: want (0, %v]", delay, full*3/2)
+	}
+	if pos == 0 || time.Duration(maxAbs)*time.Microsecond > full*3/2 {
+		t.Errorf("%d positive changes, largest %d us: want some, none beyond %v", pos, maxAbs, full*3/2)
+	}
 }
 
 // TestTracepointFallbackReportsExactly: the classic tracepoint skb:kfree_skb, where tp_btf is
@@ -482,13 +542,20 @@ func BenchmarkProgramPerCall(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
+		k0, _ := src.Counters()
+		start := time.Now()
 		b.ResetTimer()
 		for i := 0; i < b.N; i++ {
 			c.WriteToUDPAddrPort(pkt, to)
 		}
 		b.StopTimer()
+		elapsed := time.Since(start)
 		time.Sleep(20 * time.Millisecond) // the queue's last drops
 		after, _ := src.Program().Stats()
+		k1, _ := src.Counters()
+		// The drop rate the program and the reader took, and the events the ring refused.
+		b.ReportMetric(float64(k1.Events-k0.Events)/elapsed.Seconds(), "events/s")
+		b.ReportMetric(float64(k1.EventsLost-k0.EventsLost), "events-lost")
 		calls := after.RunCount - before.RunCount
 		if calls > 0 {
 			b.ReportMetric(float64(after.Runtime-before.Runtime)/float64(calls), "ns/call")

@@ -34,3 +34,12 @@ func InNetns(path string, fn func() error) error {
 
 // NetnsCookie returns ErrNotSupported.
 func NetnsCookie() (uint64, error) { return 0, ErrNotSupported }
+
+// QueueReader is not available here: OpenQueueReader returns ErrNotSupported.
+type QueueReader struct{}
+
+// OpenQueueReader returns ErrNotSupported.
+func OpenQueueReader() (*QueueReader, error) { return nil, ErrNotSupported }
+
+func (r *QueueReader) Read([]int) (map[int]QueueStats, error) { return nil, ErrNotSupported }
+func (r *QueueReader) Close() error                           { return nil }
