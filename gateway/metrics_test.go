@@ -447,7 +447,7 @@ func TestLabelsNotNames(t *testing.T) {
 		"crem_gateway_dropped_total":              {"socket", "crem", "local", "tun", "wan"},
 		"crem_gateway_crem_dropped_total":         {"reason", "bad_header", "malformed", "unknown_flow"},
 		"crem_gateway_path_reports_dropped_total": {"reason", "malformed", "unknown_flow"},
-		"crem_csf_path_reports_rejected_total":    {"reason", "implausible", "unknown_method", "unlisted", "wrong_flow"},
+		"crem_csf_path_reports_rejected_total":    {"reason", "implausible", "malformed", "unknown_method", "unlisted", "wrong_flow"},
 		"crem_pairing_unpaired_total":             {"reason", "contradiction", "expired", "replaced", "restart"},
 		"crem_csf_close_sent_by_reason_total":     {"reason", "circuit_breaker", "idle", "normal", "param_unanswered", "protocol_error", "resources_exhausted"},
 		"crem_crf_close_received_by_reason_total": {"reason", "circuit_breaker", "idle", "normal", "param_unanswered", "protocol_error", "resources_exhausted"},
