@@ -12,13 +12,19 @@ import (
 )
 
 // Start sends the first HELLO (draft, Session). Calling it again after CLOSE starts a new
-// session with a new nonce.
+// session with a new nonce. Toward a CRF taken for down (E71) it sends nothing: the flow waits,
+// unprotected, for the Peer's next probe or for the CRF to answer another flow.
 func (s *Sender) Start(now time.Duration) {
 	s.release()
 	// A new session starts with a fresh circuit breaker: one that closed the last session
 	// (CLOSE reason 4) would close this one at its first report (E16).
 	s.tripsPast += s.breaker.Trips()
 	s.breaker = policy.Breaker{}
+	s.probing = false
+	if down, _, epoch := s.o.peer.state(); down {
+		s.state, s.peerEpoch, s.helloDue = StateUnprotected, epoch, now
+		return
+	}
 	s.state = StateHello
 	s.nonce = s.o.rand()
 	if s.hook(Hooks.FixedNonce) {
@@ -26,6 +32,35 @@ func (s *Sender) Start(now time.Duration) {
 	}
 	s.attempts = 0
 	s.sendHello(now)
+}
+
+// tickUnprotected runs the wait for a CRF taken for down (E71): a new session at once when it
+// answered meanwhile, else this Sender's probe when the Peer grants it one.
+func (s *Sender) tickUnprotected(now time.Duration) {
+	down, next, epoch := s.o.peer.state()
+	if !down || epoch != s.peerEpoch {
+		s.Start(now)
+		return
+	}
+	if now < next || !s.o.peer.takeProbe(now, s.o.holdOff) {
+		return
+	}
+	// One HELLO, the last of a series: unanswered, its timeout brings the Sender back here.
+	s.state, s.probing = StateHello, true
+	s.nonce = s.o.rand()
+	if s.hook(Hooks.FixedNonce) {
+		s.nonce = faultNonce
+	}
+	s.attempts = maxAttempts - 1
+	s.stats.HelloProbes++
+	s.sendHello(now)
+}
+
+// sessionLost counts the sources coded since the CRF last spoke as protected by nothing: the
+// session they went with was gone (E72).
+func (s *Sender) sessionLost() {
+	s.stats.UnprotectedSessionLost += s.heardSources
+	s.heardSources = 0
 }
 
 func (s *Sender) sendHello(now time.Duration) {
@@ -51,12 +86,20 @@ func (s *Sender) helloTimeout(now time.Duration) {
 		s.sendHello(now)
 		return
 	}
-	// C3: not fatal; the flow goes unprotected and HELLO is tried again after a hold-off.
-	s.stats.Unprotected++
+	// C3: not fatal; the flow goes unprotected and the CRF is probed once per hold-off, by
+	// one flow of all those toward it (E71).
+	probe := s.probing
+	s.probing = false
+	s.o.peer.markDown(now, s.o.holdOff)
+	_, _, s.peerEpoch = s.o.peer.state()
 	s.state = StateUnprotected
-	s.helloDue = now + s.o.holdOff
+	s.helloDue = now
+	if probe {
+		return // a probe unanswered: the episode goes on
+	}
+	s.stats.Unprotected++
 	if s.o.log != nil {
-		s.o.log.Warn("crem: no HELLO_ACK after eight attempts; flow unprotected until the hold-off ends",
+		s.o.log.Warn("crem: no HELLO_ACK after eight attempts; flow unprotected, the CRF probed once per hold-off",
 			"crf", s.o.crf, "qp", s.o.desc.DestQP, "holdoff", s.o.holdOff)
 	}
 }
@@ -115,6 +158,9 @@ func (s *Sender) Handle(now time.Duration, from netip.AddrPort, msg []byte) {
 		}
 	}
 	s.lastHeard = max(s.lastHeard, now)
+	unheard := s.heardSources
+	s.heardSources = 0
+	s.o.peer.markUp()
 	switch h.Type {
 	case wire.TypeParamAck:
 		s.onParamAck(now, msg)
@@ -130,6 +176,12 @@ func (s *Sender) Handle(now time.Duration, from netip.AddrPort, msg []byte) {
 		}
 		s.stats.CloseReceived++
 		s.stats.CloseReceivedByReason[min(int(m.Reason), 5)]++
+		if m.Reason == wire.ReasonProtocolError {
+			// A CRF answers REPAIR or PARAM_UPDATE for a Flow ID it does not know with this
+			// (a restart forgot the session, E70): what went since it last spoke went unguarded.
+			s.heardSources = unheard
+			s.sessionLost()
+		}
 		s.release()
 		s.state = StateClosed
 	default:
@@ -155,6 +207,8 @@ func (s *Sender) onHelloAck(now time.Duration, from netip.AddrPort, msg []byte) 
 		return
 	}
 	s.stats.HelloAckAccepted++
+	s.o.peer.markUp()
+	s.probing = false
 	s.haveRetry, s.refusals = false, 0
 	if s.attempts == 1 { // Karn: no sample from a retransmitted HELLO
 		s.rtt.Sample(now - s.attemptAt)
@@ -408,4 +462,5 @@ func (s *Sender) release() {
 	s.flowID, s.bound = 0, netip.AddrPort{}
 	s.mOverride = false
 	s.haveAcked, s.haveReleased = false, false
+	s.heardSources = 0
 }
