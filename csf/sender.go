@@ -99,11 +99,11 @@ type Sender struct {
 	// SRTT of it, and its silence is timed from there, not from a message before an idle spell
 	// (E70).
 	unheardFrom time.Duration
-	meanGap   time.Duration // between sources, idle spells included
-	burstMean time.Duration // between the packets of a burst (E35)
-	scratch   [][]byte
-	idx       []int
-	symbuf    []byte
+	meanGap     time.Duration // between sources, idle spells included
+	burstMean   time.Duration // between the packets of a burst (E35)
+	scratch     [][]byte
+	idx         []int
+	symbuf      []byte
 
 	// mtu is the RDMA MTU: configured, then as the flow's full-sized packets show it (E33).
 	mtu     int
