@@ -250,6 +250,7 @@ type restartCase struct {
 type restartOutcome struct {
 	back     time.Duration // from the restart to the new session's configuration in force at both ends
 	restored time.Duration // from the restart to B's first restoration with the new session
+	ready    time.Duration // from the restart to the restarted gateway's "gateway running"
 	// A's unprotected sources (no_session, no_config, session_lost) counted from the kill to
 	// protection back, and the sources A's CSF took meanwhile (what crossed unprotected).
 	counted, observed float64
@@ -278,11 +279,19 @@ func runRestart(t *testing.T, c restartCase) restartOutcome {
 	rate := a1["crem_csf_sources_total"] - a0["crem_csf_sources_total"]
 	// The figures at the kill: publishEvery (100 ms) old at most.
 	before := a1
+	readyAt := make(chan time.Time, 1)
 	p.kill(c.victim)
 	killed := time.Now()
 	time.Sleep(c.down)
 	p.startGateway(c.victim)
 	restarted := time.Now()
+	go func() {
+		// When the restarted gateway says it runs: its own start is not the protocol's time.
+		if at, ok := waitFor(10*time.Second, func() bool { return strings.Contains(p.logs[c.victim].String(), "gateway running") }); ok {
+			readyAt <- at
+		}
+		close(readyAt)
+	}()
 	var aBase map[string]float64 // the counters A's CSF started from: the new A's are zero
 	if c.victim == "a" {
 		aBase = map[string]float64{}
@@ -314,14 +323,18 @@ func runRestart(t *testing.T, c restartCase) restartOutcome {
 		t.Fatalf("the transfer did not verify:\nA: %s\nB: %s", p.logs["a"], p.logs["b"])
 	}
 	end := p.metrics("a")
-	o := restartOutcome{back: backAt.Sub(restarted), restored: restoredBack.Sub(restarted), rate: rate}
+	ready, ok := <-readyAt
+	if !ok {
+		t.Fatalf("the restarted gateway never said it runs: %s", p.logs[c.victim])
+	}
+	o := restartOutcome{back: backAt.Sub(restarted), ready: ready.Sub(restarted), restored: restoredBack.Sub(restarted), rate: rate}
 	lost := []string{"no_session", "no_config", "session_lost"}
 	o.counted = unprotected(atBack, lost...) - unprotected(aBase, lost...)
 	o.observed = atBack["crem_csf_sources_total"] - aBase["crem_csf_sources_total"]
 	o.unheld = unprotected(end, "unheld_retransmission") - unprotected(aBase, "unheld_retransmission")
 	o.retx = end["crem_csf_retransmissions_total"] - aBase["crem_csf_retransmissions_total"]
-	t.Logf("%s killed, down %v: protection back %v after the restart (%v after the kill), restorations %v after it; A counted %v unprotected sources of %v taken from the kill to protection back (%.0f sources/s before); %v unheld of %v retransmissions",
-		c.victim, c.down, o.back.Round(time.Millisecond), backAt.Sub(killed).Round(time.Millisecond), o.restored.Round(time.Millisecond), o.counted, o.observed, rate, o.unheld, o.retx)
+	t.Logf("%s killed, down %v: ready %v after the restart; protection back %v after the restart (%v after the kill), restorations %v after it; A counted %v unprotected sources of %v taken from the kill to protection back (%.0f sources/s before); %v unheld of %v retransmissions",
+		c.victim, c.down, o.ready.Round(time.Millisecond), o.back.Round(time.Millisecond), backAt.Sub(killed).Round(time.Millisecond), o.restored.Round(time.Millisecond), o.counted, o.observed, rate, o.unheld, o.retx)
 	if testing.Verbose() {
 		bm := p.metrics("b")
 		t.Logf("B: unknown-flow CLOSEs sent %v capped %v; A: CLOSE reason 5 received %v, peer silent %v, probes %v\nA: %s\nB: %s",
@@ -332,13 +345,14 @@ func runRestart(t *testing.T, c restartCase) restartOutcome {
 	return o
 }
 
-// checkRestart asserts a crash's outcome: protection back within a second of the restart (plus
-// the restarted process's own start, for a peer that was down: its probe comes once per
-// hold-off, C3), every source that crossed without protection counted, within what the metrics'
-// publication (100 ms old at most at each end, so 0.2 s of sources) blurs.
+// checkRestart asserts a crash's outcome: protection back within a bound of the restarted
+// gateway being ready (its own start is the host's time, not the protocol's: 0.15 s on an idle
+// host, over 0.7 s on a loaded one), every source that crossed without protection counted,
+// within what the metrics' publication (100 ms old at most at each end, so 0.2 s of sources)
+// blurs.
 func checkRestart(t *testing.T, o restartOutcome, within time.Duration) {
-	if o.back > within {
-		t.Errorf("protection back %v after the restart, want within %v", o.back, within)
+	if o.back-o.ready > within {
+		t.Errorf("protection back %v after the restart, %v after the gateway was ready: want within %v of it", o.back, o.back-o.ready, within)
 	}
 	tol := 0.2*o.rate + 64
 	if diff := o.counted - o.observed; diff > tol || -diff > tol {
@@ -357,11 +371,14 @@ func skipCrash(t *testing.T) {
 
 // TestGatewayRestartCRFSide: gateway B (the CRF of the transfer) killed with SIGKILL, started
 // again 0.5 s later. B answers A's REPAIRs for the lost session with CLOSE (G58), A starts a new
-// one at once: protection back within a second of the restart.
+// one at once: protection back within a round trip or two of B being ready. When B's start
+// takes so long that A's silence (1 s) ended the session first and its eight HELLOs (255 ms)
+// found no one, the next probe comes within the hold-off (E71): the bound is the hold-off, plus
+// the handshake, the metrics' publication and polling.
 func TestGatewayRestartCRFSide(t *testing.T) {
 	skipCrash(t)
 	o := runRestart(t, restartCase{victim: "b", down: 500 * time.Millisecond})
-	checkRestart(t, o, time.Second)
+	checkRestart(t, o, 1400*time.Millisecond)
 }
 
 // TestGatewayRestartCSFSide: gateway A (the CSF) killed and started again 0.5 s later: its new
@@ -371,6 +388,9 @@ func TestGatewayRestartCSFSide(t *testing.T) {
 	skipCrash(t)
 	o := runRestart(t, restartCase{victim: "a", down: 500 * time.Millisecond})
 	checkRestart(t, o, time.Second)
+	if o.back > time.Second {
+		t.Errorf("protection back %v after the restart, want within 1 s", o.back)
+	}
 	if o.unheld == 0 {
 		t.Errorf("no unheld retransmission counted by the new A (%v retransmissions)", o.retx)
 	}
@@ -378,10 +398,10 @@ func TestGatewayRestartCSFSide(t *testing.T) {
 
 // TestGatewayPeerDownFiveSeconds: gateway B down for 5 s. A's CSF takes it for down after eight
 // HELLOs and probes it once per hold-off (1 s): protection back within the hold-off after B is
-// ready again, plus B's start (up to 0.2 s), the handshake (two round trips) and the metrics'
-// publication (0.1 s) and polling: 2 s from the restart.
+// ready again, plus the handshake (two round trips), the metrics' publication (0.1 s) and
+// polling.
 func TestGatewayPeerDownFiveSeconds(t *testing.T) {
 	skipCrash(t)
 	o := runRestart(t, restartCase{victim: "b", down: 5 * time.Second})
-	checkRestart(t, o, 2*time.Second)
+	checkRestart(t, o, 1400*time.Millisecond)
 }
