@@ -240,7 +240,7 @@ func WithIdleTimeout(d time.Duration) Option {
 }
 
 // WithHoldOff sets the least time between two probes of a CRF that left eight HELLOs
-// unanswered (C3; default 1 s): one HELLO per hold-off toward it, per Peer (E71).
+// unanswered (C3; default 1 s): one round of HELLOs per hold-off toward it, per Peer (E71).
 func WithHoldOff(d time.Duration) Option {
 	return func(o *options) error {
 		if d <= 0 {
@@ -293,7 +293,7 @@ func WithReportAddresses(src, dst netip.Addr) Option {
 }
 
 // WithPeer shares p, what is known of the CRF's liveness and when it may be probed, with the
-// other CSFs toward the same CRF (E71): a dead CRF then gets one HELLO per hold-off from all of
+// other CSFs toward the same CRF (E71): a dead CRF then gets one round of HELLOs per hold-off from all of
 // them, not eight per flow. Without it each Sender has a Peer of its own.
 func WithPeer(p *Peer) Option {
 	return func(o *options) error {

@@ -7,10 +7,13 @@ import (
 
 // Peer is what the CSFs toward one CRF share about it: whether it answers, and when it may be
 // probed next (RULINGS C3, E71). After eight unanswered HELLOs of any flow the peer is taken for
-// down: no CSF sends its own eight HELLOs toward it any more, and one HELLO at most goes to it
-// per hold-off, from whichever of its flows asks first. A HELLO_ACK, or any message of an
-// established session with it, takes it for up again, and every CSF that waits for it starts its
-// session at its next Tick.
+// down: no CSF sends its own eight HELLOs toward it any more, and one round of HELLOs at most (a
+// HELLO and its retransmissions, one nonce) goes to it per hold-off, from whichever of its flows
+// asks first (one that has not probed yet in its wait
+// before one that has). A HELLO_ACK takes it for up again, and every CSF that waits for it starts
+// its session at its next Tick. The messages of established sessions do not: a CRF that serves
+// some flows and refuses another's HELLOs would otherwise set the refused flow's eight HELLOs
+// going again at every LOSS_REPORT of the others.
 //
 // A Peer takes the time as an argument, like the engines; it is safe for use by several
 // goroutines (a gateway's shards share one).
@@ -20,6 +23,7 @@ type Peer struct {
 	nextProbe time.Duration // while down: the earliest time of the next probe
 	epoch     uint64        // counts the times the peer came back up
 	probes    uint64
+	fresh     int // CSFs that wait without having sent a HELLO: they probe first
 	downs     uint64
 }
 
@@ -27,7 +31,7 @@ type Peer struct {
 type PeerStats struct {
 	Down   bool   // taken for down now
 	Downs  uint64 // times the peer was taken for down (eight HELLOs unanswered)
-	Probes uint64 // single HELLOs sent while it was down, one at most per hold-off
+	Probes uint64 // rounds of HELLOs sent while it was down, one at most per hold-off
 }
 
 // NewPeer returns a Peer taken for up.
@@ -52,7 +56,7 @@ func (p *Peer) markDown(now, holdOff time.Duration) {
 	p.downs++
 }
 
-// markUp takes the peer for up: it answered.
+// markUp takes the peer for up: it answered a HELLO.
 func (p *Peer) markUp() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -60,6 +64,20 @@ func (p *Peer) markUp() {
 		p.down = false
 		p.epoch++
 	}
+}
+
+// addFresh counts a CSF that starts (d = 1) or stops (-1) waiting without having sent a HELLO.
+func (p *Peer) addFresh(d int) {
+	p.mu.Lock()
+	p.fresh = max(p.fresh+d, 0)
+	p.mu.Unlock()
+}
+
+// freshWaiting reports whether a CSF waits without having sent a HELLO.
+func (p *Peer) freshWaiting() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.fresh > 0
 }
 
 // state returns whether the peer is down, when it may be probed next, and its epoch.

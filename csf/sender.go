@@ -53,6 +53,7 @@ type Sender struct {
 	// probing: the HELLO out is a single probe of a CRF taken for down (E71); peerEpoch is
 	// the Peer's epoch when this Sender began to wait for it.
 	probing   bool
+	freshWait bool // waiting for the Peer without having sent a HELLO (counted in the Peer)
 	peerEpoch uint64
 	// heardSources counts the sources coded since the bound CRF last spoke: should the session
 	// turn out lost (silence, or a CLOSE for a Flow ID it does not know), they were protected
@@ -301,7 +302,7 @@ func (s *Sender) NextDeadline() (time.Duration, bool) {
 		// The Peer's schedule (E71), not before this Sender began to wait (a schedule no one
 		// followed for a while is not caught up on); at once when the CRF answered meanwhile.
 		if down, next, epoch := s.o.peer.state(); down && epoch == s.peerEpoch {
-			at(max(next, s.helloDue))
+			at(max(s.probeAt(next), s.helloDue))
 		} else {
 			at(s.helloDue)
 		}

@@ -23,6 +23,8 @@ func (s *Sender) Start(now time.Duration) {
 	s.probing = false
 	if down, _, epoch := s.o.peer.state(); down {
 		s.state, s.peerEpoch, s.helloDue = StateUnprotected, epoch, now
+		s.freshWait = true // it goes before the flows that have tried (probeAt)
+		s.o.peer.addFresh(1)
 		return
 	}
 	s.state = StateHello
@@ -42,18 +44,39 @@ func (s *Sender) tickUnprotected(now time.Duration) {
 		s.Start(now)
 		return
 	}
-	if now < next || !s.o.peer.takeProbe(now, s.o.holdOff) {
+	if now < s.probeAt(next) || !s.o.peer.takeProbe(now, s.o.holdOff) {
 		return
 	}
-	// One HELLO, the last of a series: unanswered, its timeout brings the Sender back here.
+	s.leaveFresh()
+	// One round: a HELLO and its retransmissions (the draft's backoff, eight in 255 ms);
+	// unanswered, the last one's timeout brings the Sender back here.
 	s.state, s.probing = StateHello, true
 	s.nonce = s.o.rand()
 	if s.hook(Hooks.FixedNonce) {
 		s.nonce = faultNonce
 	}
-	s.attempts = maxAttempts - 1
+	s.attempts = 0
 	s.stats.HelloProbes++
 	s.sendHello(now)
+}
+
+// probeAt is when this Sender asks for the probe due at next: then, unless it has tried already
+// and a flow that started while the CRF was taken for down waits too (that one goes first, so
+// it is not starved by flows that probe in vain, one the CRF refuses: E71); such a Sender asks
+// half a hold-off later.
+func (s *Sender) probeAt(next time.Duration) time.Duration {
+	if !s.freshWait && s.o.peer.freshWaiting() {
+		return next + s.o.holdOff/2
+	}
+	return next
+}
+
+// leaveFresh takes this Sender off the Peer's count of flows that wait without having tried.
+func (s *Sender) leaveFresh() {
+	if s.freshWait {
+		s.freshWait = false
+		s.o.peer.addFresh(-1)
+	}
 }
 
 // sessionLost counts the sources coded since the CRF last spoke as protected by nothing: the
@@ -160,7 +183,6 @@ func (s *Sender) Handle(now time.Duration, from netip.AddrPort, msg []byte) {
 	s.lastHeard = max(s.lastHeard, now)
 	unheard := s.heardSources
 	s.heardSources = 0
-	s.o.peer.markUp()
 	switch h.Type {
 	case wire.TypeParamAck:
 		s.onParamAck(now, msg)
@@ -463,4 +485,5 @@ func (s *Sender) release() {
 	s.mOverride = false
 	s.haveAcked, s.haveReleased = false, false
 	s.heardSources = 0
+	s.leaveFresh()
 }

@@ -8,7 +8,7 @@ type Stats struct {
 	PeerSilent                                                       uint64 // sessions started anew after the CRF fell silent (E31)
 	PSNSpaceRestarts                                                 uint64 // sessions started anew for a new PSN space of the flow (E32)
 	MTUChanges                                                       uint64 // RDMA MTUs learned from the flow's packets that differed (E33)
-	HelloProbes                                                      uint64 // single HELLOs to a CRF taken for down, one per hold-off per Peer (E71)
+	HelloProbes                                                      uint64 // rounds of HELLOs to a CRF taken for down, one per hold-off per Peer (E71)
 	ParamUpdateSent, ParamUpdateRetransmitted, ParamAccepted         uint64
 	ParamRejected, ParamAckIgnored                                   uint64
 	ParamRetried                                                     uint64 // refused choices offered again after the back-off

@@ -9,7 +9,7 @@ var engineHelp = map[string]string{
 	"csf.HelloAckAccepted":           "HELLO_ACKs accepted: sessions the CRF granted",
 	"csf.HelloAckIgnored":            "HELLO_ACKs ignored: duplicates, another nonce, or capabilities no configuration fits",
 	"csf.Unprotected":                "episodes of eight unanswered HELLOs: the flow goes unprotected, the peer probed once per hold-off (C3)",
-	"csf.HelloProbes":                "single HELLOs sent to a peer taken for down, one per hold-off for all flows toward it (C3, E71)",
+	"csf.HelloProbes":                "rounds of HELLOs sent to a peer taken for down, one per hold-off for all flows toward it (C3, E71)",
 	"csf.PeerSilent":                 "sessions started anew after the CRF fell silent (E31)",
 	"csf.PSNSpaceRestarts":           "sessions started anew for a new PSN space of the flow (E32)",
 	"csf.MTUChanges":                 "RDMA MTUs learned from the flow's packets that differed from the one in use (E33)",

@@ -216,7 +216,7 @@ var gatewayHelp = map[string]string{
 	"unknown_flow_closes_sent":   "CLOSEs (reason 5) sent in answer to a REPAIR or PARAM_UPDATE for a Flow ID no CRF here holds: the peer's session lost in a restart (G58)",
 	"unknown_flow_closes_capped": "REPAIRs and PARAM_UPDATEs for unknown Flow IDs left unanswered: the answers' budget (256 a second) was spent (G58)",
 	"peer_taken_down":            "times the peer's CRF was taken for down: eight HELLOs of a flow unanswered (C3, G59)",
-	"peer_probes":                "single HELLOs sent to a peer taken for down, at most one per hold-off for all flows (C3, G59)",
+	"peer_probes":                "rounds of HELLOs sent to a peer taken for down, at most one per hold-off for all flows (C3, G59)",
 }
 
 // socketFamilies are the gateway's counters per socket (Stats.Gateway keys KEY_SOCKET), under
