@@ -35,6 +35,7 @@ type options struct {
 	idle           time.Duration
 	holdOff        time.Duration
 	silence        time.Duration
+	peer           *Peer // shared by the CSFs toward one CRF (E71); nil: the Sender's own
 	maxHeld        int
 	reporters      []netip.Addr
 	reportAliases  [][2]netip.Addr // more (source, destination) pairs that name the flow in PATH_REPORT
@@ -63,7 +64,7 @@ func defaults() options {
 		epsilon: policy.DefaultEpsilon, rho: policy.DefaultRho, ceCongested: 0.05,
 		rule: policy.RuleDraft, competes: true, lossBurst: 1,
 		repairFraction: policy.DefaultRepairFraction, burstGapMin: 50 * time.Microsecond,
-		idle: 30 * time.Second, holdOff: 10 * time.Second, silence: 3 * time.Second, queue: 4096,
+		idle: 30 * time.Second, holdOff: time.Second, silence: time.Second, queue: 4096,
 	}
 }
 
@@ -239,7 +240,8 @@ func WithIdleTimeout(d time.Duration) Option {
 	}
 }
 
-// WithHoldOff sets the wait before HELLO is tried again after eight unanswered attempts (C3).
+// WithHoldOff sets the least time between two probes of a CRF that left eight HELLOs
+// unanswered (C3; default 1 s): one round of HELLOs per hold-off toward it, per Peer (E71).
 func WithHoldOff(d time.Duration) Option {
 	return func(o *options) error {
 		if d <= 0 {
@@ -250,9 +252,9 @@ func WithHoldOff(d time.Duration) Option {
 	}
 }
 
-// WithPeerSilence sets how long the CRF may send nothing while sources flow before the Sender
-// takes the session for lost (the CRF restarted) and starts a new one (default 3 s, at least 32
-// SRTT; E31).
+// WithPeerSilence sets the least time the CRF may send nothing while sources flow before the
+// Sender takes the session for lost (the CRF restarted) and starts a new one: the larger of it
+// and 32 SRTT, the CRF owing a LOSS_REPORT every SRTT (default 1 s; E31, E70).
 func WithPeerSilence(d time.Duration) Option {
 	return func(o *options) error {
 		if d <= 0 {
@@ -287,6 +289,19 @@ func WithReportAddresses(src, dst netip.Addr) Option {
 			return fmt.Errorf("csf: WithReportAddresses(%v, %v): want two addresses, at least one specified", src, dst)
 		}
 		o.reportAliases = append(o.reportAliases, [2]netip.Addr{src.Unmap(), dst.Unmap()})
+		return nil
+	}
+}
+
+// WithPeer shares p, what is known of the CRF's liveness and when it may be probed, with the
+// other CSFs toward the same CRF (E71): a dead CRF then gets one round of HELLOs per hold-off from all of
+// them, not eight per flow. Without it each Sender has a Peer of its own.
+func WithPeer(p *Peer) Option {
+	return func(o *options) error {
+		if p == nil {
+			return fmt.Errorf("csf: WithPeer(nil)")
+		}
+		o.peer = p
 		return nil
 	}
 }

@@ -183,7 +183,8 @@ func TestPathReportAbsurdCountsC10(t *testing.T) {
 // (which name no drops) cause no repair and are counted; a PSN named again within an SRTT
 // causes no second symbol.
 func TestPathReportDropsCauseNoRepairSection4(t *testing.T) {
-	s, now := fullBlock(t, wire.SchemeCauchy, 8, 2, WithReporters(testReporter)) // block 0x100..0x107
+	// The CRF says nothing for a virtual second here: no silence (E31) ends the session.
+	s, now := fullBlock(t, wire.SchemeCauchy, 8, 2, WithReporters(testReporter), WithPeerSilence(time.Minute)) // block 0x100..0x107
 	// A second block, closed at a burst's end, with position 2 absent (PSN 0x10a skipped).
 	for _, p := range []psn.PSN{0x108, 0x109, 0x10b} {
 		s.Observe(now, packet(p, 300))
@@ -363,7 +364,7 @@ func TestPathReportFloodBoundedC11(t *testing.T) {
 		every   = 100 * time.Microsecond
 	)
 	s := newSender(t, WithConfig(wire.SchemeCauchy, k, m, 0), WithAdaptation(false), WithReporters(testReporter),
-		WithInitialRTT(rtt))
+		WithInitialRTT(rtt), WithPeerSilence(time.Minute)) // a CRF that says nothing for the second
 	now := establishRTT(t, s, rtt, 3)
 	rng := rand.New(rand.NewPCG(1, 2))
 	type blk struct {

@@ -104,7 +104,7 @@ func deadlineScan(s *Sender) (time.Duration, bool) {
 		at(max(s.lastSrc, s.lastAgain) + s.o.idle)
 	}
 	if s.peerMayBeSilent() {
-		at(s.lastHeard + s.silence())
+		at(max(s.lastHeard, s.unheardFrom) + s.silence())
 	}
 	if s.haveRetry && !s.pend.active {
 		at(s.retryAt)

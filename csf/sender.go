@@ -50,6 +50,15 @@ type Sender struct {
 	attemptAt time.Duration // when the current HELLO attempt went out
 	helloDue  time.Duration // next HELLO retransmission or hold-off end
 	rtt       flow.RTT
+	// probing: the HELLO out is a single probe of a CRF taken for down (E71); peerEpoch is
+	// the Peer's epoch when this Sender began to wait for it.
+	probing   bool
+	freshWait bool // waiting for the Peer without having sent a HELLO (counted in the Peer)
+	peerEpoch uint64
+	// heardSources counts the sources coded since the bound CRF last spoke: should the session
+	// turn out lost (silence, or a CLOSE for a Flow ID it does not know), they were protected
+	// by nothing (E72).
+	heardSources uint64
 
 	// Configuration.
 	cur     flow.Config
@@ -87,13 +96,15 @@ type Sender struct {
 	// lastHeard is when the bound CRF last answered (HELLO_ACK, PARAM_ACK, LOSS_REPORT,
 	// REPAIR_REQUEST): a CRF that restarted has forgotten the flow and says nothing (E31).
 	lastHeard time.Duration
-	// srcAfterHeard is when the first source after the CRF's last message went by (E82).
-	srcAfterHeard time.Duration
-	meanGap       time.Duration // between sources, idle spells included
-	burstMean     time.Duration // between the packets of a burst (E35)
-	scratch       [][]byte
-	idx           []int
-	symbuf        []byte
+	// unheardFrom is the first source after lastHeard: the CRF owes a LOSS_REPORT within an
+	// SRTT of it, and its silence is timed from there, not from a message before an idle spell
+	// (E70).
+	unheardFrom time.Duration
+	meanGap     time.Duration // between sources, idle spells included
+	burstMean   time.Duration // between the packets of a burst (E35)
+	scratch     [][]byte
+	idx         []int
+	symbuf      []byte
 
 	// mtu is the RDMA MTU: configured, then as the flow's full-sized packets show it (E33).
 	mtu     int
@@ -187,6 +198,9 @@ func New(opts ...Option) (*Sender, error) {
 		return nil, errors.New("csf: New: WithCRF is required (no default CREM port, C14)")
 	case o.rand == nil:
 		return nil, errors.New("csf: New: WithRandom is required (no global randomness)")
+	}
+	if o.peer == nil {
+		o.peer = NewPeer()
 	}
 	enc := o.encoder
 	if enc == nil {
@@ -292,8 +306,16 @@ func (s *Sender) NextDeadline() (time.Duration, bool) {
 		}
 	}
 	switch s.state {
-	case StateHello, StateUnprotected:
+	case StateHello:
 		at(s.helloDue)
+	case StateUnprotected:
+		// The Peer's schedule (E71), not before this Sender began to wait (a schedule no one
+		// followed for a while is not caught up on); at once when the CRF answered meanwhile.
+		if down, next, epoch := s.o.peer.state(); down && epoch == s.peerEpoch {
+			at(max(s.probeAt(next), s.helloDue))
+		} else {
+			at(s.helloDue)
+		}
 	case StateEstablished:
 		if s.pend.active && !s.pend.acked {
 			at(s.pend.due)
@@ -305,7 +327,7 @@ func (s *Sender) NextDeadline() (time.Duration, bool) {
 			at(max(s.lastSrc, s.lastAgain) + s.o.idle)
 		}
 		if s.peerMayBeSilent() {
-			at(s.lastHeard + s.silence())
+			at(max(s.lastHeard, s.unheardFrom) + s.silence())
 		}
 		if s.open >= 0 {
 			at(s.lastSrc + s.burstGap())
@@ -325,18 +347,17 @@ func (s *Sender) Tick(now time.Duration) {
 			s.helloTimeout(now)
 		}
 	case StateUnprotected:
-		if now >= s.helloDue {
-			s.Start(now)
-		}
+		s.tickUnprotected(now)
 	case StateEstablished:
 		if s.haveNext && now >= max(s.lastSrc, s.lastAgain)+s.o.idle {
 			s.Close(now, wire.ReasonIdle)
 			return
 		}
-		if s.peerMayBeSilent() && now >= s.lastHeard+s.silence() {
+		if s.peerMayBeSilent() && now >= max(s.lastHeard, s.unheardFrom)+s.silence() {
 			// Sources went by and the CRF has said nothing for so long: it no longer knows the
 			// flow (a restart). A new session (HELLO) protects it again (E31).
 			s.stats.PeerSilent++
+			s.sessionLost()
 			if s.o.log != nil {
 				s.o.log.Warn("crem: no message from the CRF while sources flow; starting a new session",
 					"flow", s.flowID, "crf", s.bound, "silent", now-s.lastHeard)
@@ -361,7 +382,7 @@ func (s *Sender) Tick(now time.Duration) {
 }
 
 // silence is how long the CRF may say nothing while sources flow before the session is taken
-// for lost (E31): the configured time, at least 32 SRTT (LOSS_REPORT comes once per SRTT).
+// for lost (E31, E70): 32 SRTT (LOSS_REPORT comes once per SRTT), at least the configured time.
 func (s *Sender) silence() time.Duration { return max(s.o.silence, 32*s.srtt()) }
 
 // peerMayBeSilent reports whether the CRF's silence can mean it forgot the flow (E31): a
@@ -369,7 +390,7 @@ func (s *Sender) silence() time.Duration { return max(s.o.silence, 32*s.srtt()) 
 // the first to the latest), so that it had several LOSS_REPORTs to send about them. A flow that went quiet just after the CRF last
 // spoke had one report at most to come, and losing it is no sign of a restart (E82).
 func (s *Sender) peerMayBeSilent() bool {
-	return s.haveCfg && s.lastSrc > s.lastHeard && s.srcAfterHeard > s.lastHeard && s.lastSrc-s.srcAfterHeard >= silentSpan(s.srtt())
+	return s.haveCfg && s.lastSrc > s.lastHeard && s.unheardFrom > s.lastHeard && s.lastSrc-s.unheardFrom >= silentSpan(s.srtt())
 }
 
 // silentSpan is how long sources must go by after the CRF's last message before its silence

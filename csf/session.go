@@ -12,13 +12,21 @@ import (
 )
 
 // Start sends the first HELLO (draft, Session). Calling it again after CLOSE starts a new
-// session with a new nonce.
+// session with a new nonce. Toward a CRF taken for down (E71) it sends nothing: the flow waits,
+// unprotected, for the Peer's next probe or for the CRF to answer another flow.
 func (s *Sender) Start(now time.Duration) {
 	s.release()
 	// A new session starts with a fresh circuit breaker: one that closed the last session
 	// (CLOSE reason 4) would close this one at its first report (E16).
 	s.tripsPast += s.breaker.Trips()
 	s.breaker = policy.Breaker{}
+	s.probing = false
+	if down, _, epoch := s.o.peer.state(); down {
+		s.state, s.peerEpoch, s.helloDue = StateUnprotected, epoch, now
+		s.freshWait = true // it goes before the flows that have tried (probeAt)
+		s.o.peer.addFresh(1)
+		return
+	}
 	s.state = StateHello
 	s.nonce = s.o.rand()
 	if s.hook(Hooks.FixedNonce) {
@@ -26,6 +34,56 @@ func (s *Sender) Start(now time.Duration) {
 	}
 	s.attempts = 0
 	s.sendHello(now)
+}
+
+// tickUnprotected runs the wait for a CRF taken for down (E71): a new session at once when it
+// answered meanwhile, else this Sender's probe when the Peer grants it one.
+func (s *Sender) tickUnprotected(now time.Duration) {
+	down, next, epoch := s.o.peer.state()
+	if !down || epoch != s.peerEpoch {
+		s.Start(now)
+		return
+	}
+	if now < s.probeAt(next) || !s.o.peer.takeProbe(now, s.o.holdOff) {
+		return
+	}
+	s.leaveFresh()
+	// One round: a HELLO and its retransmissions (the draft's backoff, eight in 255 ms);
+	// unanswered, the last one's timeout brings the Sender back here.
+	s.state, s.probing = StateHello, true
+	s.nonce = s.o.rand()
+	if s.hook(Hooks.FixedNonce) {
+		s.nonce = faultNonce
+	}
+	s.attempts = 0
+	s.stats.HelloProbes++
+	s.sendHello(now)
+}
+
+// probeAt is when this Sender asks for the probe due at next: then, unless it has tried already
+// and a flow that started while the CRF was taken for down waits too (that one goes first, so
+// it is not starved by flows that probe in vain, one the CRF refuses: E71); such a Sender asks
+// half a hold-off later.
+func (s *Sender) probeAt(next time.Duration) time.Duration {
+	if !s.freshWait && s.o.peer.freshWaiting() {
+		return next + s.o.holdOff/2
+	}
+	return next
+}
+
+// leaveFresh takes this Sender off the Peer's count of flows that wait without having tried.
+func (s *Sender) leaveFresh() {
+	if s.freshWait {
+		s.freshWait = false
+		s.o.peer.addFresh(-1)
+	}
+}
+
+// sessionLost counts the sources coded since the CRF last spoke as protected by nothing: the
+// session they went with was gone (E72).
+func (s *Sender) sessionLost() {
+	s.stats.UnprotectedSessionLost += s.heardSources
+	s.heardSources = 0
 }
 
 func (s *Sender) sendHello(now time.Duration) {
@@ -52,12 +110,20 @@ func (s *Sender) helloTimeout(now time.Duration) {
 		s.sendHello(now)
 		return
 	}
-	// C3: not fatal; the flow goes unprotected and HELLO is tried again after a hold-off.
-	s.stats.Unprotected++
+	// C3: not fatal; the flow goes unprotected and the CRF is probed once per hold-off, by
+	// one flow of all those toward it (E71).
+	probe := s.probing
+	s.probing = false
+	s.o.peer.markDown(now, s.o.holdOff)
+	_, _, s.peerEpoch = s.o.peer.state()
 	s.state = StateUnprotected
-	s.helloDue = now + s.o.holdOff
+	s.helloDue = now
+	if probe {
+		return // a probe unanswered: the episode goes on
+	}
+	s.stats.Unprotected++
 	if s.o.log != nil {
-		s.o.log.Warn("crem: no HELLO_ACK after eight attempts; flow unprotected until the hold-off ends",
+		s.o.log.Warn("crem: no HELLO_ACK after eight attempts; flow unprotected, the CRF probed once per hold-off",
 			"crf", s.o.crf, "qp", s.o.desc.DestQP, "holdoff", s.o.holdOff)
 	}
 }
@@ -119,6 +185,8 @@ func (s *Sender) Handle(now time.Duration, from netip.AddrPort, msg []byte) {
 		}
 	}
 	s.lastHeard = max(s.lastHeard, now)
+	unheard := s.heardSources
+	s.heardSources = 0
 	switch h.Type {
 	case wire.TypeParamAck:
 		s.onParamAck(now, msg)
@@ -134,6 +202,12 @@ func (s *Sender) Handle(now time.Duration, from netip.AddrPort, msg []byte) {
 		}
 		s.stats.CloseReceived++
 		s.stats.CloseReceivedByReason[min(int(m.Reason), 5)]++
+		if m.Reason == wire.ReasonProtocolError {
+			// A CRF answers REPAIR or PARAM_UPDATE for a Flow ID it does not know with this
+			// (a restart forgot the session, E70): what went since it last spoke went unguarded.
+			s.heardSources = unheard
+			s.sessionLost()
+		}
 		s.release()
 		s.state = StateClosed
 	default:
@@ -159,6 +233,8 @@ func (s *Sender) onHelloAck(now time.Duration, from netip.AddrPort, msg []byte) 
 		return
 	}
 	s.stats.HelloAckAccepted++
+	s.o.peer.markUp()
+	s.probing = false
 	s.haveRetry, s.refusals = false, 0
 	if s.attempts == 1 { // Karn: no sample from a retransmitted HELLO
 		s.rtt.Sample(now - s.attemptAt)
@@ -469,4 +545,6 @@ func (s *Sender) release() {
 	s.flowID, s.bound = 0, netip.AddrPort{}
 	s.mOverride = false
 	s.haveAcked, s.haveReleased = false, false
+	s.heardSources = 0
+	s.leaveFresh()
 }

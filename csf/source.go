@@ -155,11 +155,12 @@ func (s *Sender) ObserveSource(now time.Duration, p psn.PSN, n int, payload []by
 		s.absent.add(p.Add(1), uint32(n-1)) // consumed by a READ request (C13)
 	}
 	if s.lastSrc <= s.lastHeard {
-		s.srcAfterHeard = now // the first source since the CRF last spoke (E82)
+		s.unheardFrom = now // the first source the CRF has not answered yet (E70, E82)
 	}
 	s.haveNext, s.next, s.lastSrc = true, p.Add(n), now
 	if s.state != StateEstablished {
 		s.stats.SourcesUnprotected++
+		s.stats.UnprotectedNoSession++
 		return
 	}
 	s.sourcesPassed(now)
@@ -174,6 +175,7 @@ func (s *Sender) ObserveSource(now time.Duration, p psn.PSN, n int, payload []by
 		s.maybeApply(p)
 		if !s.haveCfg {
 			s.stats.SourcesUnprotected++
+			s.stats.UnprotectedNoConfig++
 			return
 		}
 		s.openBlock(now, p)
@@ -183,18 +185,22 @@ func (s *Sender) ObserveSource(now time.Duration, p psn.PSN, n int, payload []by
 	if len(payload) > b.cfg.T-2 {
 		// Cannot be coded: left absent, and to the RDMA transport.
 		s.stats.SourceTooLong++
+		s.stats.UnprotectedTooLong++
 	} else if s.prefix > 0 {
 		// The encoder reads only a prefix of the symbol (flow.SourcePrefixer): keep that much.
 		o := j * s.prefix
 		b.syms[j] = prefixSymbol(b.pre[o:o:o+s.prefix], payload, s.prefix)
 		b.present.Set(j)
+		s.codedSource()
 	} else {
 		sym, err := fec.AppendSymbol(b.syms[j][:0], payload, b.cfg.T)
 		if err != nil {
 			s.stats.EncodeErrors++
+			s.stats.UnprotectedEncodeError++
 		} else {
 			b.syms[j] = sym
 			b.present.Set(j)
+			s.codedSource()
 		}
 	}
 	for r := j + 1; r < j+n && r < b.limit; r++ {
@@ -207,6 +213,17 @@ func (s *Sender) ObserveSource(now time.Duration, p psn.PSN, n int, payload []by
 	s.releaseFarBehind()
 }
 
+// codedSource counts a source coded into a block: one the circuit breaker leaves without
+// repair (m held at zero, C11 f) is unprotected; any other is protected as far as the Sender
+// knows, until the session turns out lost (E72).
+func (s *Sender) codedSource() {
+	if s.mOverride {
+		s.stats.UnprotectedBreaker++
+		return
+	}
+	s.heardSources++
+}
+
 // retransmission handles a PSN the Sender has seen: it keeps its old position and is not a new
 // source; a copy that differs from the original is counted (the original stays coded).
 func (s *Sender) retransmission(now time.Duration, p psn.PSN, payload []byte) {
@@ -216,6 +233,7 @@ func (s *Sender) retransmission(now time.Duration, p psn.PSN, payload []byte) {
 	i := s.find(p)
 	if i < 0 {
 		s.stats.RetransmissionUnheld++
+		s.stats.UnprotectedUnheld++
 		return
 	}
 	b := &s.blocks[i]
@@ -225,6 +243,7 @@ func (s *Sender) retransmission(now time.Duration, p psn.PSN, payload []byte) {
 		s.stats.ReadReissued++ // C13: a re-issued READ is left to the RDMA transport
 	case !b.present.Has(j):
 		s.stats.RetransmissionUnheld++
+		s.stats.UnprotectedUnheld++
 	default:
 		// Where only a prefix is kept, the length and the prefix are what can be compared.
 		sym := b.syms[j]

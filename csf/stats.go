@@ -8,6 +8,7 @@ type Stats struct {
 	PeerSilent                                                       uint64 // sessions started anew after the CRF fell silent (E31)
 	PSNSpaceRestarts                                                 uint64 // sessions started anew for a new PSN space of the flow (E32)
 	MTUChanges                                                       uint64 // RDMA MTUs learned from the flow's packets that differed (E33)
+	HelloProbes                                                      uint64 // rounds of HELLOs to a CRF taken for down, one per hold-off per Peer (E71)
 	ParamUpdateSent, ParamUpdateRetransmitted, ParamAccepted         uint64
 	ParamRejected, ParamAckIgnored                                   uint64
 	ParamRetried                                                     uint64 // refused choices offered again after the back-off
@@ -30,6 +31,17 @@ type Stats struct {
 	ReverseObserved, ReverseIgnored, ReverseAcks      uint64
 	ReverseUnpaired                                   uint64 // passing back while the reverse QP is unknown: released nothing
 	ReverseImplausible                                uint64 // acknowledged a PSN not yet sent: released nothing
+
+	// Packets that crossed with nothing to repair them, by why (E72): sources while the flow had
+	// no session (UnprotectedNoSession) or no configuration yet (UnprotectedNoConfig), the two
+	// that make SourcesUnprotected; sources too long to code, or that failed to encode; sources
+	// coded while the circuit breaker held m at zero; sources coded since the CRF last spoke
+	// in a session that then turned out lost (silence, E31, or CLOSE reason 5 for a Flow ID the
+	// CRF does not know, E70); retransmissions of a packet the Sender never held or no longer
+	// holds (RetransmissionUnheld).
+	UnprotectedNoSession, UnprotectedNoConfig, UnprotectedTooLong uint64
+	UnprotectedEncodeError, UnprotectedBreaker                    uint64
+	UnprotectedSessionLost, UnprotectedUnheld                     uint64
 
 	// Repair sent.
 	RepairSent, RepairPaced, RetxSent, SourceCopySent, InfoSent, ExtraSent uint64

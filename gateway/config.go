@@ -133,7 +133,7 @@ type PolicyConfig struct {
 	MaxM           *int      `toml:"max_m"`           // default 16
 	MTU            *int      `toml:"rdma_mtu"`        // RDMA MTU announced in HELLO (default 4096)
 	InitialRTT     *Duration `toml:"initial_rtt"`     // default 10ms (C4)
-	HelloHoldOff   *Duration `toml:"hello_hold_off"`  // default 10s (C3)
+	HelloHoldOff   *Duration `toml:"hello_hold_off"`  // default 1s (C3): the least time between two probes of a peer taken for down
 	Idle           *Duration `toml:"idle_timeout"`    // default 30s (C15)
 	// Reorder is the CRF's reorder allowance; nil or 0: max(1 ms, SRTT/8), per flow.
 	Reorder *Duration `toml:"reorder"`

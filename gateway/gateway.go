@@ -87,6 +87,7 @@ type Gateway struct {
 	// unknownSaid is when the log last said that CREM messages for unknown flows were dropped
 	// (nanoseconds since start, +1; 0: never), and unknownAtSaid the count then.
 	unknownSaid, unknownAtSaid atomic.Int64
+	unknownClose               unknownCloser // answers to REPAIRs for lost sessions (G58)
 
 	closeOnce sync.Once
 	sockOnce  sync.Once
@@ -507,6 +508,7 @@ func (g *Gateway) shardFor(p *pkt) *shard {
 	}
 	g.c.cremUnknownFlw.Add(1)
 	g.sayUnknownFlows()
+	g.answerUnknownFlow(b, id, p.from) // REPAIR, PARAM_UPDATE: CLOSE reason 5 (G58)
 	return nil
 }
 

@@ -78,6 +78,9 @@ func (g *Gateway) ownCounters() map[string]uint64 {
 		"crem_discarded": c.cremDiscarded.Load(), "not_roce": c.notRoCE.Load(),
 		"path_reports_malformed": c.pathMalformed.Load(),
 	}
+	m["unknown_flow_closes_sent"], m["unknown_flow_closes_capped"] = g.unknownClose.counts()
+	ps := g.cfg.peerState.Stats()
+	m["peer_taken_down"], m["peer_probes"] = ps.Downs, ps.Probes
 	g.tun.addCounters(m)
 	for k, n := range kindNames {
 		m["rx_packets_"+n] = c.rx[k].Load()
@@ -131,6 +134,13 @@ var engineReasons = map[string]reasonOf{
 	"csf.PathReportsUnknownMethod":  {"path_reports_rejected", "unknown_method", pathRejectedHelp},
 	"csf.PathReportsImplausible":    {"path_reports_rejected", "implausible", pathRejectedHelp},
 	"csf.PathReportsMalformed":      {"path_reports_rejected", "malformed", pathRejectedHelp},
+	"csf.UnprotectedNoSession":      {"packets_unprotected", "no_session", unprotectedHelp},
+	"csf.UnprotectedNoConfig":       {"packets_unprotected", "no_config", unprotectedHelp},
+	"csf.UnprotectedTooLong":        {"packets_unprotected", "too_long", unprotectedHelp},
+	"csf.UnprotectedEncodeError":    {"packets_unprotected", "encode_error", unprotectedHelp},
+	"csf.UnprotectedBreaker":        {"packets_unprotected", "breaker_open", unprotectedHelp},
+	"csf.UnprotectedSessionLost":    {"packets_unprotected", "session_lost", unprotectedHelp},
+	"csf.UnprotectedUnheld":         {"packets_unprotected", "unheld_retransmission", unprotectedHelp},
 	"pairing.UnpairedContradiction": {"unpaired", "contradiction", unpairedHelp},
 	"pairing.UnpairedRestart":       {"unpaired", "restart", unpairedHelp},
 	"pairing.UnpairedExpired":       {"unpaired", "expired", unpairedHelp},
@@ -143,6 +153,11 @@ var engineSums = map[string]bool{"csf.PathReportsRejected": true}
 var engineNames = map[string]string{"csf.MChanges": "block_repair_changes"}
 
 const (
+	unprotectedHelp = "packets of protected flows that crossed with nothing to repair them, by reason (E72): no_session " +
+		"(no session with the peer's CRF), no_config (before the first configuration), too_long and encode_error (sources " +
+		"that could not be coded), breaker_open (coded while the circuit breaker held m at zero), session_lost (coded " +
+		"since the CRF last spoke in a session that turned out lost: silence, or CLOSE for a Flow ID it did not know), " +
+		"unheld_retransmission (RDMA retransmissions of a packet the CSF never held or no longer holds)"
 	pathRejectedHelp = "PATH_REPORTs refused as a whole, by reason: unlisted (the source is no configured reporter, C14), " +
 		"wrong_flow (they name another flow), unknown_method (a method CREM does not define), implausible (Lost Counts " +
 		"above what the flow sent)"
@@ -153,52 +168,56 @@ const (
 // The gateway's own counters (the keys of Stats.Gateway) and their HELP texts. Those per
 // socket and the reason families are below; TestEveryCounterHasHelp fails on a key in none.
 var gatewayHelp = map[string]string{
-	"write_errors":              "socket sends that failed",
-	"read_errors":               "socket receives that failed",
-	"truncated":                 "received datagrams dropped as too long for a packet buffer",
-	"shard_queue_full":          "received datagrams dropped: their shard's queue was full",
-	"buffers_allocated":         "packet buffers allocated one by one (the reserve included)",
-	"buffers_released":          "packet buffers released by the trim",
-	"buffers_exhausted":         "large datagrams dropped as read: the bound of 9 KiB buffers held was reached",
-	"memory_returned":           "trims that handed a flood's packet buffers back to the system",
-	"not_roce":                  "packets dropped that are not RoCEv2",
-	"tun_gso_packets":           "TUN mode with offloads: segmentation super-packets read from the device",
-	"tun_gso_segments":          "TUN mode with offloads: packets the super-packets were cut into",
-	"tun_checksums_completed":   "TUN mode with offloads: packets whose checksum the kernel left to the gateway, finished",
-	"tun_gso_refused":           "TUN mode with offloads: super-packets dropped as malformed or beyond a packet buffer",
-	"tun_send_batches":          "TUN mode: batched sends of the raw socket, or writes into the device",
-	"tun_coalesced":             "TUN mode writing into the device with offloads: packets written as part of a super-packet",
-	"gso_sends":                 "relay with offload: sends of several datagrams in one message (UDP GSO)",
-	"gso_datagrams":             "relay with offload: datagrams those sends held",
-	"gso_fallbacks":             "relay with offload: such sends the kernel refused, sent again one datagram per message",
-	"gso_disabled":              "relay with offload: sockets whose GSO an EIO turned off for good",
-	"gro_receives":              "relay with offload: receives the kernel coalesced (UDP GRO)",
-	"gro_datagrams":             "relay with offload: datagrams those receives held",
-	"gro_copied":                "relay with offload: datagrams copied out of a coalesced receive for want of a fresh buffer",
-	"gro_buffers_allocated":     "relay with offload: 64 KiB receive buffers allocated",
-	"gro_buffers_released":      "relay with offload: 64 KiB receive buffers released by the trim",
-	"packets_protected":         "packets leaving toward the peer while their flow's CSF had a configuration",
-	"packets_unprotected":       "packets leaving toward the peer with no CSF, or before it had a configuration",
-	"forwarded_from_peer":       "packets from the peer relayed at once (the CRF did not hold them)",
-	"delivered_from_crf":        "packets the CRF released or restored, handed to this side",
-	"restored_delivered":        "restored packets handed to this side",
-	"abandoned":                 "positions the CRF gave up to the RDMA transport",
-	"hello_refused_no_src_port": "HELLOs refused in relay mode: the flow's protect rule names no source port (G2)",
-	"flows_started":             "CSF sessions started, again after a CLOSE included",
-	"path_reports_intercepted":  "TUN mode: PATH_REPORTs taken off the path for a CSF (C10)",
-	"path_reports_passed":       "TUN mode: PATH_REPORTs to this side's hosts that name no flow with a CSF here, sent on to their host",
-	"template_errors":           "TUN mode: deliveries with no header template",
-	"reverse_to_sender":         "packets passing back offered to their flow's CSF",
-	"reverse_to_none":           "packets passing back offered to no CSF (no flow paired with their QP)",
-	"sender_reverse_qp_set":     "reverse QPs set on CSFs, configured or learned",
-	"sender_reverse_qp_cleared": "reverse QPs taken from CSFs when their pairing ended",
-	"pairing_events":            "pairings learned and ended, each logged",
-	"reads_asked_again":         "READ requests asked for again, told to the CRF of their responses (G25)",
-	"reads_again_unpaired":      "READ requests asked for again that could not be told: the flow not yet paired",
-	"routes_expired":            "CRF Flow IDs taken out of the routing table, their flow released",
-	"senders_quiet":             "CSFs that stopped asking for a session, their flow quiet for the idle timeout",
-	"senders_expired":           "CSFs removed, closed and quiet for four idle timeouts",
-	"flows_refused_table_full":  "flows left unprotected: the table of CSFs was full",
+	"write_errors":               "socket sends that failed",
+	"read_errors":                "socket receives that failed",
+	"truncated":                  "received datagrams dropped as too long for a packet buffer",
+	"shard_queue_full":           "received datagrams dropped: their shard's queue was full",
+	"buffers_allocated":          "packet buffers allocated one by one (the reserve included)",
+	"buffers_released":           "packet buffers released by the trim",
+	"buffers_exhausted":          "large datagrams dropped as read: the bound of 9 KiB buffers held was reached",
+	"memory_returned":            "trims that handed a flood's packet buffers back to the system",
+	"not_roce":                   "packets dropped that are not RoCEv2",
+	"tun_gso_packets":            "TUN mode with offloads: segmentation super-packets read from the device",
+	"tun_gso_segments":           "TUN mode with offloads: packets the super-packets were cut into",
+	"tun_checksums_completed":    "TUN mode with offloads: packets whose checksum the kernel left to the gateway, finished",
+	"tun_gso_refused":            "TUN mode with offloads: super-packets dropped as malformed or beyond a packet buffer",
+	"tun_send_batches":           "TUN mode: batched sends of the raw socket, or writes into the device",
+	"tun_coalesced":              "TUN mode writing into the device with offloads: packets written as part of a super-packet",
+	"gso_sends":                  "relay with offload: sends of several datagrams in one message (UDP GSO)",
+	"gso_datagrams":              "relay with offload: datagrams those sends held",
+	"gso_fallbacks":              "relay with offload: such sends the kernel refused, sent again one datagram per message",
+	"gso_disabled":               "relay with offload: sockets whose GSO an EIO turned off for good",
+	"gro_receives":               "relay with offload: receives the kernel coalesced (UDP GRO)",
+	"gro_datagrams":              "relay with offload: datagrams those receives held",
+	"gro_copied":                 "relay with offload: datagrams copied out of a coalesced receive for want of a fresh buffer",
+	"gro_buffers_allocated":      "relay with offload: 64 KiB receive buffers allocated",
+	"gro_buffers_released":       "relay with offload: 64 KiB receive buffers released by the trim",
+	"packets_protected":          "packets leaving toward the peer while their flow's CSF had a configuration",
+	"packets_unprotected":        "packets leaving toward the peer with no CSF, or before it had a configuration",
+	"forwarded_from_peer":        "packets from the peer relayed at once (the CRF did not hold them)",
+	"delivered_from_crf":         "packets the CRF released or restored, handed to this side",
+	"restored_delivered":         "restored packets handed to this side",
+	"abandoned":                  "positions the CRF gave up to the RDMA transport",
+	"hello_refused_no_src_port":  "HELLOs refused in relay mode: the flow's protect rule names no source port (G2)",
+	"flows_started":              "CSF sessions started, again after a CLOSE included",
+	"path_reports_intercepted":   "TUN mode: PATH_REPORTs taken off the path for a CSF (C10)",
+	"path_reports_passed":        "TUN mode: PATH_REPORTs to this side's hosts that name no flow with a CSF here, sent on to their host",
+	"template_errors":            "TUN mode: deliveries with no header template",
+	"reverse_to_sender":          "packets passing back offered to their flow's CSF",
+	"reverse_to_none":            "packets passing back offered to no CSF (no flow paired with their QP)",
+	"sender_reverse_qp_set":      "reverse QPs set on CSFs, configured or learned",
+	"sender_reverse_qp_cleared":  "reverse QPs taken from CSFs when their pairing ended",
+	"pairing_events":             "pairings learned and ended, each logged",
+	"reads_asked_again":          "READ requests asked for again, told to the CRF of their responses (G25)",
+	"reads_again_unpaired":       "READ requests asked for again that could not be told: the flow not yet paired",
+	"routes_expired":             "CRF Flow IDs taken out of the routing table, their flow released",
+	"senders_quiet":              "CSFs that stopped asking for a session, their flow quiet for the idle timeout",
+	"senders_expired":            "CSFs removed, closed and quiet for four idle timeouts",
+	"flows_refused_table_full":   "flows left unprotected: the table of CSFs was full",
+	"unknown_flow_closes_sent":   "CLOSEs (reason 5) sent in answer to a REPAIR or PARAM_UPDATE for a Flow ID no CRF here holds: the peer's session lost in a restart (G58)",
+	"unknown_flow_closes_capped": "REPAIRs and PARAM_UPDATEs for unknown Flow IDs left unanswered: the answers' budget (256 a second) was spent (G58)",
+	"peer_taken_down":            "times the peer's CRF was taken for down: eight HELLOs of a flow unanswered (C3, G59)",
+	"peer_probes":                "rounds of HELLOs sent to a peer taken for down, at most one per hold-off for all flows (C3, G59)",
 }
 
 // socketFamilies are the gateway's counters per socket (Stats.Gateway keys KEY_SOCKET), under

@@ -90,7 +90,7 @@ func TestResolveDefaults(t *testing.T) {
 			PeerData: "127.0.0.2:7101", LocalEndpoint: "127.0.0.1", RemoteEndpoint: "127.0.0.2", Offload: true},
 		Protect: []ResolvedRule{{Ordered: true}},
 		Policy: ResolvedPolicy{K: 32, M: 4, Adapt: true, Epsilon: 1e-4, Rho: 0.01, RepairFraction: 0.5,
-			MaxOpenBlocks: 64, MaxK: 64, MaxM: 16, MTU: 4096, InitialRTT: "10ms", HelloHoldOff: "10s", Idle: "30s",
+			MaxOpenBlocks: 64, MaxK: 64, MaxM: 16, MTU: 4096, InitialRTT: "10ms", HelloHoldOff: "1s", Idle: "30s",
 			BurstGap: "50us", Rule: "draft", RepairCompetes: true}, Warnings: r.Warnings}
 	if !reflect.DeepEqual(r, want) {
 		t.Fatalf("resolved\n%+v\nwant\n%+v", r, want)

@@ -140,8 +140,8 @@ func TestRoutesFollowFlows(t *testing.T) {
 }
 
 // TestSenderTablesBounded: a node's CSFs and the nonces routed to them stay bounded and
-// expire. One flow whose peer never answers starts session after session (a new nonce each):
-// one nonce is routed at a time. 5,000 flows of one packet each: 4,096 get a CSF (the rest are
+// expire. One flow whose peer never answers sends eight HELLOs, then probes it with a round of
+// eight once per hold-off (a new nonce each, E71): one nonce is routed at a time. 5,000 flows of one packet each: 4,096 get a CSF (the rest are
 // counted), they stop sending HELLO once their flow has been quiet for the idle timeout and
 // leave the table four idle timeouts later, their counters kept in the sums.
 func TestSenderTablesBounded(t *testing.T) {
@@ -158,8 +158,8 @@ func TestSenderTablesBounded(t *testing.T) {
 		}
 	}
 	st := n.Stats().Sender
-	if st.HelloSent < 8*100 {
-		t.Fatalf("%d HELLOs: want a hundred sessions or more", st.HelloSent)
+	if st.HelloProbes < 100 || st.HelloSent != 8*(1+st.HelloProbes) {
+		t.Fatalf("%d HELLOs, %d probes: want eight, then a hundred rounds of eight or more", st.HelloSent, st.HelloProbes)
 	}
 	for i := range 5000 {
 		s := cremtest.Synth{Desc: syn.Desc, PSN: psn.PSN(i)}

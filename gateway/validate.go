@@ -57,6 +57,9 @@ type resolved struct {
 	metricsAddr string
 	faults      fault.Set // planted in both engines (Config.Faults)
 	offload     bool      // relay: UDP GSO and GRO where the kernel has them
+	// peerState is what every CSF of the gateway knows of the peer's CRF, shared by the shards'
+	// CSFs: taken for down, it is probed once per hold-off in all, not per flow (E71, G59).
+	peerState *csf.Peer
 }
 
 type rule struct {
@@ -132,7 +135,7 @@ func (c Config) validate() (*resolved, error) {
 	n.Protect = append([]ProtectRule(nil), c.Protect...)
 	n.Reporters = append([]netip.Addr(nil), c.Reporters...)
 	n.Tun.LocalPrefixes = append([]Prefix(nil), c.Tun.LocalPrefixes...)
-	r := &resolved{faults: c.Faults}
+	r := &resolved{faults: c.Faults, peerState: csf.NewPeer()}
 
 	for _, step := range []func(*Config, *resolved) error{c.validateCREM, c.validateDataPath, c.validateRules} {
 		if err := step(&n, r); err != nil {
@@ -168,7 +171,7 @@ func (c *Config) validatePolicy(n *Config, r *resolved) error {
 	p.MaxOpenBlocks, p.MaxK, p.MaxM, p.MTU = orInt(p.MaxOpenBlocks, 64), orInt(p.MaxK, 64), orInt(p.MaxM, 16), orInt(p.MTU, 4096)
 	p.Adapt, p.RepairCompetes = orBool(p.Adapt, true), orBool(p.RepairCompetes, true)
 	p.Epsilon, p.Rho, p.RepairFraction = orFloat(p.Epsilon, 1e-4), orFloat(p.Rho, 0.01), orFloat(p.RepairFraction, 0.5)
-	p.InitialRTT, p.HelloHoldOff, p.Idle = orDur(p.InitialRTT, 10*time.Millisecond), orDur(p.HelloHoldOff, 10*time.Second), orDur(p.Idle, 30*time.Second)
+	p.InitialRTT, p.HelloHoldOff, p.Idle = orDur(p.InitialRTT, 10*time.Millisecond), orDur(p.HelloHoldOff, time.Second), orDur(p.Idle, 30*time.Second)
 	p.Reorder, p.BurstGap = orDur(p.Reorder, 0), orDur(p.BurstGap, defaultBurstGap)
 	r.k, r.m, r.mtu = *p.K, *p.M, *p.MTU
 	switch {
@@ -262,7 +265,7 @@ func unmapAP(ap netip.AddrPort) netip.AddrPort {
 // csfOptions are the options of the CSF of flow d under protect rule ru: made here alone, for
 // the nodes and for the check of buildEngines.
 func (r *resolved) csfOptions(d flow.Descriptor, ru rule, rnd func() uint64, log *slog.Logger) []csf.Option {
-	opts := []csf.Option{csf.WithFlow(d), csf.WithCRF(r.peer), csf.WithRandom(rnd),
+	opts := []csf.Option{csf.WithFlow(d), csf.WithCRF(r.peer), csf.WithRandom(rnd), csf.WithPeer(r.peerState),
 		csf.WithConfig(wire.SchemeCauchy, r.k, r.m, 0), csf.WithRDMAMTU(r.mtu), csf.WithLimits(r.limits),
 		csf.WithInitialRTT(r.initialRTT), csf.WithHoldOff(r.holdOff), csf.WithIdleTimeout(r.idle),
 		csf.WithAdaptation(r.adapt), csf.WithPolicy(r.epsilon, r.rho), csf.WithRepairFraction(r.repairFrac),
