@@ -9,6 +9,7 @@ package kdroplab
 
 import (
 	"encoding/binary"
+	"github.com/crem-project/crem/internal/harness/netnslock"
 	"net"
 	"os"
 	"os/exec"
@@ -83,6 +84,7 @@ type Lab struct {
 // "tbf rate 200mbit burst 16kb limit 24kb") on r1; the test's cleanup takes it down.
 func New(t testing.TB, qdisc string) *Lab {
 	t.Helper()
+	netnslock.Take(t) // a bottleneck must see its excess: no other lab beside it
 	id := strconv.Itoa(os.Getpid() % 100000)
 	l := &Lab{Sender: "kds" + id, Router: "kdr" + id, Receiver: "kdv" + id}
 	for _, ns := range []string{l.Sender, l.Router, l.Receiver} {
