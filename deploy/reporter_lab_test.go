@@ -9,9 +9,7 @@ import (
 	"github.com/crem-project/crem/internal/harness/netnslock"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"regexp"
-	"runtime"
 	"strconv"
 	"testing"
 	"time"
@@ -86,28 +84,9 @@ const reporterSavingMargin = 0.05
 // Needs root, ip, tc, bash, network namespaces, the kernel's BTF and the go command; skips
 // elsewhere.
 func TestReporterSavesRecoveryRTT(t *testing.T) {
-	if runtime.GOOS != "linux" || os.Geteuid() != 0 {
-		t.Skip("needs Linux and root (network namespaces, eBPF)")
-	}
-	for _, tool := range []string{"ip", "tc", "bash"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			t.Skipf("needs %s (ip and tc: Debian package iproute2)", tool)
-		}
-	}
+	goCmd := netnsNeeds(t)
 	if _, err := os.Stat("/sys/kernel/btf/vmlinux"); err != nil {
 		t.Skip("needs the kernel's BTF (/sys/kernel/btf/vmlinux) for crem reporter")
-	}
-	ns := fmt.Sprintf("crem-probe-%d", os.Getpid()%100000)
-	if out, err := exec.Command("ip", "netns", "add", ns).CombinedOutput(); err != nil {
-		t.Skipf("cannot create a network namespace here: %v: %s", err, out)
-	}
-	exec.Command("ip", "netns", "del", ns).Run()
-	goCmd, err := exec.LookPath("go")
-	if err != nil {
-		goCmd = filepath.Join(runtime.GOROOT(), "bin", "go")
-		if _, err := os.Stat(goCmd); err != nil {
-			t.Skip("needs the go command to build crem")
-		}
 	}
 	crem := buildCrem(t, goCmd)
 	netnslock.Take(t)

@@ -24,16 +24,24 @@ func labNeeds(t *testing.T) (goCmd string) {
 	if runtime.GOOS != "linux" {
 		t.Skip("TUN mode is Linux only")
 	}
-	if os.Geteuid() != 0 {
-		t.Skip("needs root to create network namespaces and TUN devices")
+	if _, err := os.Stat("/dev/net/tun"); err != nil && os.Geteuid() == 0 {
+		t.Skip("needs /dev/net/tun")
+	}
+	return netnsNeeds(t)
+}
+
+// netnsNeeds skips where a namespace lab script cannot run: it needs Linux, root, ip(8) and
+// tc(8) (iproute2), bash, network namespaces, and the go command to build crem, which it
+// returns.
+func netnsNeeds(t *testing.T) (goCmd string) {
+	t.Helper()
+	if runtime.GOOS != "linux" || os.Geteuid() != 0 {
+		t.Skip("needs Linux and root to create network namespaces")
 	}
 	for _, tool := range []string{"ip", "tc", "bash"} {
 		if _, err := exec.LookPath(tool); err != nil {
 			t.Skipf("needs %s (ip and tc: Debian package iproute2)", tool)
 		}
-	}
-	if _, err := os.Stat("/dev/net/tun"); err != nil {
-		t.Skip("needs /dev/net/tun")
 	}
 	ns := fmt.Sprintf("crem-probe-%d", os.Getpid()%100000)
 	if out, err := exec.Command("ip", "netns", "add", ns).CombinedOutput(); err != nil {
