@@ -49,6 +49,7 @@ type slot struct {
 // cfgSlot is an acknowledged configuration (E44).
 type cfgSlot struct {
 	valid, released bool
+	retired         bool    // released to make room for the CSF's next configuration (E81)
 	first           bool    // the flow's first: it applies wherever the flow's PSNs start
 	eff             psn.PSN // the latest Effective PSN acknowledged for it
 	until           psn.PSN // every block of it starts before this PSN (with haveUntil)
@@ -245,6 +246,17 @@ func (f *rflow) config(id uint8) *cfgSlot {
 		}
 	}
 	return nil
+}
+
+// retired reports whether configuration id was retired to make room (E81) and its slot not
+// reused since.
+func (f *rflow) retired(id uint8) bool {
+	for i := range f.cfgs {
+		if c := &f.cfgs[i]; c.valid && c.released && c.retired && c.cfg.ID == id {
+			return true
+		}
+	}
+	return false
 }
 
 // deadline is the flow's next timer.

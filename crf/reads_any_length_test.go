@@ -614,10 +614,11 @@ func TestConfigSlotsBound(t *testing.T) {
 	if f1(r, id).config(4) == nil || f1(r, id).config(5) == nil || f1(r, id).config(3) != nil {
 		t.Fatal("configurations 4 and 5 not held, or 3 still held")
 	}
-	// A REPAIR of configuration 2, its block still in the window: dropped (unknown configuration).
+	// A REPAIR of configuration 2, its block still in the window: dropped, counted as of a
+	// retired configuration (E81), not as unknown.
 	old := mkBlock(0x108, 2, writes(0x108, 8)...)
 	r.Handle(0, testCSF, old.ordinary(t, id, 0, true), false)
-	if st, _ := r.FlowStats(id); st.RepairUnknownConfig != 1 {
+	if st, _ := r.FlowStats(id); st.RepairRetiredConfig != 1 || st.RepairUnknownConfig != 0 {
 		t.Fatalf("REPAIR of a retired configuration: %+v", st)
 	}
 	feed(8)

@@ -120,6 +120,7 @@ const (
 	repairNoBlock                          // an INFO naming PSNs in no block (noBlock)
 	repairBehind                           // its configuration released, its block behind the window
 	repairUnknownConfig                    // no such configuration, or no window yet
+	repairRetiredConfig                    // a configuration retired to make room for the CSF's next (E81)
 	repairBadScheme                        // neither the configuration's scheme nor a Source Copy
 	repairBadK                             // k beyond the configuration's
 	repairBadT                             // a symbol not T octets long
@@ -129,6 +130,7 @@ const (
 var repairRefused = [...]func(*FlowStats) *uint64{
 	repairBehind:        func(s *FlowStats) *uint64 { return &s.RepairLate },
 	repairUnknownConfig: func(s *FlowStats) *uint64 { return &s.RepairUnknownConfig },
+	repairRetiredConfig: func(s *FlowStats) *uint64 { return &s.RepairRetiredConfig },
 	repairBadScheme:     func(s *FlowStats) *uint64 { return &s.RepairBadScheme },
 	repairBadK:          func(s *FlowStats) *uint64 { return &s.RepairBadK },
 	repairBadT:          func(s *FlowStats) *uint64 { return &s.RepairBadT },
@@ -142,6 +144,8 @@ func checkRepair(f *rflow, c *cfgSlot, m *wire.Repair) repairCheck {
 		// REPAIR's block is behind the window too, too late for decoding whatever its
 		// configuration, which the CRF may no longer remember.
 		return repairBehind
+	case c == nil && f.win != nil && f.retired(m.ConfigID):
+		return repairRetiredConfig
 	case c == nil || f.win == nil:
 		return repairUnknownConfig
 	case m.Info && m.Present.Empty():

@@ -239,7 +239,7 @@ func (r *Receiver) retireBefore(f *rflow, id uint8) bool {
 				r.abandon(f, b, true)
 			}
 		}
-		c.released, freed = true, true
+		c.released, c.retired, freed = true, true, true
 		r.st.ConfigsReleased++
 		r.st.ConfigsRetired++
 	}

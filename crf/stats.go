@@ -25,8 +25,11 @@ type FlowStats struct {
 	RangeRoundsCounted                                                       uint64 // coded answers to other requests than a block\'s own, counted among its two rounds (E45)
 
 	Repairs, RepairsCE, RepairDuplicate, RepairUnknownConfig, RepairBadScheme uint64
-	RepairBadK, RepairBadT, RepairInconsistent, RepairLate, RepairOverlap     uint64
-	RepairRejected, InfoReceived, SourceCopies                                uint64
+	// RepairRetiredConfig: REPAIRs of a configuration retired to make room for the CSF's next
+	// (E81), which came after all; their blocks fall back to the RDMA transport.
+	RepairRetiredConfig                                                   uint64
+	RepairBadK, RepairBadT, RepairInconsistent, RepairLate, RepairOverlap uint64
+	RepairRejected, InfoReceived, SourceCopies                            uint64
 	// RepairUntracked counts REPAIRs for a block with a source where the window keeps no
 	// position (a READ's or a long gap's hole, E40) or further ahead than it reaches;
 	// RepairBeforeEffective those of a block starting before its configuration's Effective PSN

@@ -159,6 +159,7 @@ var engineHelp = map[string]string{
 	"crf.flow.RepairsCE":               "REPAIR messages received CE-marked",
 	"crf.flow.RepairDuplicate":         "REPAIR messages received twice",
 	"crf.flow.RepairUnknownConfig":     "REPAIR messages refused: unknown configuration",
+	"crf.flow.RepairRetiredConfig":     "REPAIR messages refused: of a configuration retired to make room for the CSF's next (E81); their blocks fall back to RDMA",
 	"crf.flow.RepairBadScheme":         "REPAIR messages refused: a scheme not configured",
 	"crf.flow.RepairBadK":              "REPAIR messages refused: a k not configured",
 	"crf.flow.RepairBadT":              "REPAIR messages refused: a symbol size not configured",
