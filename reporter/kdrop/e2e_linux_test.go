@@ -224,6 +224,9 @@ func runLab(t *testing.T, m labMode) outcome {
 		}
 		step := max(m.gso, 1)
 		buf := make([]byte, 0, step*m.size)
+		// Four times what the bottleneck carries: most datagrams drop, some cross.
+		const offeredRate = 800e6
+		began, sent := time.Now(), 0
 		for i := 0; i < perFlow; i += step {
 			for id, c := range socks {
 				buf = buf[:0]
@@ -235,8 +238,12 @@ func runLab(t *testing.T, m labMode) outcome {
 					return
 				}
 			}
-			if i/step%8 == 7 {
-				time.Sleep(time.Duration(50*step) * time.Microsecond)
+			// Paced by the clock, not by a count of sleeps: a loaded host's sleeps last a
+			// millisecond or more, and a sender that sleeps 50 us per batch then offers less
+			// than the bottleneck carries and nothing drops.
+			sent += len(socks) * min(step, perFlow-i) * m.size
+			if due := began.Add(time.Duration(float64(sent*8) / offeredRate * float64(time.Second))); time.Until(due) > 200*time.Microsecond {
+				time.Sleep(time.Until(due))
 			}
 		}
 	})
