@@ -11,11 +11,14 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/crem-project/crem/internal/harness/promalert"
 )
 
 // The crash tests: scripts/perf-relay.sh's relay pair (client -> gateway A -> crem netem -> gateway
@@ -98,8 +101,8 @@ rdma_mtu = 1024
 }
 
 // newRestartPair starts the netem proxies, both gateways and the perf server, on a /24 of
-// loopback of their own and random ports.
-func newRestartPair(t *testing.T) *restartPair {
+// loopback of their own and random ports; abFlags go to the netem from A to B.
+func newRestartPair(t *testing.T, abFlags ...string) *restartPair {
 	seed := uint64(time.Now().UnixNano())
 	r := rand.New(rand.NewPCG(seed, 7))
 	p := &restartPair{t: t, dir: t.TempDir(), base: fmt.Sprintf("127.%d.%d", 100+r.IntN(150), 1+r.IntN(250)),
@@ -109,13 +112,13 @@ func newRestartPair(t *testing.T) *restartPair {
 	// client .1, gateway A .2, WAN ends .3 and .4, gateway B .5, server .6 (scripts/perf-relay.sh)
 	p.gatewayConfig("a", 2, 3, 1, 1, 6)
 	p.gatewayConfig("b", 5, 4, 6, 6, 1)
-	netem := func(name string, listen, from, to int, s int) {
-		p.start("netem-"+name, "netem", "--listen", fmt.Sprintf("%s:%d", p.addr(listen), p.port(0)),
+	netem := func(name string, listen, from, to int, s int, extra ...string) {
+		p.start("netem-"+name, append([]string{"netem", "--listen", fmt.Sprintf("%s:%d", p.addr(listen), p.port(0)),
 			"--forward", fmt.Sprintf("%s:%d", p.addr(to), p.port(0)),
 			"--route", fmt.Sprintf("%s:%d=%s:%d", p.addr(from), p.port(1), p.addr(to), p.port(1)),
-			"--delay", "10ms", "--loss", "0.03", "--seed", strconv.Itoa(s), "--queue", "100000")
+			"--delay", "10ms", "--loss", "0.03", "--seed", strconv.Itoa(s), "--queue", "100000"}, extra...)...)
 	}
-	netem("ab", 3, 2, 5, 5)
+	netem("ab", 3, 2, 5, 5, abFlags...)
 	netem("ba", 4, 5, 2, 7)
 	p.startGateway("a")
 	p.startGateway("b")
@@ -260,6 +263,9 @@ type restartOutcome struct {
 	// A's unheld retransmissions counted and the retransmissions it saw, from the kill on.
 	unheld, retx float64
 	rate         float64 // A's sources a second before the kill
+	// firing: the user guide's alerts that fire on A, evaluated over its scrapes at the kill
+	// and when protection was back.
+	firing []string
 }
 
 // runRestart runs one crash: the transfer, the kill, the restart, and the measurements.
@@ -282,6 +288,13 @@ func runRestart(t *testing.T, c restartCase) restartOutcome {
 	rate := a1["crem_csf_sources_total"] - a0["crem_csf_sources_total"]
 	// The figures at the kill: publishEvery (100 ms) old at most.
 	before := a1
+	alerts := guideAlerts(t)
+	var alertsFrom promalert.Scrape
+	if c.victim == "b" {
+		alertsFrom = p.scrape("a")
+	} else { // the new A's counters start from zero: the evaluator takes them for a reset
+		alertsFrom = promalert.Scrape{At: time.Now()}
+	}
 	readyAt := make(chan time.Time, 1)
 	p.kill(c.victim)
 	killed := time.Now()
@@ -342,6 +355,10 @@ func runRestart(t *testing.T, c restartCase) restartOutcome {
 	if !ok {
 		t.Fatalf("protection not back within 10 s of the restart:\nA: %s\nB: %s", p.logs["a"], p.logs["b"])
 	}
+	firing, err := promalert.Firing(alerts, alertsFrom, p.scrape("a"))
+	if err != nil {
+		t.Fatal(err)
+	}
 	atLearned, ok := <-learned
 	if !ok {
 		t.Fatalf("A counted no unprotected source between the kill and protection back:\nA: %s", p.logs["a"])
@@ -356,7 +373,7 @@ func runRestart(t *testing.T, c restartCase) restartOutcome {
 	if !ok {
 		t.Fatalf("the restarted gateway never said it runs: %s", p.logs[c.victim])
 	}
-	o := restartOutcome{back: backAt.Sub(restarted), ready: ready.Sub(restarted), restored: restoredBack.Sub(restarted), rate: rate}
+	o := restartOutcome{back: backAt.Sub(restarted), ready: ready.Sub(restarted), restored: restoredBack.Sub(restarted), rate: rate, firing: firing}
 	o.counted = unprotected(atBack, lost...) - unprotected(aBase, lost...)
 	o.observed = atBack["crem_csf_sources_total"] - aBase["crem_csf_sources_total"]
 	o.believed = (atLearned["crem_csf_sources_total"] - aBase["crem_csf_sources_total"]) -
@@ -380,7 +397,7 @@ func runRestart(t *testing.T, c restartCase) restartOutcome {
 // host, over 0.7 s on a loaded one), every source that crossed without protection once A knew
 // counted, within what the metrics' publication (100 ms old at most at each end, so 0.2 s of
 // sources) blurs.
-func checkRestart(t *testing.T, o restartOutcome, within time.Duration) {
+func checkRestart(t *testing.T, o restartOutcome, within time.Duration, alerts ...string) {
 	if o.back-o.ready > within {
 		t.Errorf("protection back %v after the restart, %v after the gateway was ready: want within %v of it", o.back, o.back-o.ready, within)
 	}
@@ -393,6 +410,12 @@ func checkRestart(t *testing.T, o restartOutcome, within time.Duration) {
 	}
 	if o.unheld > o.retx {
 		t.Errorf("%v unheld retransmissions counted of %v retransmissions", o.unheld, o.retx)
+	}
+	t.Logf("alerts firing on A from the kill to protection back: %q", o.firing)
+	for _, a := range append([]string{"protection falls: unprotected against sources"}, alerts...) {
+		if !slices.Contains(o.firing, a) {
+			t.Errorf("the guide's alert %q does not fire on A from the kill to protection back (firing: %q)", a, o.firing)
+		}
 	}
 }
 
@@ -411,7 +434,7 @@ func skipCrash(t *testing.T) {
 func TestGatewayRestartCRFSide(t *testing.T) {
 	skipCrash(t)
 	o := runRestart(t, restartCase{victim: "b", down: 500 * time.Millisecond})
-	checkRestart(t, o, 1400*time.Millisecond)
+	checkRestart(t, o, 1400*time.Millisecond, "peer restarted or lost the session")
 }
 
 // TestGatewayRestartCSFSide: gateway A (the CSF) killed and started again 0.5 s later: its new
@@ -436,5 +459,5 @@ func TestGatewayRestartCSFSide(t *testing.T) {
 func TestGatewayPeerDownFiveSeconds(t *testing.T) {
 	skipCrash(t)
 	o := runRestart(t, restartCase{victim: "b", down: 5 * time.Second})
-	checkRestart(t, o, 1400*time.Millisecond)
+	checkRestart(t, o, 1400*time.Millisecond, "peer does not answer")
 }

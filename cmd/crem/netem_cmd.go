@@ -55,6 +55,13 @@ datagrams or a size (64KiB, 1MB) for a limit in octets. It only fills with a --r
 ECN-capable datagram (ECT(0), ECT(1)) that finds --ecn-threshold or more datagrams ahead of
 it is forwarded with CE set; datagrams keep their TOS otherwise.
 
+--forge-definitions makes the forward direction an attacker on the path, to test a CRF's
+defence of its block definitions: ahead of the first REPAIR of each block it injects one from
+the same client with the same Flow ID and Config ID that defines the block another way (a
+present position cleared, the next block's with half its k, half its k), with random symbol
+octets. A gateway must deliver nothing wrong and restore as before; its metrics
+crem_crf_flows_definition* show the forgeries (the user guide's "forged block definitions").
+
 --drop-log FILE writes one JSON object per line for every datagram dropped: direction, index,
 reason (lost or overflow), length, client, and for RoCEv2 datagrams the opcode, destination QP
 and PSN. --pcap FILE records what is forwarded and dropped (dropped frames have IP TTL 1).
@@ -473,6 +480,7 @@ func runNetem(args []string, s stdio) int {
 		repMerge          bool
 		repMergeFrom      string
 		repAggregation    = durationFlag(50 * time.Microsecond)
+		forge             bool
 		routes            = routeFlags{}
 	)
 	fs.StringVar(&listen, "listen", "", "`ADDR` (host:port) clients send to (required)")
@@ -489,6 +497,7 @@ func runNetem(args []string, s stdio) int {
 	fs.Var(&idle, "idle-timeout", "close a client's socket after `DURATION` without traffic")
 	fs.IntVar(&maxClients, "max-clients", maxClients, "clients served at once; a new one evicts the one idle longest")
 	fs.BoolVar(&asJSON, "json", false, "print the final summary as a JSON object")
+	fs.BoolVar(&forge, "forge-definitions", false, "be an on-path attacker: ahead of each block's first REPAIR forwarded, inject one from the same client that defines the block another way, with random symbols (a CRF must restore on and deliver nothing wrong)")
 	fs.Var(&repTo, "report-to", "be a path reporter: send PATH_REPORT to `PORT[,PREFIX=CSFADDR...]`, the CREM port at the flow's source or the CSF routed for its prefix")
 	fs.Uint64Var(&repNode, "report-node-id", repNode, "the reporter's Node `ID` (marking: this and the next one, for the link's entry and exit)")
 	fs.StringVar(&repMethod, "report-method", repMethod, "what to report: `METHOD` drops (3), marking (1) or both")
@@ -558,6 +567,8 @@ func runNetem(args []string, s stdio) int {
 		IdleTimeout: time.Duration(idle),
 		Logger:      slog.New(slog.NewTextHandler(s.err, &slog.HandlerOptions{Level: slog.LevelWarn})),
 		Report:      report,
+
+		ForgeDefinitions: forge,
 	}
 	if dropLog != "" {
 		f, err := os.Create(dropLog)
@@ -693,6 +704,9 @@ func netemStatsLine(st udpproxy.Stats) string {
 	}
 	line := fmt.Sprintf("crem netem: %s forward: %s | reverse: %s | clients %d",
 		units.FormatDuration(st.Elapsed), d(st.Forward), d(st.Reverse), st.Clients)
+	if st.Forward.Forged > 0 {
+		line += fmt.Sprintf(" | forged %d", st.Forward.Forged)
+	}
 	if r := st.Report; r != nil {
 		line += fmt.Sprintf(" | reports %d send-errors %d", r.Reporter.Reports, r.SendErrors)
 		if r.Offered > 0 {
@@ -825,6 +839,9 @@ func writeNetemTable(w io.Writer, p *udpproxy.Proxy, st udpproxy.Stats, merge bo
 			r.d.ReceivedBytes, r.d.ForwardedBytes)
 	}
 	tw.Flush()
+	if n := st.Forward.Forged; n > 0 {
+		fmt.Fprintf(w, "forger: %d forged REPAIRs injected ahead of blocks' first REPAIRs (counted as received)\n", n)
+	}
 	if r := st.Report; r != nil {
 		e := r.Reporter
 		fmt.Fprintf(w, "path reporter %v: %d reports (%d of drops, %d of marking), %d drops reported, "+

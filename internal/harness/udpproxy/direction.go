@@ -47,7 +47,11 @@ type direction struct {
 	ect, marked               atomic.Uint64
 	writeErrors, unsent       atomic.Uint64
 	merged, mergedBytes       atomic.Uint64
+	forged                    atomic.Uint64
 	inFlight, peakQueue       atomic.Int64
+
+	forger  *forger // nil unless Config.ForgeDefinitions (forward direction only)
+	forging bool    // the datagram being sent is the forger's own
 }
 
 func newDirection(p *Proxy, name string, cfg netem.Config) (*direction, error) {
@@ -156,6 +160,15 @@ func (d *direction) send(now time.Duration, pk *pkt) {
 	}
 	if d.mergeReport(now, pk) {
 		return
+	}
+	if d.forger != nil && !d.forging {
+		if b := d.forger.forge(pk.data); b != nil {
+			fk := d.p.pools.newPkt(&dgram{buf: b, tos: pk.tos, hasTOS: pk.hasTOS}, pk.cl)
+			d.forged.Add(1)
+			d.forging = true
+			d.send(now, fk) // ahead of the genuine one, through the same link
+			d.forging = false
+		}
 	}
 	d.reportIn(now, pk)
 	v := d.link.Send(now, netem.Packet{Data: pk.data, ECT: ect, CE: ect && ecn == ecnCE, ID: pk.idx, Tag: pk})
@@ -330,6 +343,7 @@ func (d *direction) stats() DirStats {
 		Unsent:               d.unsent.Load(),
 		Merged:               d.merged.Load(),
 		MergedBytes:          d.mergedBytes.Load(),
+		Forged:               d.forged.Load(),
 		InFlight:             int(d.inFlight.Load()),
 		PeakQueue:            int(d.peakQueue.Load()),
 	}

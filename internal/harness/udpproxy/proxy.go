@@ -64,6 +64,13 @@ type Config struct {
 	Pcap io.Writer
 	// Logger receives the proxy's diagnostics; nil discards them.
 	Logger *slog.Logger
+	// ForgeDefinitions makes the forward direction an on-path forger of CREM block
+	// definitions: ahead of the first REPAIR of each block, a REPAIR from the same client with
+	// the same Flow ID and Config ID that defines the block another way (half its k, a present
+	// position cleared, or the next block's), with random symbol octets, seeded by
+	// ForwardLink.Seed. For tests of a CRF's defence (it must never deliver such a solve, nor
+	// lose the genuine definition to it); DirStats.Forged counts them.
+	ForgeDefinitions bool
 	// Report, if set, makes the proxy a CREM Path Reporter for the RoCEv2 datagrams it
 	// carries (see the package documentation). It must ask for drops, marking or both.
 	Report *ReportConfig
@@ -151,6 +158,9 @@ func New(cfg Config) (*Proxy, error) {
 	p.fwd, err = newDirection(p, "forward", cfg.ForwardLink)
 	if err != nil {
 		return nil, fmt.Errorf("udpproxy: forward link: %w", err)
+	}
+	if cfg.ForgeDefinitions {
+		p.fwd.forger = newForger(cfg.ForwardLink.Seed)
 	}
 	p.rev, err = newDirection(p, "reverse", cfg.ReverseLink)
 	if err != nil {
@@ -532,6 +542,9 @@ type DirStats struct {
 	// entered the link.
 	Merged      uint64 `json:"merged"`
 	MergedBytes uint64 `json:"merged_bytes"`
+	// Forged counts REPAIRs the forger injected (Config.ForgeDefinitions), each also counted
+	// as received.
+	Forged uint64 `json:"forged,omitempty"`
 	// InFlight is the number of datagrams inside the link now.
 	InFlight int `json:"in_flight"`
 	// PeakQueue is the largest number of datagrams the bottleneck queue held at once.
