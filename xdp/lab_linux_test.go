@@ -82,9 +82,9 @@ func inNetns(t testing.TB, ns string, fn func()) {
 	}
 }
 
-// newVethLab builds the lab with the program attached in generic mode and a socket of frames
+// newVethLab builds the lab with the program attached in mode and a socket of frames
 // frames registered for queue 0; the test's cleanup takes it down.
-func newVethLab(t testing.TB, frames int) *vethLab {
+func newVethLab(t testing.TB, frames int, mode AttachMode) *vethLab {
 	t.Helper()
 	needLab(t)
 	netnslock.Take(t)
@@ -141,7 +141,7 @@ func newVethLab(t testing.TB, frames int) *vethLab {
 			return
 		}
 		t.Cleanup(func() { p.Close() })
-		if err := p.Attach(ifi.Index, AttachGeneric); err != nil {
+		if err := p.Attach(ifi.Index, mode); err != nil {
 			t.Errorf("attaching: %v", err)
 			return
 		}

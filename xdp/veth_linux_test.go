@@ -26,7 +26,7 @@ func sizeOf(seq int) int { return 16 + (seq*97)%1385 }
 // on 4791; every datagram to the other port reaches an ordinary UDP socket in A and none the
 // AF_XDP socket; every ping is answered.
 func TestVethReceive(t *testing.T) {
-	l := newVethLab(t, 1024)
+	l := newVethLab(t, 1024, AttachGeneric)
 	other := l.listenUDP(t, l.A, netip.AddrPortFrom(addrA, 5000))
 	shadow := l.listenUDP(t, l.A, netip.AddrPortFrom(addrA, 4791)) // must see nothing
 	from := l.listenUDP(t, l.B, netip.AddrPortFrom(addrB, 40000))
@@ -170,7 +170,7 @@ func TestVethReceive(t *testing.T) {
 // from A's address and port 4791, every payload octet as sent. The kernel drops a datagram
 // whose checksum fails, so each arrival also checks AppendUDP's checksums.
 func TestVethTransmit(t *testing.T) {
-	l := newVethLab(t, 256) // 128 transmit frames: the batches reuse them
+	l := newVethLab(t, 256, AttachGeneric) // 128 transmit frames: the batches reuse them
 	to := l.listenUDP(t, l.B, netip.AddrPortFrom(addrB, 6000))
 	to6 := l.listenUDP(t, l.B, netip.AddrPortFrom(addrB6, 6000))
 	const n = 1000
@@ -240,4 +240,74 @@ func TestVethTransmit(t *testing.T) {
 		t.Errorf("socket counters %+v, %d pending: want %d sent and completed", st, l.Sock.TxPending(), n)
 	}
 	t.Logf("%+v", st)
+}
+
+// sendRoCE sends n RoCEv2-shaped datagrams from B to A's port 4791, paced within the veth's
+// backlog.
+func (l *vethLab) sendRoCE(t testing.TB, n int) {
+	t.Helper()
+	from := l.listenUDP(t, l.B, netip.AddrPortFrom(addrB, 0))
+	for i := 0; i < n; i++ {
+		if _, err := from.WriteToUDPAddrPort(rocePayload(uint32(i), sizeOf(i)), netip.AddrPortFrom(addrA, 4791)); err != nil {
+			t.Fatal(err)
+		}
+		if i%32 == 31 {
+			time.Sleep(time.Millisecond)
+		}
+	}
+}
+
+// TestVethDriverMode attaches with AttachAuto: on veth the driver mode holds (veth runs XDP in
+// its own receive path) and the socket binds in copy mode (veth offers no zero-copy); the
+// datagrams to 4791 arrive as in generic mode.
+func TestVethDriverMode(t *testing.T) {
+	l := newVethLab(t, 256, AttachAuto)
+	if got := l.Prog.AttachMode(); got != "driver" {
+		t.Errorf("attach mode %q on veth, want driver", got)
+	}
+	if got := l.Sock.BindMode(); got != "copy" {
+		t.Errorf("bind mode %q on veth, want copy", got)
+	}
+	const n = 100
+	l.sendRoCE(t, n)
+	l.receive(t, n, 5*time.Second, func(i int, frame []byte) {
+		d, err := ParseUDP(frame)
+		if err != nil || d.DstPort != 4791 || !bytes.Equal(d.Payload, rocePayload(uint32(i), sizeOf(i))) {
+			t.Fatalf("frame %d (err %v): %x", i, err, frame)
+		}
+	})
+}
+
+// TestSocketSteadyStateAllocations: receiving a batch in place, releasing it and transmitting
+// a frame allocate nothing once the socket is set up.
+func TestSocketSteadyStateAllocations(t *testing.T) {
+	l := newVethLab(t, 256, AttachGeneric)
+	l.sendRoCE(t, 110)
+	if ok, err := l.Sock.Wait(2 * time.Second); !ok || err != nil {
+		t.Fatalf("nothing arrived (err %v)", err)
+	}
+	time.Sleep(50 * time.Millisecond)
+	f, err := AppendUDP(nil, Header{SrcMAC: l.MACA, DstMAC: l.MACB, Src: addrA, Dst: addrB, SrcPort: 4791, DstPort: 9}, rocePayload(0, 200))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pkts := [][]byte{f}
+	frames := make([]Frame, 1)
+	allocs := testing.AllocsPerRun(100, func() {
+		n := l.Sock.Receive(frames)
+		l.Sock.Release(frames[:n])
+		if _, err := l.Sock.Transmit(pkts); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if allocs != 0 {
+		t.Errorf("%.1f allocations per receive, release and transmit", allocs)
+	}
+	st, err := l.Sock.Stats()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.RxFrames < 100 || st.TxFrames < 100 {
+		t.Errorf("counters %+v: the runs did not receive and transmit", st)
+	}
 }
