@@ -34,6 +34,9 @@ func (p *Program) Unregister(queue int) error { return ErrNeedsLinux }
 // Counters returns ErrNeedsLinux.
 func (p *Program) Counters() (ProgramCounters, error) { return ProgramCounters{}, ErrNeedsLinux }
 
+// Detach does nothing.
+func (p *Program) Detach() error { return nil }
+
 // Close does nothing.
 func (p *Program) Close() error { return nil }
 

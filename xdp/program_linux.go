@@ -241,6 +241,20 @@ func (p *Program) Counters() (ProgramCounters, error) {
 	return c, nil
 }
 
+// Detach takes the program off its interface (every frame then takes the kernel's path); it may
+// be attached again.
+func (p *Program) Detach() error {
+	if p.link == nil {
+		return nil
+	}
+	err := p.link.Close()
+	p.link, p.mode = nil, ""
+	if err != nil {
+		return fmt.Errorf("xdp: detaching: %w", err)
+	}
+	return nil
+}
+
 // Close detaches the program and releases it and its maps.
 func (p *Program) Close() error {
 	var err error
