@@ -161,3 +161,44 @@ func TestProgramAgreesWithParser(t *testing.T) {
 		t.Errorf("%d of %d mutated frames matched: the mutations do not test both outcomes", matched, n)
 	}
 }
+
+// BenchmarkProgram measures the program alone per frame (BPF_PROG_TEST_RUN, the kernel's own
+// timing over 100,000 repetitions): a RoCEv2 datagram redirected, one to another port passed
+// after the map lookup, and an ARP frame passed at the EtherType.
+func BenchmarkProgram(b *testing.B) {
+	p := loadForTest(b)
+	if err := p.Register(0, loSocket(b)); err != nil {
+		b.Fatal(err)
+	}
+	for _, c := range []struct {
+		name  string
+		frame []byte
+	}{
+		{"redirect-ipv4", udpFrame("10.0.0.1", "10.0.0.2", 4791, rocePayload(1, 1052))},
+		{"redirect-ipv6", udpFrame("fd00::1", "fd00::2", 4791, rocePayload(1, 1052))},
+		{"pass-other-port", udpFrame("10.0.0.1", "10.0.0.2", 5000, rocePayload(1, 1052))},
+		{"pass-arp", frameNamed("arp")},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			var per float64
+			for i := 0; i < b.N; i++ {
+				_, d, err := p.prog.Benchmark(c.frame, 100000, nil)
+				if err != nil {
+					b.Fatal(err)
+				}
+				per += float64(d.Nanoseconds())
+			}
+			b.ReportMetric(per/float64(b.N), "ns/frame")
+			b.ReportMetric(0, "ns/op")
+		})
+	}
+}
+
+func frameNamed(name string) []byte {
+	for _, f := range testFrames() {
+		if f.name == name {
+			return f.frame
+		}
+	}
+	panic("no test frame " + name)
+}

@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -310,4 +311,65 @@ func TestSocketSteadyStateAllocations(t *testing.T) {
 	if st.RxFrames < 100 || st.TxFrames < 100 {
 		t.Errorf("counters %+v: the runs did not receive and transmit", st)
 	}
+}
+
+// TestVethOffSwitch: with the socket unregistered, datagrams to 4791 go at once to the kernel's
+// socket (counted by the program as finding no socket); with the program detached the device
+// shows no XDP program and they still do; attached again, they come back to the AF_XDP socket.
+func TestVethOffSwitch(t *testing.T) {
+	l := newVethLab(t, 256, AttachGeneric)
+	kernel := l.listenUDP(t, l.A, netip.AddrPortFrom(addrA, 4791))
+	buf := make([]byte, 2048)
+	expectKernel := func(stage string, n int) {
+		t.Helper()
+		l.sendRoCE(t, n)
+		for i := 0; i < n; i++ {
+			kernel.SetReadDeadline(time.Now().Add(2 * time.Second))
+			m, _, err := kernel.ReadFromUDPAddrPort(buf)
+			if err != nil {
+				t.Fatalf("%s: datagram %d of %d on the kernel's socket: %v", stage, i, n, err)
+			}
+			if !bytes.Equal(buf[:m], rocePayload(uint32(i), sizeOf(i))) {
+				t.Errorf("%s: datagram %d differs", stage, i)
+			}
+		}
+		if frames := make([]Frame, 1); l.Sock.Receive(frames) != 0 {
+			t.Errorf("%s: a frame on the AF_XDP socket", stage)
+		}
+	}
+	if err := l.Prog.Unregister(0); err != nil {
+		t.Fatal(err)
+	}
+	expectKernel("unregistered", 20)
+	if c, err := l.Prog.Counters(); err != nil || c.NoSocket != 20 || c.Redirected != 0 {
+		t.Errorf("counters %+v (err %v), want 20 without a socket", c, err)
+	}
+	if err := l.Prog.Detach(); err != nil {
+		t.Fatal(err)
+	}
+	if out := sh(t, "ip", "-n", l.A, "link", "show", "dev", "xa"); strings.Contains(out, "xdp") || l.Prog.AttachMode() != "" {
+		t.Errorf("after Detach (mode %q): %s", l.Prog.AttachMode(), out)
+	}
+	expectKernel("detached", 20)
+	inNetns(t, l.A, func() {
+		ifi, err := net.InterfaceByName("xa")
+		if err == nil {
+			err = l.Prog.Attach(ifi.Index, AttachGeneric)
+		}
+		if err == nil {
+			err = l.Prog.Register(0, l.Sock)
+		}
+		if err != nil {
+			t.Errorf("attaching again: %v", err)
+		}
+	})
+	if out := sh(t, "ip", "-n", l.A, "link", "show", "dev", "xa"); !strings.Contains(out, "xdpgeneric") {
+		t.Errorf("attached again, the device shows no generic XDP program: %s", out)
+	}
+	l.sendRoCE(t, 20)
+	l.receive(t, 20, 5*time.Second, func(i int, frame []byte) {
+		if d, err := ParseUDP(frame); err != nil || !bytes.Equal(d.Payload, rocePayload(uint32(i), sizeOf(i))) {
+			t.Fatalf("frame %d after attaching again (err %v)", i, err)
+		}
+	})
 }
