@@ -177,10 +177,10 @@ func BenchmarkVethEcho(b *testing.B) {
 	server := l.rawUDP(b, l.A, netip.AddrPortFrom(addrA, 4791))
 	const n = 100000
 	var xdpRate, sockRate, xdpCPU, sockCPU float64
-	lostAll := 0
+	var lostX, lostS int
 	for i := 0; i < b.N; i++ {
 		// run returns the echo rate and the CPU time A's serving thread spent per echo.
-		run := func(serve func(*atomic.Bool)) (float64, float64) {
+		run := func(serve func(*atomic.Bool), lostTo *int) (float64, float64) {
 			var stop atomic.Bool
 			var wg sync.WaitGroup
 			var cpu time.Duration
@@ -202,7 +202,7 @@ func BenchmarkVethEcho(b *testing.B) {
 			if got < n*99/100 {
 				b.Fatalf("%d of %d echoed, %d lost", got, n, lost)
 			}
-			lostAll += lost
+			*lostTo += lost
 			return float64(got) / d.Seconds(), float64(cpu.Nanoseconds()) / float64(got+2000)
 		}
 		if l.Prog.AttachMode() == "" {
@@ -212,12 +212,12 @@ func BenchmarkVethEcho(b *testing.B) {
 				}
 			})
 		}
-		r, c := run(func(stop *atomic.Bool) { xdpEcho(l.Sock, stop) })
+		r, c := run(func(stop *atomic.Bool) { xdpEcho(l.Sock, stop) }, &lostX)
 		xdpRate, xdpCPU = xdpRate+r, xdpCPU+c
 		if err := l.Prog.Detach(); err != nil {
 			b.Fatal(err)
 		}
-		r, c = run(func(stop *atomic.Bool) { socketEcho(server, stop) })
+		r, c = run(func(stop *atomic.Bool) { socketEcho(server, stop) }, &lostS)
 		sockRate, sockCPU = sockRate+r, sockCPU+c
 	}
 	if st, err := l.Sock.Stats(); err == nil {
@@ -229,6 +229,7 @@ func BenchmarkVethEcho(b *testing.B) {
 	b.ReportMetric(xdpCPU/float64(b.N), "afxdp-cpu-ns/echo")
 	b.ReportMetric(sockCPU/float64(b.N), "recvmmsg-cpu-ns/echo")
 	b.ReportMetric(sockCPU/xdpCPU, "cpu-ratio")
-	b.ReportMetric(float64(lostAll), "lost")
+	b.ReportMetric(float64(lostX), "afxdp-lost")
+	b.ReportMetric(float64(lostS), "recvmmsg-lost")
 	b.ReportMetric(0, "ns/op")
 }

@@ -274,11 +274,12 @@ func (s *Socket) Transmit(pkts [][]byte) (int, error) {
 		free--
 		n++
 	}
-	if n == 0 {
-		return 0, err
+	if n > 0 {
+		atomic.StoreUint32(s.tx.producer, s.tx.prod)
+		s.st.TxFrames += uint64(n)
 	}
-	atomic.StoreUint32(s.tx.producer, s.tx.prod)
-	s.st.TxFrames += uint64(n)
+	// Kick even when nothing new was posted: a full ring whose last kick found the kernel busy
+	// would otherwise wait for a kick that never comes.
 	if kerr := s.Flush(); kerr != nil {
 		return n, kerr
 	}
