@@ -10,11 +10,13 @@ import (
 	"net/netip"
 	"os"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"golang.org/x/net/icmp"
 	"golang.org/x/net/ipv4"
+	"golang.org/x/sys/unix"
 )
 
 // sizeOf is the RoCEv2-shaped payload size of datagram seq: 16 to 1400 octets.
@@ -372,4 +374,76 @@ func TestVethOffSwitch(t *testing.T) {
 			t.Fatalf("frame %d after attaching again (err %v)", i, err)
 		}
 	})
+}
+
+// TestSocketCountersAtTheLimits fills each ring of a socket of 16 frames (8 to receive into, 8
+// to transmit from) and checks that every outcome is counted: a transmit cut short by the full
+// ring, a packet longer than a frame, the completions; datagrams the kernel dropped for want of
+// a fill-ring buffer (its rx_dropped and fill-ring-empty counters) and the receive calls that
+// found the fill ring empty; an invalid TX descriptor (the kernel's tx_invalid_descs); and that
+// receiving resumes once the frames are released.
+func TestSocketCountersAtTheLimits(t *testing.T) {
+	l := newVethLab(t, 16, AttachGeneric)
+	f, err := AppendUDP(nil, Header{SrcMAC: l.MACA, DstMAC: l.MACB, Src: addrA, Dst: addrB, SrcPort: 4791, DstPort: 9}, rocePayload(0, 100))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pkts := make([][]byte, 20)
+	for i := range pkts {
+		pkts[i] = f
+	}
+	if n, err := l.Sock.Transmit(pkts); n != 8 || err != nil {
+		t.Errorf("transmit of 20 on 8 frames: %d (err %v), want 8", n, err)
+	}
+	if _, err := l.Sock.Transmit([][]byte{make([]byte, l.Sock.FrameSize()+1)}); !errors.Is(err, ErrFrameTooLong) {
+		t.Errorf("a packet longer than a frame: %v", err)
+	}
+	for deadline := time.Now().Add(2 * time.Second); l.Sock.TxPending() > 0 && time.Now().Before(deadline); {
+		l.Sock.Reclaim()
+		l.Sock.Flush()
+		time.Sleep(time.Millisecond)
+	}
+
+	l.sendRoCE(t, 12) // 8 fill buffers: 4 dropped
+	frames := make([]Frame, 16)
+	held := 0
+	for deadline := time.Now().Add(2 * time.Second); held < 8 && time.Now().Before(deadline); {
+		l.Sock.Wait(10 * time.Millisecond)
+		held += l.Sock.Receive(frames[held:])
+	}
+	if held != 8 {
+		t.Fatalf("%d frames received, want the 8 the fill ring held", held)
+	}
+	if n := l.Sock.Receive(frames[held:]); n != 0 {
+		t.Errorf("%d frames beyond the fill ring's 8", n)
+	}
+	st, err := l.Sock.Stats()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.TxFrames != 8 || st.TxRingFull == 0 || st.TxTooLong != 1 || st.Completions != 8 {
+		t.Errorf("transmit counters %+v: want 8 sent and completed, the full ring and the long packet counted", st)
+	}
+	if st.RxFrames != 8 || st.RxDropped != 4 || st.RxFillRingEmptyDescs == 0 || st.FillEmpty == 0 {
+		t.Errorf("receive counters %+v: want 8 received, 4 dropped by the kernel, the empty fill ring counted on both sides", st)
+	}
+	// A descriptor outside the UMEM, posted by hand: the kernel skips it and counts it.
+	s := l.Sock
+	*s.tx.desc(s.tx.prod) = unix.XDPDesc{Addr: uint64(len(s.umem)) + 4096, Len: 100}
+	s.tx.prod++
+	atomic.StoreUint32(s.tx.producer, s.tx.prod)
+	if err := s.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if st, err := s.Stats(); err != nil || st.TxInvalidDescs != 1 {
+		t.Errorf("after an invalid descriptor: %+v (err %v), want one counted", st, err)
+	}
+	l.Sock.Release(frames[:held])
+	l.sendRoCE(t, 5)
+	l.receive(t, 5, 2*time.Second, func(i int, frame []byte) {
+		if d, err := ParseUDP(frame); err != nil || !bytes.Equal(d.Payload, rocePayload(uint32(i), sizeOf(i))) {
+			t.Fatalf("frame %d after the release (err %v)", i, err)
+		}
+	})
+	t.Logf("%+v", st)
 }
