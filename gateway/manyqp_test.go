@@ -315,7 +315,8 @@ func check(b []byte, seed uint64, qp, op int) bool {
 // its own random initial PSNs, through two gateways in relay mode with no reverse_qp configured
 // and 1 percent loss each way on a 2 ms path. Every QP does an RDMA WRITE of 16 MiB and an RDMA
 // READ (one of 256 MiB, the others of 16 MiB), MTU 4096. Every byte is verified, the CRFs
-// restore packets of every QP in both directions, no CLOSE is sent before the end, and every
+// restore packets of every QP and, over the QPs, in both directions; no CLOSE is sent before
+// the end, and every
 // outbound flow is paired with its own requester QP by PSN correlation. Its CSF was offered no
 // more packets passing back than its own responder sent, and released nothing beyond the PSNs
 // its own QP sent: an ACK of another QP released nothing. (Before the gateway knew which QP's
@@ -481,6 +482,7 @@ func TestRelayManyQPs(t *testing.T) {
 		}
 	}
 	mu.Unlock()
+	var restoredWrite, restoredRead uint64
 	for i, r := range runs {
 		ab := flow.Key{Src: addrA, Dst: addrB, DestQP: r.qpB} // the requests: A's CSF, B's CRF
 		ba := flow.Key{Src: addrB, Dst: addrA, DestQP: r.qpA} // the READ responses: B's CSF, A's CRF
@@ -491,9 +493,14 @@ func TestRelayManyQPs(t *testing.T) {
 		t.Logf("QP %d (%#06x -> %#06x): restored %d of the WRITE (%d sources), %d of the READ (%d sources); A's CSF: reverse QP %#x %v, blocks acked %d, requests %d, unknown block %d",
 			i, r.qpA, r.qpB, inB.Restored, inB.Sources, inA.Restored, inA.Sources, outA.ReverseQP, outA.ReverseKnown,
 			outA.Stats.BlocksAcked, outA.Stats.RequestsReceived, outA.Stats.RequestsUnknownBlock)
-		if inB.Restored == 0 || inA.Restored == 0 {
-			t.Errorf("QP %d: the CRFs restored %d of the WRITE and %d of the READ: want some of each (B's CRF holds the flow: %v; A's CRF: %v; B's CSF of the READ: %v, state %v, %+v)",
-				i, inB.Restored, inA.Restored, okB, okA, okOutB, outB.State, outB.Stats)
+		// Each QP's flows restore, one way at least. Not each way: a QP's WRITE is its first
+		// thousand packets or so, and on a loaded host most of them can cross before its
+		// session is up (unprotected, counted), leaving a loss or two to RDMA. Over the QPs
+		// both ways must restore (below).
+		restoredWrite, restoredRead = restoredWrite+inB.Restored, restoredRead+inA.Restored
+		if inB.Restored+inA.Restored == 0 {
+			t.Errorf("QP %d: the CRFs restored %d of the WRITE (%d abandoned) and %d of the READ (%d abandoned): want some (B's CRF holds the flow: %v; A's CRF: %v; B's CSF of the READ: %v, state %v, %+v)",
+				i, inB.Restored, inB.Abandoned, inA.Restored, inA.Abandoned, okB, okA, okOutB, outB.State, outB.Stats)
 		}
 		if !outA.ReverseKnown || outA.ReverseQP != r.qpA {
 			t.Errorf("QP %d: flow to %#x paired with %#x (%v), want its requester's QP %#x", i, r.qpB, outA.ReverseQP, outA.ReverseKnown, r.qpA)
@@ -509,6 +516,9 @@ func TestRelayManyQPs(t *testing.T) {
 		} else if d := r.sendPSN.Add(-1).Forward(outA.AckedThrough); d > used {
 			t.Errorf("QP %d: its CSF released through %v, %d PSNs past its first %v; it used %d", i, outA.AckedThrough, d, r.sendPSN, used)
 		}
+	}
+	if restoredWrite == 0 || restoredRead == 0 {
+		t.Errorf("over the %d QPs the CRFs restored %d of the WRITEs and %d of the READs: want some of each", len(runs), restoredWrite, restoredRead)
 	}
 	for i, st := range []gateway.Stats{stA, stB} {
 		if n := st.Sender.CloseSent + st.Sender.CloseReceived + st.Receiver.CloseSent + st.Receiver.CloseReceived; n != 0 {
