@@ -55,6 +55,10 @@ type ResolvedTun struct {
 	Verify        string   `json:"verify"`
 	Offload       bool     `json:"offload"`
 	Write         string   `json:"write"`
+	Datapath      string   `json:"datapath"`
+	LAN           string   `json:"lan,omitempty"`
+	WAN           string   `json:"wan,omitempty"`
+	XDPAttach     string   `json:"xdp_attach,omitempty"`
 }
 
 // ResolvedRule is one protect rule; empty Src and Dst, and zero SrcPort and QP, match any.
@@ -131,7 +135,10 @@ func (n Config) resolvedView(protectAll bool) Resolved {
 	case ModeTun:
 		t := n.Tun
 		rt := &ResolvedTun{Name: t.Name, Mark: int(*t.Mark), Verify: t.Verify.String(), LocalPrefixes: []string{},
-			Offload: *t.Offload, Write: t.Write.String()}
+			Offload: *t.Offload, Write: t.Write.String(), Datapath: t.Datapath.String()}
+		if t.Datapath != DatapathTun {
+			rt.LAN, rt.WAN, rt.XDPAttach = t.LAN, t.WAN, t.XDPAttach.String()
+		}
 		for _, p := range t.LocalPrefixes {
 			rt.LocalPrefixes = append(rt.LocalPrefixes, p.String())
 		}
@@ -220,6 +227,12 @@ func (r Resolved) WriteTOML(w io.Writer) error {
 		line("verify", q(t.Verify), "")
 		line("offload", fmt.Sprint(t.Offload), cmt(t.Offload, "off where the kernel refuses"))
 		line("write", q(t.Write), cmt(t.Write == "raw", "the raw socket with mark"))
+		line("datapath", q(t.Datapath), cmt(t.Datapath == "tun", "the device and policy routing"))
+		if t.Datapath != "tun" {
+			line("lan", q(t.LAN), "")
+			line("wan", q(t.WAN), "")
+			line("xdp_attach", q(t.XDPAttach), "")
+		}
 	}
 	for i, p := range r.Protect {
 		b.WriteString("\n[[protect]]")

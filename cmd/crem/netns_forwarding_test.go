@@ -212,7 +212,7 @@ type nsGateway struct {
 // extra flags; k = 32, m = 4, adaptation off.
 func (c *netnsChain) startGateways(bin string, extra ...string) [2]*nsGateway {
 	t := c.t
-	conf := func(name, self, peer, tun, local string) string {
+	conf := func(name, self, peer, tun, local, lan, wan string) string {
 		f := filepath.Join(c.dir, name+".toml")
 		os.WriteFile(f, []byte(fmt.Sprintf(`crem_address = "%s:%d"
 domain_protection = "boundary"
@@ -224,6 +224,8 @@ metrics_address = "%s:9464"
 name = "%s"
 local_prefixes = ["%s"]
 verify = "logical"
+lan = "%s"
+wan = "%s"
 [[protect]]
 ordered = false
 src_port = %d
@@ -235,15 +237,15 @@ m = 4
 adapt = false
 initial_rtt = "1ms"
 burst_gap = "1ms"
-`, self, nsCREMPort, peer, nsCREMPort, self, tun, local, nsSrcPort, nsQP, nsReverseQP)), 0o644)
+`, self, nsCREMPort, peer, nsCREMPort, self, tun, local, lan, wan, nsSrcPort, nsQP, nsReverseQP)), 0o644)
 		return f
 	}
 	var gws [2]*nsGateway
-	for i, g := range []struct{ ns, name, self, peer, tun, local string }{
-		{c.b, "b", "198.18.10.2", "198.18.10.1", "cremB", "198.18.2.0/24"},
-		{c.a, "a", "198.18.10.1", "198.18.10.2", "cremA", "198.18.1.0/24"},
+	for i, g := range []struct{ ns, name, self, peer, tun, local, lan, wan string }{
+		{c.b, "b", "198.18.10.2", "198.18.10.1", "cremB", "198.18.2.0/24", "b1", "bw"},
+		{c.a, "a", "198.18.10.1", "198.18.10.2", "cremA", "198.18.1.0/24", "a0", "aw"},
 	} {
-		args := append([]string{"gateway", "--config", conf(g.name, g.self, g.peer, g.tun, g.local)}, extra...)
+		args := append([]string{"gateway", "--config", conf(g.name, g.self, g.peer, g.tun, g.local, g.lan, g.wan)}, extra...)
 		gw := &nsGateway{logs: &syncBuf{}, ns: g.ns, metrics: g.self + ":9464"}
 		gw.cmd = c.command(g.ns, bin, args...)
 		gw.cmd.Stdout, gw.cmd.Stderr = gw.logs, gw.logs
@@ -755,6 +757,10 @@ func netnsHelper() int {
 				break
 			}
 		}
+	case "xdpcheck":
+		err = xdpCheck()
+	case "xdpdrop":
+		err = xdpDropper(os.Getenv("CREM_NETNS_DEVS"), envInt("CREM_NETNS_EVERY", 100))
 	case "get":
 		var resp *http.Response
 		// No proxy: the address is inside the namespace.
@@ -846,7 +852,7 @@ func netnsDesc() flow.Descriptor {
 // writeShape builds the packet at index i of a stream of 1 MiB RDMA WRITEs of 4 KiB packets
 // (FIRST with its RETH, 254 MIDDLE, LAST), or MIDDLE only (every packet of one length, as
 // UDP segmentation needs), with PSN p, ICRC sealed under the flow's logical header.
-func writeShape(b []byte, i int, p psn.PSN, middleOnly bool) ([]byte, error) {
+func writeShape(b []byte, i int, p psn.PSN, middleOnly bool, size int) ([]byte, error) {
 	op := roce.OpWriteMiddle
 	switch {
 	case middleOnly:
@@ -869,20 +875,22 @@ func writeShape(b []byte, i int, p psn.PSN, middleOnly bool) ([]byte, error) {
 		}
 	}
 	n := len(b)
-	b = b[:n+4096+4]
-	for j := n; j < n+4096; j += 8 {
+	b = b[:n+size+4]
+	for j := n; j < n+size; j += 8 {
 		binary.BigEndian.PutUint64(b[j:], uint64(p)<<32|uint64(j))
 	}
 	return b, netnsDesc().LogicalHeader().Seal(b)
 }
 
-// netnsSend sends RoCEv2 WRITE packets to the receiver for CREM_NETNS_SECONDS, in sendmmsg
+// netnsSend sends RoCEv2 WRITE packets (CREM_NETNS_PAYLOAD octets of payload, 4096 when
+// unset) to the receiver for CREM_NETNS_SECONDS, in sendmmsg
 // batches of 64 (or with CREM_NETNS_GSO = n, n packets per UDP_SEGMENT send), at most
 // CREM_NETNS_PPS packets a second when set.
 func netnsSend() error {
 	secs, _ := strconv.ParseFloat(os.Getenv("CREM_NETNS_SECONDS"), 64)
 	gso, _ := strconv.Atoi(os.Getenv("CREM_NETNS_GSO"))
 	pps, _ := strconv.Atoi(os.Getenv("CREM_NETNS_PPS"))
+	size := envInt("CREM_NETNS_PAYLOAD", 4096) // octets of RDMA payload a packet (a multiple of 8)
 	conn, err := net.DialUDP("udp4", &net.UDPAddr{IP: net.ParseIP(nsSenderAddr), Port: nsSrcPort},
 		&net.UDPAddr{IP: net.ParseIP(nsReceiverAddr), Port: roce.UDPPort})
 	if err != nil {
@@ -910,7 +918,7 @@ func netnsSend() error {
 		for time.Now().Before(deadline) {
 			super = super[:0]
 			for i := range gso {
-				b, err := writeShape(bufs[i], 0, next, true)
+				b, err := writeShape(bufs[i], 0, next, true, 4096)
 				if err != nil {
 					return err
 				}
@@ -936,7 +944,7 @@ func netnsSend() error {
 		i := 0
 		for time.Now().Before(deadline) {
 			for j := range msgs {
-				b, err := writeShape(bufs[j], i, next, false)
+				b, err := writeShape(bufs[j], i, next, false, size)
 				if err != nil {
 					return err
 				}
