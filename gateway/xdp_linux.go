@@ -292,6 +292,8 @@ type xdpOut struct {
 	frames  [2][][]byte // per interface: the frames of this flush
 	scratch [2][][]byte // per interface: frame buffers, reused
 	kernel  *tunQueue   // packets for the raw socket
+	sent    [2][]*pkt   // per interface: the CREM messages framed in frames
+	sentTo  [2][]netip.AddrPort
 }
 
 // nextHop is where packets to one destination go: iface -1 to the kernel.
@@ -392,7 +394,6 @@ func (g *Gateway) sendCREMXDP(idx int, ps []*pkt, to []netip.AddrPort) (n int) {
 	o := x.shardOut(idx, g.tun)
 	now := g.now()
 	self := g.crem.addr
-	var sent [2][]*pkt
 	for i, p := range ps {
 		d := to[i].Addr().Unmap()
 		h := nextHop{iface: -1}
@@ -403,23 +404,33 @@ func (g *Gateway) sendCREMXDP(idx int, ps []*pkt, to []netip.AddrPort) (n int) {
 		if !src.Is4() || src.IsUnspecified() {
 			src = netip.AddrFrom4(h.src)
 		}
-		if h.iface < 0 || !src.Is4() || src.IsUnspecified() || p.n+14+28 > xdpMaxFrame {
-			ps[n], to[n] = p, to[i]
-			n++
-			continue
+		var fr []byte
+		err := errNoHop
+		if h.iface >= 0 && src.Is4() && !src.IsUnspecified() && p.n+14+28 <= xdpMaxFrame {
+			if len(o.frames[h.iface]) == tunBatch {
+				n = g.flushCREMXDP(o, ps, to, n)
+			}
+			fr, err = xdp.AppendUDP(o.scratch[h.iface][len(o.frames[h.iface])][:0], xdp.Header{SrcMAC: x.ifs[h.iface].mac,
+				DstMAC: h.mac, Src: src, Dst: d, SrcPort: self.Port(), DstPort: to[i].Port()}, p.data())
 		}
-		f := x.ifs[h.iface]
-		fr, err := xdp.AppendUDP(o.scratch[h.iface][len(o.frames[h.iface])][:0], xdp.Header{SrcMAC: f.mac, DstMAC: h.mac,
-			Src: src, Dst: d, SrcPort: self.Port(), DstPort: to[i].Port()}, p.data())
 		if err != nil {
 			ps[n], to[n] = p, to[i]
 			n++
 			continue
 		}
 		o.frames[h.iface] = append(o.frames[h.iface], fr)
-		sent[h.iface] = append(sent[h.iface], p)
+		o.sent[h.iface] = append(o.sent[h.iface], p)
+		o.sentTo[h.iface] = append(o.sentTo[h.iface], to[i])
 	}
-	for i, f := range x.ifs {
+	return g.flushCREMXDP(o, ps, to, n)
+}
+
+var errNoHop = errors.New("no next hop on the LAN or WAN interface")
+
+// flushCREMXDP posts the CREM messages framed so far; those the rings do not take go back to
+// ps[n:] for the socket. It returns the new n.
+func (g *Gateway) flushCREMXDP(o *xdpOut, ps []*pkt, to []netip.AddrPort, n int) int {
+	for i, f := range g.xdp.ifs {
 		fs := o.frames[i]
 		if len(fs) == 0 {
 			continue
@@ -427,18 +438,19 @@ func (g *Gateway) sendCREMXDP(idx int, ps []*pkt, to []netip.AddrPort) (n int) {
 		k := f.transmit(fs)
 		f.txFrames.Add(uint64(k))
 		g.c.tx[kindCREM].Add(uint64(k))
-		for j, p := range sent[i] {
+		for j, p := range o.sent[i] {
 			if j < k {
 				g.c.txBytes[kindCREM].Add(uint64(p.n))
 				g.putPkt(p)
 				continue
 			}
 			f.ringFull.Add(1)
-			ps[n] = p // the socket sends what the ring did not take
+			ps[n], to[n] = p, o.sentTo[i][j] // the socket sends what the ring did not take
 			n++
 		}
 		clear(fs)
-		o.frames[i] = fs[:0]
+		clear(o.sent[i])
+		o.frames[i], o.sent[i], o.sentTo[i] = fs[:0], o.sent[i][:0], o.sentTo[i][:0]
 	}
 	return n
 }

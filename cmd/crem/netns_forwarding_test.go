@@ -212,7 +212,13 @@ type nsGateway struct {
 // extra flags; k = 32, m = 4, adaptation off.
 func (c *netnsChain) startGateways(bin string, extra ...string) [2]*nsGateway {
 	t := c.t
+	// The interfaces for the xdp data path (a crem of before it knows no such keys).
+	xdpFlags := slices.Contains(extra, "--tun-datapath")
 	conf := func(name, self, peer, tun, local, lan, wan string) string {
+		ifs := ""
+		if xdpFlags {
+			ifs = fmt.Sprintf("lan = %q\nwan = %q\n", lan, wan)
+		}
 		f := filepath.Join(c.dir, name+".toml")
 		os.WriteFile(f, []byte(fmt.Sprintf(`crem_address = "%s:%d"
 domain_protection = "boundary"
@@ -224,9 +230,7 @@ metrics_address = "%s:9464"
 name = "%s"
 local_prefixes = ["%s"]
 verify = "logical"
-lan = "%s"
-wan = "%s"
-[[protect]]
+%s[[protect]]
 ordered = false
 src_port = %d
 qp = %d
@@ -237,7 +241,7 @@ m = 4
 adapt = false
 initial_rtt = "1ms"
 burst_gap = "1ms"
-`, self, nsCREMPort, peer, nsCREMPort, self, tun, local, lan, wan, nsSrcPort, nsQP, nsReverseQP)), 0o644)
+`, self, nsCREMPort, peer, nsCREMPort, self, tun, local, ifs, nsSrcPort, nsQP, nsReverseQP)), 0o644)
 		return f
 	}
 	var gws [2]*nsGateway
@@ -517,7 +521,9 @@ func parseResult(out string, r *blastResult) error {
 // CREM_NETNS_CREM names the crem binary (default: this test binary as crem),
 // CREM_NETNS_BASELINE a second one measured in the same turns (say main's, as "baseline"),
 // CREM_NETNS_GATEWAY_FLAGS flags for this tree's gateways (e.g. --tun-offload off),
-// CREM_NETNS_ONLY the configurations to run beside the kernel (crem-raw, crem-dev, baseline),
+// CREM_NETNS_ONLY the configurations to run beside the kernel (crem-raw, crem-dev, xdp,
+// baseline; with xdp among them every configuration forwards packets of 2 KiB of payload over
+// links of MTU 3000, which an AF_XDP frame holds),
 // CREM_NETNS_GRO=1 turns GRO on at the receiving interfaces (with UDP GRO of forwarded
 // traffic). A benchmark, so run only with CREM_NETNS_BENCH=1 (root, iproute2, /dev/net/tun);
 // scripts/netns-forwarding.sh runs it. The goal it reports against: CREM delivers at least
@@ -539,27 +545,40 @@ func TestNetnsForwarding(t *testing.T) {
 		{"crem-raw", bin, append([]string{"--tun-write", "raw"}, flags...)},
 		{"crem-dev", bin, append([]string{"--tun-write", "device"}, flags...)},
 	}
+	configs = append(configs, config{"xdp", bin, append([]string{"--tun-datapath", "xdp"}, flags...)})
 	if b := os.Getenv("CREM_NETNS_BASELINE"); b != "" {
 		configs = append(configs, config{"baseline", b, nil})
 	}
 	if only := os.Getenv("CREM_NETNS_ONLY"); only != "" { // say "crem-dev,baseline"
 		configs = slices.DeleteFunc(configs, func(c config) bool { return !slices.Contains(strings.Split(only, ","), c.name) })
 	}
+	var senderEnv []string
+	if slices.ContainsFunc(configs, func(c config) bool { return c.name == "xdp" }) {
+		// The xdp data path takes frames of one AF_XDP frame: every configuration of the run
+		// forwards packets of 2 KiB of payload over links of MTU 3000, with the endpoints'
+		// checksums computed (xdpChain).
+		c.xdpChain(0)
+		c.xdpUsable()
+		senderEnv = []string{"CREM_NETNS_PAYLOAD=" + xdpPayload}
+	}
 	results := map[string][]measurement{}
 	for run := range runs {
-		m := c.blast("kernel", d, nil)
+		m := c.blast("kernel", d, nil, senderEnv...)
 		results["kernel"] = append(results["kernel"], m)
 		t.Logf("run %d %s", run+1, m.line())
 		for _, cf := range configs {
-			c.tunRouting(true)
+			routed := cf.name != "xdp" // the xdp data path needs no TUN device nor policy routing
+			c.tunRouting(routed)
 			gws := c.startGateways(cf.bin, cf.flags...)
 			// Warm: the CSF's session and its blocks, the CRF's window.
-			c.blast("warm", time.Second, nil)
-			m := c.blast(cf.name, d, gws[:])
+			c.blast("warm", time.Second, nil, senderEnv...)
+			m := c.blast(cf.name, d, gws[:], senderEnv...)
 			for _, g := range gws {
 				g.stop(t)
 			}
-			c.tunRouting(false)
+			if routed {
+				c.tunRouting(false)
+			}
 			if !strings.Contains(gws[0].logs.String(), "protecting flow") {
 				t.Errorf("%s: gateway A protected no flow: %s", cf.name, gws[0].logs.String())
 			}
@@ -587,6 +606,22 @@ func TestNetnsForwarding(t *testing.T) {
 			ratios = append(ratios, m.res.pps()/results["kernel"][i].res.pps())
 		}
 		t.Logf("%s / kernel packet rate: %s (goal: at least 0.5)", cf.name, rng(ratios, "%.2f"))
+	}
+	// One line per data path, the means over the runs (the ratio: of each run's, to the
+	// kernel's of the same turn).
+	for _, cf := range configs {
+		mode, ok := map[string]string{"crem-raw": "raw", "crem-dev": "device", "xdp": "xdp"}[cf.name]
+		if !ok {
+			continue
+		}
+		var pps, kpps, ratio, cpu float64
+		ms := results[cf.name]
+		for i, m := range ms {
+			k := results["kernel"][i].res.pps()
+			pps, kpps, ratio, cpu = pps+m.res.pps(), kpps+k, ratio+m.res.pps()/k, cpu+m.cpuPerPkt()
+		}
+		n := float64(len(ms))
+		fmt.Printf("forwarding mode=%s pps=%.0f kernel_pps=%.0f ratio=%.2f cpu_us_per_pkt=%.1f\n", mode, pps/n, kpps/n, ratio/n, cpu/n)
 	}
 }
 
