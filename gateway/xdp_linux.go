@@ -67,6 +67,9 @@ type xdpIf struct {
 const (
 	xdpFrameSize = 4096
 	xdpMaxFrame  = xdpFrameSize - 256
+	// xdpFrames is the UMEM of one socket (32 MiB): 4,096 frames on the fill ring absorb a
+	// burst while the reader waits for a core, 4,096 for transmitting.
+	xdpFrames = 8192
 )
 
 // openXDP loads and attaches the program on the LAN and WAN interfaces and binds a socket to
@@ -99,7 +102,7 @@ func openXDP(r *resolved, cremPort uint16) (_ *xdpPath, err error) {
 		if err = f.prog.Attach(ifc.Index, mode); err != nil {
 			return nil, fmt.Errorf("gateway: xdp: attaching the program to %s (%s): %w (try tun.xdp_attach = \"generic\", or tun.datapath = \"tun\")", name, r.xdpAttach, err)
 		}
-		if f.s, err = xdp.NewSocket(xdp.SocketConfig{Ifindex: ifc.Index, Queue: 0, FrameSize: xdpFrameSize}); err != nil {
+		if f.s, err = xdp.NewSocket(xdp.SocketConfig{Ifindex: ifc.Index, Queue: 0, Frames: xdpFrames, FrameSize: xdpFrameSize}); err != nil {
 			return nil, fmt.Errorf("gateway: xdp: an AF_XDP socket on %s queue 0: %w (needs CAP_NET_RAW; another AF_XDP user may hold the queue; or set tun.datapath = \"tun\")", name, err)
 		}
 		if err = f.prog.Register(0, f.s); err != nil {
@@ -289,7 +292,8 @@ type xdpOut struct {
 	seq     uint32
 	nlBuf   []byte
 	hops    map[[4]byte]nextHop
-	frames  [2][][]byte // per interface: the frames of this flush
+	frames  [2][][]byte // per interface: the frames (or IP packets, after heads) of this flush
+	heads   [2][][]byte // per interface: the Ethernet headers of the IP packets in frames
 	scratch [2][][]byte // per interface: frame buffers, reused
 	kernel  *tunQueue   // packets for the raw socket
 	sent    [2][]*pkt   // per interface: the CREM messages framed in frames
@@ -349,12 +353,12 @@ func (g *Gateway) sendXDP(idx int, q *tunQueue) (sent int, octets uint64, failed
 			continue
 		}
 		f := x.ifs[h.iface]
-		fr := o.scratch[h.iface][len(o.frames[h.iface])][:14+len(b)]
-		copy(fr[0:6], h.mac[:])
-		copy(fr[6:12], f.mac[:])
-		fr[12], fr[13] = 0x08, 0x00
-		copy(fr[14:], b)
-		o.frames[h.iface] = append(o.frames[h.iface], fr)
+		eth := o.scratch[h.iface][len(o.frames[h.iface])][:14] // the Ethernet header, joined to b on the ring
+		copy(eth[0:6], h.mac[:])
+		copy(eth[6:12], f.mac[:])
+		eth[12], eth[13] = 0x08, 0x00
+		o.heads[h.iface] = append(o.heads[h.iface], eth)
+		o.frames[h.iface] = append(o.frames[h.iface], b)
 		octets += uint64(len(b))
 	}
 	for i, f := range x.ifs {
@@ -362,18 +366,19 @@ func (g *Gateway) sendXDP(idx int, q *tunQueue) (sent int, octets uint64, failed
 		if len(fs) == 0 {
 			continue
 		}
-		n := f.transmit(fs)
+		n := f.transmit(o.heads[i], fs)
 		f.txFrames.Add(uint64(n))
 		if n < len(fs) {
 			f.ringFull.Add(uint64(len(fs) - n))
 			failed += len(fs) - n
 			for _, fr := range fs[n:] {
-				octets -= uint64(len(fr) - 14)
+				octets -= uint64(len(fr))
 			}
 		}
 		sent += n
 		clear(fs)
-		o.frames[i] = fs[:0]
+		clear(o.heads[i])
+		o.frames[i], o.heads[i] = fs[:0], o.heads[i][:0]
 	}
 	if len(o.kernel.pkts) > 0 {
 		s, oc, fl := g.tun.sendBatch(o.kernel)
@@ -435,7 +440,7 @@ func (g *Gateway) flushCREMXDP(o *xdpOut, ps []*pkt, to []netip.AddrPort, n int)
 		if len(fs) == 0 {
 			continue
 		}
-		k := f.transmit(fs)
+		k := f.transmit(nil, fs)
 		f.txFrames.Add(uint64(k))
 		g.c.tx[kindCREM].Add(uint64(k))
 		for j, p := range o.sent[i] {
@@ -455,9 +460,9 @@ func (g *Gateway) flushCREMXDP(o *xdpOut, ps []*pkt, to []netip.AddrPort, n int)
 	return n
 }
 
-// transmit posts frames on f's TX ring, retrying a while as completions free frames; it
+// transmit posts frames (heads[i] then fs[i], or fs[i] alone for heads nil) on f's TX ring, retrying a while as completions free frames; it
 // returns how many it posted.
-func (f *xdpIf) transmit(fs [][]byte) int {
+func (f *xdpIf) transmit(heads, fs [][]byte) int {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.s == nil {
@@ -465,7 +470,11 @@ func (f *xdpIf) transmit(fs [][]byte) int {
 	}
 	n := 0
 	for try := 0; n < len(fs) && try < 64; try++ {
-		k, err := f.s.Transmit(fs[n:])
+		var hs [][]byte
+		if heads != nil {
+			hs = heads[n:]
+		}
+		k, err := f.s.TransmitJoined(hs, fs[n:])
 		n += k
 		if err != nil && !errors.Is(err, xdp.ErrFrameTooLong) {
 			break

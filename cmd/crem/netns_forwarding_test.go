@@ -416,6 +416,7 @@ type measurement struct {
 	machine          float64 // seconds: the machine's busy time
 	gwCPU            float64
 	allocsPerPkt     float64    // the gateways' heap allocations per delivered packet (-1: unknown)
+	xdpDrops         string     // the xdp data path's drop counters over the run (non-zero ones)
 	superRead        [2]float64 // super-packets each gateway read
 	coalesced        [2]float64 // packets each gateway wrote as part of a super-packet
 }
@@ -487,6 +488,19 @@ func (c *netnsChain) blast(name string, d time.Duration, gws []*nsGateway, sende
 			if i < 2 {
 				m.superRead[i] = m1["crem_gateway_tun_gso_packets_total"] - m0[i]["crem_gateway_tun_gso_packets_total"]
 				m.coalesced[i] = m1["crem_gateway_tun_coalesced_total"] - m0[i]["crem_gateway_tun_coalesced_total"]
+				for _, k := range []string{"kernel_rx_ring_full", "kernel_rx_dropped", "kernel_fill_ring_empty", "tx_ring_full", "fill_empty"} {
+					for _, side := range []string{"lan", "wan"} {
+						name := "crem_gateway_xdp_" + k + "_" + side + "_total"
+						if v := m1[name] - m0[i][name]; v > 0 {
+							m.xdpDrops += fmt.Sprintf(" %s:%s_%s=%.0f", "AB"[i:i+1], k, side, v)
+						}
+					}
+				}
+				for _, k := range []string{"crem_gateway_shard_queue_full_total", "crem_gateway_xdp_to_kernel_total"} {
+					if v := m1[k] - m0[i][k]; v > 0 {
+						m.xdpDrops += fmt.Sprintf(" %s:%s=%.0f", "AB"[i:i+1], strings.TrimSuffix(strings.TrimPrefix(k, "crem_gateway_"), "_total"), v)
+					}
+				}
 			}
 		}
 		m.allocsPerPkt = allocs / float64(max(m.res.Packets, 1))
@@ -632,6 +646,9 @@ func (m measurement) line() string {
 	if m.allocsPerPkt != -1 {
 		s += fmt.Sprintf("; gateways' allocations %.4f per packet; super-packets read A %.0f B %.0f; packets written coalesced A %.0f B %.0f",
 			m.allocsPerPkt, m.superRead[0], m.superRead[1], m.coalesced[0], m.coalesced[1])
+		if m.xdpDrops != "" {
+			s += ";" + m.xdpDrops
+		}
 	}
 	return s
 }
