@@ -8,8 +8,11 @@ import (
 	"github.com/cilium/ebpf/asm"
 	"github.com/cilium/ebpf/link"
 	"net"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -226,5 +229,54 @@ func TestGatewayXDPNetns(t *testing.T) {
 		if x.m < 0.9*float64(m.res.Sent) {
 			t.Errorf("%s: %.0f frames for %d packets sent", x.name, x.m, m.res.Sent)
 		}
+	}
+}
+
+// TestGatewayXDPFallbackNetns: where the xdp data path cannot start (here: its LAN interface
+// does not exist), tun.datapath = "auto" logs one line naming the cause and runs on the TUN
+// device, and "xdp" refuses to start, naming the cause and the way back to the TUN device.
+// Needs root, ip(8) and /dev/net/tun.
+func TestGatewayXDPFallbackNetns(t *testing.T) {
+	netnsRoot(t)
+	ns := fmt.Sprintf("crem-fx-%d", os.Getpid()%100000)
+	if out, err := exec.Command("ip", "netns", "add", ns).CombinedOutput(); err != nil {
+		t.Skipf("cannot create network namespaces here: %v: %s", err, out)
+	}
+	t.Cleanup(func() { exec.Command("ip", "netns", "del", ns).Run() })
+	exec.Command("ip", "-n", ns, "link", "set", "lo", "up").Run()
+	conf := func(datapath string) string {
+		f := filepath.Join(t.TempDir(), datapath+".toml")
+		os.WriteFile(f, []byte(`crem_address = "127.0.0.1:61300"
+peer = "127.0.0.1:61301"
+mode = "tun"
+[tun]
+name = "cremX"
+local_prefixes = ["198.18.1.0/24"]
+datapath = "`+datapath+`"
+lan = "nosuch0"
+wan = "lo"
+`), 0o644)
+		return f
+	}
+	logs := &syncBuf{}
+	cmd := startInNetns(t, ns, logs, "gateway", "--config", conf("auto"))
+	if !waitLog(logs, "gateway running") {
+		t.Fatalf("auto: not running: %s", logs.String())
+	}
+	out := logs.String()
+	if !strings.Contains(out, "xdp data path unavailable") || !strings.Contains(out, "nosuch0") || !strings.Contains(out, "tun device") {
+		t.Errorf("auto: want the fallback named (cause nosuch0) and the TUN device: %s", out)
+	}
+	cmd.Process.Signal(syscall.SIGTERM)
+	cmd.Wait()
+
+	refuse := exec.Command("ip", "netns", "exec", ns, os.Args[0], "gateway", "--config", conf("xdp"))
+	refuse.Env = append(os.Environ(), "CREM_TEST_AS_CREM=1")
+	b, err := refuse.CombinedOutput()
+	if err == nil {
+		t.Fatalf("xdp: started without its LAN interface: %s", b)
+	}
+	if s := string(b); !strings.Contains(s, "nosuch0") || !strings.Contains(s, "tun.lan") {
+		t.Errorf("xdp: the refusal does not name the cause: %s", s)
 	}
 }
