@@ -186,7 +186,7 @@ var gatewayHelp = map[string]string{
 	"tun_coalesced":                  "TUN mode writing into the device with offloads: packets written as part of a super-packet",
 	"xdp_to_kernel":                  "xdp data path: packets sent on through the kernel (raw socket): no next hop known on the LAN or WAN interface",
 	"xdp_ttl_expired":                "xdp data path: packets dropped whose TTL ran out",
-	"xdp_not_ipv4":                   "xdp data path: frames dropped that are not IPv4 (TUN-style mode carries IPv4 only)",
+	"xdp_other_frames":                   "xdp data path: frames dropped that are not IPv4 (TUN-style mode carries IPv4 only)",
 	"xdp_too_long":                   "xdp data path: frames dropped as longer than a packet buffer",
 	"xdp_crem_refused":               "xdp data path: CREM datagrams to this host from neither the peer nor a reporter, dropped",
 	"xdp_rx_frames_lan":              "xdp data path: frames received on the LAN interface's AF_XDP socket",

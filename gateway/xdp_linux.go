@@ -654,7 +654,7 @@ func (x *xdpPath) addCounters(m map[string]uint64) {
 	}
 	m["xdp_to_kernel"] = x.toKernel.Load()
 	m["xdp_ttl_expired"] = x.ttlExpired.Load()
-	m["xdp_not_ipv4"] = x.notIPv4.Load()
+	m["xdp_other_frames"] = x.notIPv4.Load()
 	m["xdp_too_long"] = x.tooLong.Load()
 	m["xdp_crem_refused"] = x.foreignCREM.Load()
 	for i, n := range xdpIfNames {
