@@ -15,7 +15,7 @@
 #
 # Settings (environment): CREM_NETNS_RUNS (3), CREM_NETNS_SECONDS (3),
 # CREM_NETNS_GATEWAY_FLAGS (e.g. "--tun-offload off", for this tree's gateways only).
-# Needs root, iproute2, /dev/net/tun, Go, and for the xdp data path Linux 5.9 with BPF. The namespaces are the test's (crem-f{s,a,b,r}-PID)
+# Needs root, iproute2, /dev/net/tun, Go, and for the xdp data path Linux 5.9 with BPF. The namespaces are the test's (crem-f{s,a,b,r,w,x}-PID)
 # and are removed when it ends; any left by a killed run are removed here.
 set -eu
 
@@ -24,7 +24,7 @@ tmp=$(mktemp -d)
 cleanup() {
 	rm -rf "$tmp"
 	# Namespaces of runs that did not end (killed): their test process is gone.
-	for ns in $(ip netns list 2>/dev/null | awk '{print $1}' | grep -E '^crem-f[sabr]-[0-9]+$' || true); do
+	for ns in $(ip netns list 2>/dev/null | awk '{print $1}' | grep -E '^crem-f[sabrwx]-[0-9]+$' || true); do
 		pid=${ns##*-}
 		kill -0 "$pid" 2>/dev/null || ip netns del "$ns" 2>/dev/null || true
 	done
