@@ -53,6 +53,7 @@ var xdpIfNames = [2]string{"lan", "wan"}
 type xdpIf struct {
 	name  string
 	index int
+	mtu   int
 	mac   [6]byte
 	prog  *xdp.Program
 	mu    sync.Mutex // the socket's: the reader's receive and release, the shards' transmits
@@ -93,7 +94,7 @@ func openXDP(r *resolved, cremPort uint16) (_ *xdpPath, err error) {
 			return nil, fmt.Errorf("gateway: xdp: %s has MTU %d: an AF_XDP frame holds at most %d octets of IP packet; lower the MTU or set tun.datapath = \"tun\"",
 				name, ifc.MTU, xdpMaxFrame-14)
 		}
-		f := &xdpIf{name: name, index: ifc.Index}
+		f := &xdpIf{name: name, index: ifc.Index, mtu: ifc.MTU}
 		copy(f.mac[:], ifc.HardwareAddr)
 		x.ifs[i] = f
 		if f.prog, err = xdp.LoadProgram(roce.UDPPort, cremPort); err != nil {
@@ -347,7 +348,9 @@ func (g *Gateway) sendXDP(idx int, q *tunQueue) (sent int, octets uint64, failed
 		b[10], b[11] = 0, 0
 		binary.BigEndian.PutUint16(b[10:], vnethdr.Checksum(b[:int(b[0]&0x0f)*4]))
 		h := o.lookup(x, [4]byte(b[16:20]), now)
-		if h.iface < 0 || len(b)+14 > xdpMaxFrame {
+		if h.iface < 0 || len(b) > x.ifs[h.iface].mtu {
+			// No next hop known, or longer than the interface's MTU: the kernel fragments it
+			// or answers as a router would.
 			x.toKernel.Add(1)
 			o.kernel.pkts = append(o.kernel.pkts, p)
 			continue
@@ -411,7 +414,7 @@ func (g *Gateway) sendCREMXDP(idx int, ps []*pkt, to []netip.AddrPort) (n int) {
 		}
 		var fr []byte
 		err := errNoHop
-		if h.iface >= 0 && src.Is4() && !src.IsUnspecified() && p.n+14+28 <= xdpMaxFrame {
+		if h.iface >= 0 && src.Is4() && !src.IsUnspecified() && p.n+28 <= x.ifs[h.iface].mtu {
 			if len(o.frames[h.iface]) == tunBatch {
 				n = g.flushCREMXDP(o, ps, to, n)
 			}
@@ -445,6 +448,9 @@ func (g *Gateway) flushCREMXDP(o *xdpOut, ps []*pkt, to []netip.AddrPort, n int)
 		g.c.tx[kindCREM].Add(uint64(k))
 		for j, p := range o.sent[i] {
 			if j < k {
+				if g.pcap != nil {
+					g.pcap.record(g.crem.addr, o.sentTo[i][j], p.data())
+				}
 				g.c.txBytes[kindCREM].Add(uint64(p.n))
 				g.putPkt(p)
 				continue
