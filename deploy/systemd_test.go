@@ -53,6 +53,7 @@ func TestSystemdUnitsVerify(t *testing.T) {
 	copyUnit("systemd/crem-gateway.service", "crem-gateway.service")
 	copyUnit("systemd/crem-gateway@.service", "crem-gateway@.service")
 	copyUnit("systemd/crem-gateway.service.d/tun.conf", "crem-gateway.service.d/tun.conf")
+	copyUnit("systemd/crem-gateway.service.d/xdp.conf", "crem-gateway.service.d/xdp.conf")
 	copyUnit("systemd/crem-gateway@.service", "crem-gateway@wan1.service")
 	copyUnit("tun/crem-tun-routing.service", "crem-tun-routing.service")
 	for _, unit := range []string{"crem-gateway.service", "crem-gateway@wan1.service", "crem-tun-routing.service"} {
@@ -81,7 +82,7 @@ func TestSystemdUnitsVerify(t *testing.T) {
 // TestSystemdUnitsHardened: the units run the gateway as a user of its own with no
 // capability, let the gateway check its configuration itself, restart on failure but not on a
 // bad configuration, reload on SIGHUP; the TUN drop-in grants CAP_NET_ADMIN and CAP_NET_RAW and /dev/net/tun, and
-// nothing else. (systemd-analyze verify checks the syntax, this what the lines say.)
+// nothing else; the xdp drop-in CAP_BPF besides, the bpf system call and locked memory. (systemd-analyze verify checks the syntax, this what the lines say.)
 func TestSystemdUnitsHardened(t *testing.T) {
 	keys := func(file string) map[string][]string {
 		b, err := os.ReadFile(filepath.Join("systemd", file))
@@ -121,6 +122,11 @@ func TestSystemdUnitsHardened(t *testing.T) {
 	if len(k) != 5 || k["CapabilityBoundingSet"][0] != "CAP_NET_ADMIN CAP_NET_RAW" || k["AmbientCapabilities"][0] != "CAP_NET_ADMIN CAP_NET_RAW" ||
 		k["DeviceAllow"][0] != "/dev/net/tun rw" || k["PrivateDevices"][0] != "no" {
 		t.Errorf("tun.conf: %q", k)
+	}
+	k = keys("crem-gateway.service.d/xdp.conf")
+	if len(k) != 4 || k["CapabilityBoundingSet"][0] != "CAP_BPF CAP_NET_ADMIN CAP_NET_RAW" || k["AmbientCapabilities"][0] != "CAP_BPF CAP_NET_ADMIN CAP_NET_RAW" ||
+		k["SystemCallFilter"][0] != "bpf" || k["LimitMEMLOCK"][0] != "infinity" {
+		t.Errorf("xdp.conf: %q", k)
 	}
 }
 

@@ -103,6 +103,19 @@ type TunConfig struct {
 	// super-packet). device needs routing that sends what arrives on the device onward
 	// (rules on iif, say), never back into it.
 	Write TunWrite `toml:"write"`
+	// Datapath is how the traffic is taken off the path: tun (the zero value), the device
+	// above and policy routing into it; xdp, an XDP program on the LAN and WAN interfaces that
+	// hands the RoCEv2 and CREM datagrams to AF_XDP sockets, the gateway forwarding them as a
+	// router would (no device, no policy routing; the start fails where it cannot load, attach
+	// or bind); or auto, xdp where it can, else tun.
+	Datapath Datapath `toml:"datapath"`
+	// LAN and WAN name the interfaces toward this side's endpoints and toward the peer
+	// (datapath xdp or auto).
+	LAN string `toml:"lan"`
+	WAN string `toml:"wan"`
+	// XDPAttach is how the program attaches: auto (the zero value: the driver's XDP, else
+	// generic), driver or generic.
+	XDPAttach XDPAttach `toml:"xdp_attach"`
 }
 
 // ProtectRule selects flows. Zero fields match anything.

@@ -148,6 +148,80 @@ func (w *TunWrite) UnmarshalText(b []byte) error {
 	return nil
 }
 
+// Datapath is how TUN-style (routed) mode takes the protected traffic off the path.
+type Datapath uint8
+
+const (
+	DatapathTun  Datapath = iota // policy routing into a TUN device (the default)
+	DatapathXDP                  // an XDP program and AF_XDP sockets on the LAN and WAN interfaces
+	DatapathAuto                 // xdp where it loads and binds, else tun
+)
+
+func (d Datapath) String() string {
+	switch d {
+	case DatapathTun:
+		return "tun"
+	case DatapathXDP:
+		return "xdp"
+	case DatapathAuto:
+		return "auto"
+	}
+	return fmt.Sprintf("datapath(%d)", uint8(d))
+}
+
+func (d Datapath) MarshalText() ([]byte, error) { return []byte(d.String()), nil }
+
+func (d *Datapath) UnmarshalText(b []byte) error {
+	switch string(b) {
+	case "tun":
+		*d = DatapathTun
+	case "xdp":
+		*d = DatapathXDP
+	case "auto":
+		*d = DatapathAuto
+	default:
+		return errors.New("want tun, xdp or auto")
+	}
+	return nil
+}
+
+// XDPAttach is how the XDP program attaches to an interface.
+type XDPAttach uint8
+
+const (
+	XDPAttachAuto    XDPAttach = iota // the driver's XDP, else generic (the default)
+	XDPAttachDriver                   // the driver's XDP only
+	XDPAttachGeneric                  // generic (SKB) XDP: any device
+)
+
+func (a XDPAttach) String() string {
+	switch a {
+	case XDPAttachAuto:
+		return "auto"
+	case XDPAttachDriver:
+		return "driver"
+	case XDPAttachGeneric:
+		return "generic"
+	}
+	return fmt.Sprintf("attach(%d)", uint8(a))
+}
+
+func (a XDPAttach) MarshalText() ([]byte, error) { return []byte(a.String()), nil }
+
+func (a *XDPAttach) UnmarshalText(b []byte) error {
+	switch string(b) {
+	case "auto":
+		*a = XDPAttachAuto
+	case "driver":
+		*a = XDPAttachDriver
+	case "generic":
+		*a = XDPAttachGeneric
+	default:
+		return errors.New("want auto, driver or generic")
+	}
+	return nil
+}
+
 // LogLevel is the least level logged.
 type LogLevel uint8
 

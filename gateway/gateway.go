@@ -83,7 +83,8 @@ type Gateway struct {
 	gro       *groPool // coalesced receive buffers (UDP_GRO), shared by the datagrams they hold
 	trimEvery time.Duration
 	tun       *tunPath
-	version   string // Options.Version
+	xdp       *xdpPath // tun.datapath = xdp: the AF_XDP data path (g.tun then holds only its raw socket)
+	version   string   // Options.Version
 	// unknownSaid is when the log last said that CREM messages for unknown flows were dropped
 	// (nanoseconds since start, +1; 0: never), and unknownAtSaid the count then.
 	unknownSaid, unknownAtSaid atomic.Int64
@@ -204,7 +205,7 @@ func New(c Config, o Options) (*Gateway, error) {
 			return nil, c.placed(err)
 		}
 	case ModeTun:
-		if g.tun, err = openTun(r); err != nil {
+		if err = g.openTunStyle(r); err != nil {
 			return nil, err
 		}
 	}
@@ -244,6 +245,34 @@ func New(c Config, o Options) (*Gateway, error) {
 			"crem_address", g.crem.addr, "wan_listen", g.WANAddr())
 	}
 	return g, nil
+}
+
+// openTunStyle opens TUN-style mode's data path: the TUN device, or (tun.datapath xdp or auto)
+// the XDP program and AF_XDP sockets with the raw socket for what the kernel must send. With
+// auto, a data path that cannot start is logged (the cause and the fix) and the TUN device
+// taken instead; with xdp, the start fails.
+func (g *Gateway) openTunStyle(r *resolved) error {
+	if r.datapath == DatapathTun {
+		var err error
+		g.tun, err = openTun(r)
+		return err
+	}
+	x, err := openXDP(r, r.crem.Port())
+	if err == nil {
+		if g.tun, err = openRawTun(r); err != nil {
+			x.close()
+		}
+	}
+	switch {
+	case err == nil:
+		g.xdp = x
+		return nil
+	case r.datapath == DatapathXDP:
+		return err
+	}
+	g.log.Warn("xdp data path unavailable: taking the TUN device (tun.datapath = \"auto\"); set tun.datapath = \"tun\" to silence this", "cause", err)
+	g.tun, err = openTun(r)
+	return err
 }
 
 // CREMAddr returns the bound CREM address.
@@ -309,6 +338,10 @@ func (g *Gateway) Run(ctx context.Context) error {
 	case g.wan != nil:
 		run(&rawReaders, func() error { return g.pairLoop(g.crem, g.wan, run, &readers) })
 		run(&readers, func() error { return g.readLoop(g.local) })
+	case g.xdp != nil:
+		g.xdpSay()
+		run(&rawReaders, g.xdpLoop)
+		run(&readers, func() error { return g.readLoop(g.crem) })
 	case g.tun != nil:
 		run(&rawReaders, func() error { return g.tunPairLoop(run, &readers) })
 	default:
@@ -389,6 +422,7 @@ func (g *Gateway) closeSockets() {
 				s.conn.Close()
 			}
 		}
+		g.xdp.close()
 		if g.tun != nil {
 			g.tun.close()
 		}

@@ -55,6 +55,10 @@ type ResolvedTun struct {
 	Verify        string   `json:"verify"`
 	Offload       bool     `json:"offload"`
 	Write         string   `json:"write"`
+	Datapath      string   `json:"datapath"`
+	LAN           string   `json:"lan"` // empty: none (datapath tun)
+	WAN           string   `json:"wan"`
+	XDPAttach     string   `json:"xdp_attach"`
 }
 
 // ResolvedRule is one protect rule; empty Src and Dst, and zero SrcPort and QP, match any.
@@ -131,7 +135,8 @@ func (n Config) resolvedView(protectAll bool) Resolved {
 	case ModeTun:
 		t := n.Tun
 		rt := &ResolvedTun{Name: t.Name, Mark: int(*t.Mark), Verify: t.Verify.String(), LocalPrefixes: []string{},
-			Offload: *t.Offload, Write: t.Write.String()}
+			Offload: *t.Offload, Write: t.Write.String(), Datapath: t.Datapath.String(), LAN: t.LAN, WAN: t.WAN,
+			XDPAttach: t.XDPAttach.String()}
 		for _, p := range t.LocalPrefixes {
 			rt.LocalPrefixes = append(rt.LocalPrefixes, p.String())
 		}
@@ -220,6 +225,10 @@ func (r Resolved) WriteTOML(w io.Writer) error {
 		line("verify", q(t.Verify), "")
 		line("offload", fmt.Sprint(t.Offload), cmt(t.Offload, "off where the kernel refuses"))
 		line("write", q(t.Write), cmt(t.Write == "raw", "the raw socket with mark"))
+		line("datapath", q(t.Datapath), cmt(t.Datapath == "tun", "the device and policy routing"))
+		line("lan", q(t.LAN), cmt(t.LAN == "", "none: the TUN device's data path"))
+		line("wan", q(t.WAN), cmt(t.WAN == "", "none: the TUN device's data path"))
+		line("xdp_attach", q(t.XDPAttach), cmt(t.XDPAttach == "auto", "the driver's XDP, else generic"))
 	}
 	for i, p := range r.Protect {
 		b.WriteString("\n[[protect]]")

@@ -248,6 +248,14 @@ func (sh *shard) flushOne(kind int) {
 	if len(q.pkts) == 0 {
 		return
 	}
+	if kind == kindCREM && g.xdp != nil {
+		n := g.sendCREMXDP(sh.idx, q.pkts, q.to)
+		clear(q.pkts[n:])
+		q.pkts, q.to = q.pkts[:n], q.to[:n]
+		if n == 0 {
+			return
+		}
+	}
 	s := g.sockOf(kind)
 	if s == nil {
 		g.c.writeErrors.Add(uint64(len(q.pkts)))

@@ -128,17 +128,11 @@ func openTun(r *resolved) (*tunPath, error) {
 		unix.Close(fd)
 		return nil, err
 	}
-	raw, err := unix.Socket(unix.AF_INET, unix.SOCK_RAW|unix.SOCK_CLOEXEC, unix.IPPROTO_RAW)
+	raw, err := openRaw(r.tunMark)
 	if err != nil {
 		unix.Close(fd)
-		return nil, fmt.Errorf("gateway: tun: raw socket: %w", err)
+		return nil, err
 	}
-	if err := unix.SetsockoptInt(raw, unix.SOL_SOCKET, unix.SO_MARK, r.tunMark); err != nil {
-		unix.Close(fd)
-		unix.Close(raw)
-		return nil, fmt.Errorf("gateway: tun: SO_MARK: %w", err)
-	}
-	unix.SetsockoptInt(raw, unix.SOL_SOCKET, unix.SO_SNDBUF, 8<<20)
 	t.raw = raw
 	t.dev = os.NewFile(uintptr(fd), "/dev/net/tun")
 	if t.rc, err = t.dev.SyscallConn(); err != nil {
@@ -152,6 +146,31 @@ func openTun(r *resolved) (*tunPath, error) {
 		t.iov[0].SetLen(vnethdr.Len)
 	}
 	return t, nil
+}
+
+// openRaw opens the raw socket that sends packets on, with the firewall mark policy routing
+// keeps out of the device.
+func openRaw(mark int) (int, error) {
+	raw, err := unix.Socket(unix.AF_INET, unix.SOCK_RAW|unix.SOCK_CLOEXEC, unix.IPPROTO_RAW)
+	if err != nil {
+		return -1, fmt.Errorf("gateway: tun: raw socket: %w", err)
+	}
+	if err := unix.SetsockoptInt(raw, unix.SOL_SOCKET, unix.SO_MARK, mark); err != nil {
+		unix.Close(raw)
+		return -1, fmt.Errorf("gateway: tun: SO_MARK: %w", err)
+	}
+	unix.SetsockoptInt(raw, unix.SOL_SOCKET, unix.SO_SNDBUF, 8<<20)
+	return raw, nil
+}
+
+// openRawTun is the TUN path without a device: its raw socket and send queues only, for the
+// xdp data path's packets that the kernel sends (no next hop known).
+func openRawTun(r *resolved) (*tunPath, error) {
+	raw, err := openRaw(r.tunMark)
+	if err != nil {
+		return nil, err
+	}
+	return &tunPath{name: r.tunName, raw: raw}, nil
 }
 
 // openTunDev attaches to (or creates) the device, with a virtio_net_hdr on each packet when
@@ -457,18 +476,24 @@ func (g *Gateway) tunReportShard(b []byte) (int, bool) {
 func (t *tunPath) queue(idx int) *tunQueue {
 	q := t.out[idx]
 	if q == nil {
-		q = &tunQueue{pkts: make([]*pkt, 0, tunBatch), t: t}
-		q.writeFn = q.writev
-		q.wiov[0].Base = &q.hdr[0]
-		q.wiov[0].SetLen(vnethdr.Len)
-		for i := range q.msgs {
-			q.msgs[i].Hdr.Name = (*byte)(unsafe.Pointer(&q.addrs[i]))
-			q.msgs[i].Hdr.Namelen = unix.SizeofSockaddrInet4
-			q.msgs[i].Hdr.Iov = &q.iovs[i]
-			q.msgs[i].Hdr.SetIovlen(1)
-			q.addrs[i].Family = unix.AF_INET
-		}
+		q = t.newQueue()
 		t.out[idx] = q
+	}
+	return q
+}
+
+// newQueue makes a send queue with its vectors.
+func (t *tunPath) newQueue() *tunQueue {
+	q := &tunQueue{pkts: make([]*pkt, 0, tunBatch), t: t}
+	q.writeFn = q.writev
+	q.wiov[0].Base = &q.hdr[0]
+	q.wiov[0].SetLen(vnethdr.Len)
+	for i := range q.msgs {
+		q.msgs[i].Hdr.Name = (*byte)(unsafe.Pointer(&q.addrs[i]))
+		q.msgs[i].Hdr.Namelen = unix.SizeofSockaddrInet4
+		q.msgs[i].Hdr.Iov = &q.iovs[i]
+		q.msgs[i].Hdr.SetIovlen(1)
+		q.addrs[i].Family = unix.AF_INET
 	}
 	return q
 }

@@ -76,7 +76,13 @@ func (sh *shard) flushTun() {
 			g.pcap.recordIP(p.data())
 		}
 	}
-	sent, octets, failed := g.tun.sendBatch(q)
+	var sent, failed int
+	var octets uint64
+	if g.xdp != nil {
+		sent, octets, failed = g.sendXDP(sh.idx, q)
+	} else {
+		sent, octets, failed = g.tun.sendBatch(q)
+	}
 	g.c.writeErrors.Add(uint64(failed))
 	g.c.tx[kindTun].Add(uint64(sent))
 	g.c.txBytes[kindTun].Add(octets)

@@ -54,6 +54,10 @@ type resolved struct {
 	tunLogical  bool
 	tunOffload  bool
 	tunDevWrite bool
+	datapath    Datapath
+	lanIf       string
+	wanIf       string
+	xdpAttach   XDPAttach
 	metricsAddr string
 	faults      fault.Set // planted in both engines (Config.Faults)
 	offload     bool      // relay: UDP GSO and GRO where the kernel has them
@@ -485,6 +489,36 @@ func (c Config) validateTun(n *Config, r *resolved) error {
 		return c.errAt("tun.mark", *t.Mark, "want 1 to 2147483647: the raw socket's packets must carry a mark that policy routing keeps out of the device")
 	}
 	r.tunMark = int(*t.Mark)
+	return c.validateDatapath(t, r)
+}
+
+// validateDatapath checks tun.datapath and the keys it needs.
+func (c Config) validateDatapath(t *TunConfig, r *resolved) error {
+	if t.Datapath > DatapathAuto {
+		return c.errAt("tun.datapath", t.Datapath, "want tun, xdp or auto")
+	}
+	if t.XDPAttach > XDPAttachGeneric {
+		return c.errAt("tun.xdp_attach", t.XDPAttach, "want auto, driver or generic")
+	}
+	r.datapath, r.xdpAttach = t.Datapath, t.XDPAttach
+	if t.Datapath == DatapathTun {
+		return nil
+	}
+	for _, f := range []struct{ key, name string }{{"tun.lan", t.LAN}, {"tun.wan", t.WAN}} {
+		switch {
+		case f.name == "":
+			return c.missing(f.key, "with datapath "+t.Datapath.String()+": the interface the XDP program attaches to")
+		case len(f.name) > 15:
+			return c.errAt(f.key, f.name, "at most 15 characters (IFNAMSIZ)")
+		}
+	}
+	if t.LAN == t.WAN {
+		return c.errAt("tun.wan", t.WAN, "the WAN interface must differ from the LAN interface")
+	}
+	if t.Write == WriteDevice {
+		return c.errAt("tun.write", t.Write, "datapath %s sends on the interfaces' TX rings: want raw (the fallback's)", t.Datapath)
+	}
+	r.lanIf, r.wanIf = t.LAN, t.WAN
 	return nil
 }
 

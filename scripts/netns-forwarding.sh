@@ -3,15 +3,19 @@
 #
 # Builds crem from this tree (and, given a git ref such as main, crem from that ref too), then
 # runs cmd/crem.TestNetnsForwarding: a chain of four network namespaces (sender -> gateway A ->
-# WAN veth -> gateway B -> receiver) forwarding 4 KiB RoCEv2 RDMA WRITE packets, measured in
-# turns with the gateway hosts as plain kernel routers and as CREM gateways in TUN mode
-# (k = 32, m = 4). It prints, per run and as ranges, the packets per second delivered, the CPU
-# per delivered packet (CPU time of the chain's processes plus the machine's softirq time) and
-# the ratio of CREM's packet rate to the kernel's.
+# WAN veth -> gateway B -> receiver) forwarding RoCEv2 RDMA WRITE packets, measured in turns
+# with the gateway hosts as plain kernel routers and as CREM gateways in TUN mode (k = 32, m = 4)
+# on the TUN device (write = raw, write = device) and on the xdp data path (tun.datapath = xdp;
+# then every configuration forwards 2 KiB packets over links of MTU 3000, which an AF_XDP frame
+# holds; CREM_NETNS_ONLY=crem-raw,crem-dev keeps the 4 KiB packets of before). It prints, per run
+# and as ranges, the packets per second delivered, the CPU per delivered packet (CPU time of the
+# chain's processes plus the machine's softirq time) and the ratio of CREM's packet rate to the
+# kernel's, and one line per data path:
+#   forwarding mode=raw|device|xdp pps=N kernel_pps=M ratio=R cpu_us_per_pkt=C
 #
 # Settings (environment): CREM_NETNS_RUNS (3), CREM_NETNS_SECONDS (3),
 # CREM_NETNS_GATEWAY_FLAGS (e.g. "--tun-offload off", for this tree's gateways only).
-# Needs root, iproute2, /dev/net/tun and Go. The namespaces are the test's (crem-f{s,a,b,r}-PID)
+# Needs root, iproute2, /dev/net/tun, Go, and for the xdp data path Linux 5.9 with BPF. The namespaces are the test's (crem-f{s,a,b,r,w,x}-PID)
 # and are removed when it ends; any left by a killed run are removed here.
 set -eu
 
@@ -20,7 +24,7 @@ tmp=$(mktemp -d)
 cleanup() {
 	rm -rf "$tmp"
 	# Namespaces of runs that did not end (killed): their test process is gone.
-	for ns in $(ip netns list 2>/dev/null | awk '{print $1}' | grep -E '^crem-f[sabr]-[0-9]+$' || true); do
+	for ns in $(ip netns list 2>/dev/null | awk '{print $1}' | grep -E '^crem-f[sabrwx]-[0-9]+$' || true); do
 		pid=${ns##*-}
 		kill -0 "$pid" 2>/dev/null || ip netns del "$ns" 2>/dev/null || true
 	done

@@ -19,7 +19,8 @@
 // mapped once): half wait on the fill ring for the kernel to receive into, half are kept for
 // transmitting. Receive hands the caller a batch of received frames as slices into the UMEM;
 // the caller reads (or rewrites) them in place and gives them back with Release. Transmit
-// copies whole Ethernet frames into free transmit frames, posts them on the TX ring and kicks
+// copies whole Ethernet frames (TransmitJoined: a header and a packet given apart, joined as
+// they are copied) into free transmit frames, posts them on the TX ring and kicks
 // the kernel when it asks to be kicked (XDP_USE_NEED_WAKEUP); frames come back through the
 // completion ring (Reclaim, also done by Transmit). Stats counts each outcome: frames received
 // and sent, receive calls that found the fill ring empty, transmit calls cut short by a full

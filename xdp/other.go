@@ -67,6 +67,9 @@ func (s *Socket) Release(frames []Frame) {}
 // Transmit returns ErrNeedsLinux.
 func (s *Socket) Transmit(pkts [][]byte) (int, error) { return 0, ErrNeedsLinux }
 
+// TransmitJoined returns ErrNeedsLinux.
+func (s *Socket) TransmitJoined(heads, bodies [][]byte) (int, error) { return 0, ErrNeedsLinux }
+
 // Flush returns ErrNeedsLinux.
 func (s *Socket) Flush() error { return ErrNeedsLinux }
 

@@ -251,13 +251,22 @@ var ErrFrameTooLong = errors.New("xdp: packet longer than a UMEM frame")
 // ring and kicks the kernel when it needs it. It returns how many it posted: fewer than
 // len(pkts) when the ring or the free frames run out (retry after completions), with
 // ErrFrameTooLong when the packet after them is too long. It first reclaims completed frames.
-func (s *Socket) Transmit(pkts [][]byte) (int, error) {
+func (s *Socket) Transmit(pkts [][]byte) (int, error) { return s.TransmitJoined(nil, pkts) }
+
+// TransmitJoined is Transmit of packets given in two parts, heads[i] then bodies[i] (an
+// Ethernet header and an IP packet, say), joined as they are copied into their frames: the
+// caller needs no copy of its own to put a header before a packet. heads nil: bodies alone.
+func (s *Socket) TransmitJoined(heads, bodies [][]byte) (int, error) {
 	s.Reclaim()
 	free := s.tx.size - (s.tx.prod - atomic.LoadUint32(s.tx.consumer))
 	var err error
 	n := 0
-	for _, p := range pkts {
-		if len(p) > int(s.frameSize) {
+	for i, p := range bodies {
+		var h []byte
+		if heads != nil {
+			h = heads[i]
+		}
+		if len(h)+len(p) > int(s.frameSize) {
 			s.st.TxTooLong++
 			err = ErrFrameTooLong
 			break
@@ -268,8 +277,9 @@ func (s *Socket) Transmit(pkts [][]byte) (int, error) {
 		}
 		addr := s.txFree[len(s.txFree)-1]
 		s.txFree = s.txFree[:len(s.txFree)-1]
-		copy(s.umem[addr:addr+s.frameSize], p)
-		*s.tx.desc(s.tx.prod) = unix.XDPDesc{Addr: addr, Len: uint32(len(p))}
+		frame := s.umem[addr : addr+s.frameSize]
+		copy(frame[copy(frame, h):], p)
+		*s.tx.desc(s.tx.prod) = unix.XDPDesc{Addr: addr, Len: uint32(len(h) + len(p))}
 		s.tx.prod++
 		free--
 		n++

@@ -169,7 +169,8 @@ func TestVethReceive(t *testing.T) {
 }
 
 // TestVethTransmit sends frames built in Go (Ethernet, IPv4 or IPv6, UDP with its checksum)
-// through the TX ring in batches; an ordinary UDP socket in B receives every one, in order,
+// through the TX ring in batches, every other batch by TransmitJoined (each frame given as its
+// Ethernet header and the rest); an ordinary UDP socket in B receives every one, in order,
 // from A's address and port 4791, every payload octet as sent. The kernel drops a datagram
 // whose checksum fails, so each arrival also checks AppendUDP's checksums.
 func TestVethTransmit(t *testing.T) {
@@ -180,6 +181,7 @@ func TestVethTransmit(t *testing.T) {
 	h4 := Header{SrcMAC: l.MACA, DstMAC: l.MACB, Src: addrA, Dst: addrB, SrcPort: 4791, DstPort: 6000}
 	h6 := Header{SrcMAC: l.MACA, DstMAC: l.MACB, Src: addrA6, Dst: addrB6, SrcPort: 4791, DstPort: 6000}
 	frames := make([][]byte, 0, 32)
+	var heads, bodies [][]byte
 	buf := make([]byte, 2048)
 	// read takes datagram seq off c: in order, from A's address, every octet as sent.
 	read := func(c *net.UDPConn, want netip.AddrPort, seq int) {
@@ -209,9 +211,22 @@ func TestVethTransmit(t *testing.T) {
 			}
 			frames = append(frames, f)
 		}
+		// Every other batch goes by TransmitJoined, each frame given as its Ethernet header and
+		// the rest, joined in the UMEM frame.
+		joined := seq/32%2 == 1
+		heads, bodies := heads[:0], bodies[:0]
+		for _, f := range frames {
+			heads, bodies = append(heads, f[:14]), append(bodies, f[14:])
+		}
 		sent := 0
 		for deadline := time.Now().Add(2 * time.Second); sent < len(frames); {
-			m, err := l.Sock.Transmit(frames[sent:])
+			var m int
+			var err error
+			if joined {
+				m, err = l.Sock.TransmitJoined(heads[sent:], bodies[sent:])
+			} else {
+				m, err = l.Sock.Transmit(frames[sent:])
+			}
 			if err != nil {
 				t.Fatal(err)
 			}

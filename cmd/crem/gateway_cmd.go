@@ -51,6 +51,7 @@ func runGateway(args []string, s stdio) int {
 	level := fs.String("log-level", "", "debug, info, warn or error (overrides log_level)")
 	tunOffload := fs.String("tun-offload", "", "on or off: the TUN device's virtio header with checksum and segmentation offloads (overrides tun.offload)")
 	tunWrite := fs.String("tun-write", "", "raw or device: where packets sent on go in tun mode (overrides tun.write)")
+	tunDatapath := fs.String("tun-datapath", "", "tun, xdp or auto: how tun mode takes the traffic off the path (overrides tun.datapath)")
 	tunVerify := fs.String("tun-verify", "", "template or logical: how restored packets are checked in tun mode (overrides tun.verify; logical for the project's own endpoints, crem perf)")
 	pcapFile := fs.String("pcap", "", "record every datagram received and sent to this pcap `FILE` (overrides pcap)")
 	noOffload := fs.Bool("no-offload", false, "relay: move datagrams without UDP GSO and GRO (sets relay.offload = false)")
@@ -83,7 +84,8 @@ func runGateway(args []string, s stdio) int {
 	overrides := []struct{ flag, key, v string }{{"--crem-address", "crem_address", *cremAddr}, {"--peer", "peer", *peer},
 		{"--mode", "mode", *mode}, {"--domain-protection", "domain_protection", *protection},
 		{"--metrics-address", "metrics_address", *metrics}, {"--log-level", "log_level", *level}, {"--pcap", "pcap", *pcapFile},
-		{"--tun-write", "tun.write", *tunWrite}, {"--tun-verify", "tun.verify", *tunVerify}}
+		{"--tun-write", "tun.write", *tunWrite}, {"--tun-verify", "tun.verify", *tunVerify},
+		{"--tun-datapath", "tun.datapath", *tunDatapath}}
 	switch *tunOffload {
 	case "", "on", "off":
 	default:

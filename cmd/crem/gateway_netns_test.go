@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime/pprof"
 	"strings"
 	"sync"
 	"syscall"
@@ -18,6 +19,16 @@ import (
 // network-namespace test runs it under `ip netns exec`).
 func TestMain(m *testing.M) {
 	if os.Getenv("CREM_TEST_AS_CREM") == "1" {
+		// CREM_CPUPROFILE=PATH profiles the command into PATH.PID (go tool pprof reads it).
+		if p := os.Getenv("CREM_CPUPROFILE"); p != "" {
+			if f, err := os.Create(fmt.Sprintf("%s.%d", p, os.Getpid())); err == nil {
+				pprof.StartCPUProfile(f)
+				code := run(os.Args[1:], stdio{in: os.Stdin, out: os.Stdout, err: os.Stderr})
+				pprof.StopCPUProfile()
+				f.Close()
+				os.Exit(code)
+			}
+		}
 		os.Exit(run(os.Args[1:], stdio{in: os.Stdin, out: os.Stdout, err: os.Stderr}))
 	}
 	if os.Getenv("CREM_NETNS_HELPER") != "" {

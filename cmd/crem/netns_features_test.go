@@ -65,12 +65,16 @@ func setFeatures(dev string, names ...string) error {
 	ne.PutUint32(set[4:], uint32(blocks))
 	for _, want := range names {
 		found := false
+		off := strings.HasPrefix(want, "-") // -name turns the feature off
+		want = strings.TrimPrefix(want, "-")
 		for i := range n {
 			s := strings.TrimRight(string(strs[12+i*ethGStringLen:12+(i+1)*ethGStringLen]), "\x00")
 			if s == want {
 				b := set[8+(i/32)*8:]
 				ne.PutUint32(b[0:], ne.Uint32(b[0:])|1<<(i%32)) // valid
-				ne.PutUint32(b[4:], ne.Uint32(b[4:])|1<<(i%32)) // requested
+				if !off {
+					ne.PutUint32(b[4:], ne.Uint32(b[4:])|1<<(i%32)) // requested
+				}
 				found = true
 			}
 		}

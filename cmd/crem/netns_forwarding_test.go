@@ -212,7 +212,13 @@ type nsGateway struct {
 // extra flags; k = 32, m = 4, adaptation off.
 func (c *netnsChain) startGateways(bin string, extra ...string) [2]*nsGateway {
 	t := c.t
-	conf := func(name, self, peer, tun, local string) string {
+	// The interfaces for the xdp data path (a crem of before it knows no such keys).
+	xdpFlags := slices.Contains(extra, "--tun-datapath")
+	conf := func(name, self, peer, tun, local, lan, wan string) string {
+		ifs := ""
+		if xdpFlags {
+			ifs = fmt.Sprintf("lan = %q\nwan = %q\n", lan, wan)
+		}
 		f := filepath.Join(c.dir, name+".toml")
 		os.WriteFile(f, []byte(fmt.Sprintf(`crem_address = "%s:%d"
 domain_protection = "boundary"
@@ -224,7 +230,7 @@ metrics_address = "%s:9464"
 name = "%s"
 local_prefixes = ["%s"]
 verify = "logical"
-[[protect]]
+%s[[protect]]
 ordered = false
 src_port = %d
 qp = %d
@@ -235,15 +241,15 @@ m = 4
 adapt = false
 initial_rtt = "1ms"
 burst_gap = "1ms"
-`, self, nsCREMPort, peer, nsCREMPort, self, tun, local, nsSrcPort, nsQP, nsReverseQP)), 0o644)
+`, self, nsCREMPort, peer, nsCREMPort, self, tun, local, ifs, nsSrcPort, nsQP, nsReverseQP)), 0o644)
 		return f
 	}
 	var gws [2]*nsGateway
-	for i, g := range []struct{ ns, name, self, peer, tun, local string }{
-		{c.b, "b", "198.18.10.2", "198.18.10.1", "cremB", "198.18.2.0/24"},
-		{c.a, "a", "198.18.10.1", "198.18.10.2", "cremA", "198.18.1.0/24"},
+	for i, g := range []struct{ ns, name, self, peer, tun, local, lan, wan string }{
+		{c.b, "b", "198.18.10.2", "198.18.10.1", "cremB", "198.18.2.0/24", "b1", "bw"},
+		{c.a, "a", "198.18.10.1", "198.18.10.2", "cremA", "198.18.1.0/24", "a0", "aw"},
 	} {
-		args := append([]string{"gateway", "--config", conf(g.name, g.self, g.peer, g.tun, g.local)}, extra...)
+		args := append([]string{"gateway", "--config", conf(g.name, g.self, g.peer, g.tun, g.local, g.lan, g.wan)}, extra...)
 		gw := &nsGateway{logs: &syncBuf{}, ns: g.ns, metrics: g.self + ":9464"}
 		gw.cmd = c.command(g.ns, bin, args...)
 		gw.cmd.Stdout, gw.cmd.Stderr = gw.logs, gw.logs
@@ -410,6 +416,7 @@ type measurement struct {
 	machine          float64 // seconds: the machine's busy time
 	gwCPU            float64
 	allocsPerPkt     float64    // the gateways' heap allocations per delivered packet (-1: unknown)
+	xdpDrops         string     // the xdp data path's drop counters over the run (non-zero ones)
 	superRead        [2]float64 // super-packets each gateway read
 	coalesced        [2]float64 // packets each gateway wrote as part of a super-packet
 }
@@ -481,6 +488,19 @@ func (c *netnsChain) blast(name string, d time.Duration, gws []*nsGateway, sende
 			if i < 2 {
 				m.superRead[i] = m1["crem_gateway_tun_gso_packets_total"] - m0[i]["crem_gateway_tun_gso_packets_total"]
 				m.coalesced[i] = m1["crem_gateway_tun_coalesced_total"] - m0[i]["crem_gateway_tun_coalesced_total"]
+				for _, k := range []string{"kernel_rx_ring_full", "kernel_rx_dropped", "kernel_fill_ring_empty", "tx_ring_full", "fill_empty"} {
+					for _, side := range []string{"lan", "wan"} {
+						name := "crem_gateway_xdp_" + k + "_" + side + "_total"
+						if v := m1[name] - m0[i][name]; v > 0 {
+							m.xdpDrops += fmt.Sprintf(" %s:%s_%s=%.0f", "AB"[i:i+1], k, side, v)
+						}
+					}
+				}
+				for _, k := range []string{"crem_gateway_shard_queue_full_total", "crem_gateway_xdp_to_kernel_total"} {
+					if v := m1[k] - m0[i][k]; v > 0 {
+						m.xdpDrops += fmt.Sprintf(" %s:%s=%.0f", "AB"[i:i+1], strings.TrimSuffix(strings.TrimPrefix(k, "crem_gateway_"), "_total"), v)
+					}
+				}
 			}
 		}
 		m.allocsPerPkt = allocs / float64(max(m.res.Packets, 1))
@@ -515,7 +535,9 @@ func parseResult(out string, r *blastResult) error {
 // CREM_NETNS_CREM names the crem binary (default: this test binary as crem),
 // CREM_NETNS_BASELINE a second one measured in the same turns (say main's, as "baseline"),
 // CREM_NETNS_GATEWAY_FLAGS flags for this tree's gateways (e.g. --tun-offload off),
-// CREM_NETNS_ONLY the configurations to run beside the kernel (crem-raw, crem-dev, baseline),
+// CREM_NETNS_ONLY the configurations to run beside the kernel (crem-raw, crem-dev, xdp,
+// baseline; with xdp among them every configuration forwards packets of 2 KiB of payload over
+// links of MTU 3000, which an AF_XDP frame holds),
 // CREM_NETNS_GRO=1 turns GRO on at the receiving interfaces (with UDP GRO of forwarded
 // traffic). A benchmark, so run only with CREM_NETNS_BENCH=1 (root, iproute2, /dev/net/tun);
 // scripts/netns-forwarding.sh runs it. The goal it reports against: CREM delivers at least
@@ -537,27 +559,40 @@ func TestNetnsForwarding(t *testing.T) {
 		{"crem-raw", bin, append([]string{"--tun-write", "raw"}, flags...)},
 		{"crem-dev", bin, append([]string{"--tun-write", "device"}, flags...)},
 	}
+	configs = append(configs, config{"xdp", bin, append([]string{"--tun-datapath", "xdp"}, flags...)})
 	if b := os.Getenv("CREM_NETNS_BASELINE"); b != "" {
 		configs = append(configs, config{"baseline", b, nil})
 	}
 	if only := os.Getenv("CREM_NETNS_ONLY"); only != "" { // say "crem-dev,baseline"
 		configs = slices.DeleteFunc(configs, func(c config) bool { return !slices.Contains(strings.Split(only, ","), c.name) })
 	}
+	var senderEnv []string
+	if slices.ContainsFunc(configs, func(c config) bool { return c.name == "xdp" }) {
+		// The xdp data path takes frames of one AF_XDP frame: every configuration of the run
+		// forwards packets of 2 KiB of payload over links of MTU 3000, with the endpoints'
+		// checksums computed (xdpChain).
+		c.xdpChain(0)
+		c.xdpUsable()
+		senderEnv = []string{"CREM_NETNS_PAYLOAD=" + xdpPayload}
+	}
 	results := map[string][]measurement{}
 	for run := range runs {
-		m := c.blast("kernel", d, nil)
+		m := c.blast("kernel", d, nil, senderEnv...)
 		results["kernel"] = append(results["kernel"], m)
 		t.Logf("run %d %s", run+1, m.line())
 		for _, cf := range configs {
-			c.tunRouting(true)
+			routed := cf.name != "xdp" // the xdp data path needs no TUN device nor policy routing
+			c.tunRouting(routed)
 			gws := c.startGateways(cf.bin, cf.flags...)
 			// Warm: the CSF's session and its blocks, the CRF's window.
-			c.blast("warm", time.Second, nil)
-			m := c.blast(cf.name, d, gws[:])
+			c.blast("warm", time.Second, nil, senderEnv...)
+			m := c.blast(cf.name, d, gws[:], senderEnv...)
 			for _, g := range gws {
 				g.stop(t)
 			}
-			c.tunRouting(false)
+			if routed {
+				c.tunRouting(false)
+			}
 			if !strings.Contains(gws[0].logs.String(), "protecting flow") {
 				t.Errorf("%s: gateway A protected no flow: %s", cf.name, gws[0].logs.String())
 			}
@@ -586,6 +621,22 @@ func TestNetnsForwarding(t *testing.T) {
 		}
 		t.Logf("%s / kernel packet rate: %s (goal: at least 0.5)", cf.name, rng(ratios, "%.2f"))
 	}
+	// One line per data path, the means over the runs (the ratio: of each run's, to the
+	// kernel's of the same turn).
+	for _, cf := range configs {
+		mode, ok := map[string]string{"crem-raw": "raw", "crem-dev": "device", "xdp": "xdp"}[cf.name]
+		if !ok {
+			continue
+		}
+		var pps, kpps, ratio, cpu float64
+		ms := results[cf.name]
+		for i, m := range ms {
+			k := results["kernel"][i].res.pps()
+			pps, kpps, ratio, cpu = pps+m.res.pps(), kpps+k, ratio+m.res.pps()/k, cpu+m.cpuPerPkt()
+		}
+		n := float64(len(ms))
+		fmt.Printf("forwarding mode=%s pps=%.0f kernel_pps=%.0f ratio=%.2f cpu_us_per_pkt=%.1f\n", mode, pps/n, kpps/n, ratio/n, cpu/n)
+	}
 }
 
 func (m measurement) line() string {
@@ -595,6 +646,9 @@ func (m measurement) line() string {
 	if m.allocsPerPkt != -1 {
 		s += fmt.Sprintf("; gateways' allocations %.4f per packet; super-packets read A %.0f B %.0f; packets written coalesced A %.0f B %.0f",
 			m.allocsPerPkt, m.superRead[0], m.superRead[1], m.coalesced[0], m.coalesced[1])
+		if m.xdpDrops != "" {
+			s += ";" + m.xdpDrops
+		}
 	}
 	return s
 }
@@ -755,6 +809,10 @@ func netnsHelper() int {
 				break
 			}
 		}
+	case "xdpcheck":
+		err = xdpCheck()
+	case "xdpdrop":
+		err = xdpDropper(os.Getenv("CREM_NETNS_DEVS"), envInt("CREM_NETNS_EVERY", 100))
 	case "get":
 		var resp *http.Response
 		// No proxy: the address is inside the namespace.
@@ -846,7 +904,7 @@ func netnsDesc() flow.Descriptor {
 // writeShape builds the packet at index i of a stream of 1 MiB RDMA WRITEs of 4 KiB packets
 // (FIRST with its RETH, 254 MIDDLE, LAST), or MIDDLE only (every packet of one length, as
 // UDP segmentation needs), with PSN p, ICRC sealed under the flow's logical header.
-func writeShape(b []byte, i int, p psn.PSN, middleOnly bool) ([]byte, error) {
+func writeShape(b []byte, i int, p psn.PSN, middleOnly bool, size int) ([]byte, error) {
 	op := roce.OpWriteMiddle
 	switch {
 	case middleOnly:
@@ -869,20 +927,22 @@ func writeShape(b []byte, i int, p psn.PSN, middleOnly bool) ([]byte, error) {
 		}
 	}
 	n := len(b)
-	b = b[:n+4096+4]
-	for j := n; j < n+4096; j += 8 {
+	b = b[:n+size+4]
+	for j := n; j < n+size; j += 8 {
 		binary.BigEndian.PutUint64(b[j:], uint64(p)<<32|uint64(j))
 	}
 	return b, netnsDesc().LogicalHeader().Seal(b)
 }
 
-// netnsSend sends RoCEv2 WRITE packets to the receiver for CREM_NETNS_SECONDS, in sendmmsg
+// netnsSend sends RoCEv2 WRITE packets (CREM_NETNS_PAYLOAD octets of payload, 4096 when
+// unset) to the receiver for CREM_NETNS_SECONDS, in sendmmsg
 // batches of 64 (or with CREM_NETNS_GSO = n, n packets per UDP_SEGMENT send), at most
 // CREM_NETNS_PPS packets a second when set.
 func netnsSend() error {
 	secs, _ := strconv.ParseFloat(os.Getenv("CREM_NETNS_SECONDS"), 64)
 	gso, _ := strconv.Atoi(os.Getenv("CREM_NETNS_GSO"))
 	pps, _ := strconv.Atoi(os.Getenv("CREM_NETNS_PPS"))
+	size := envInt("CREM_NETNS_PAYLOAD", 4096) // octets of RDMA payload a packet (a multiple of 8)
 	conn, err := net.DialUDP("udp4", &net.UDPAddr{IP: net.ParseIP(nsSenderAddr), Port: nsSrcPort},
 		&net.UDPAddr{IP: net.ParseIP(nsReceiverAddr), Port: roce.UDPPort})
 	if err != nil {
@@ -910,7 +970,7 @@ func netnsSend() error {
 		for time.Now().Before(deadline) {
 			super = super[:0]
 			for i := range gso {
-				b, err := writeShape(bufs[i], 0, next, true)
+				b, err := writeShape(bufs[i], 0, next, true, 4096)
 				if err != nil {
 					return err
 				}
@@ -936,7 +996,7 @@ func netnsSend() error {
 		i := 0
 		for time.Now().Before(deadline) {
 			for j := range msgs {
-				b, err := writeShape(bufs[j], i, next, false)
+				b, err := writeShape(bufs[j], i, next, false, size)
 				if err != nil {
 					return err
 				}
