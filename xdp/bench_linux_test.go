@@ -3,6 +3,7 @@
 package xdp
 
 import (
+	"github.com/crem-project/crem/internal/harness/kdroplab"
 	"net"
 	"net/netip"
 	"runtime"
@@ -26,7 +27,7 @@ const (
 func (l *vethLab) rawUDP(t testing.TB, ns string, ap netip.AddrPort) int {
 	t.Helper()
 	fd := -1
-	inNetns(t, ns, func() {
+	kdroplab.InNetns(t, ns, func() {
 		s, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
 		if err != nil {
 			t.Errorf("socket: %v", err)
@@ -165,7 +166,7 @@ func socketEcho(fd int, stop *atomic.Bool) {
 func BenchmarkVethEcho(b *testing.B) {
 	l := newVethLab(b, 4096, AttachGeneric)
 	var ifindex int
-	inNetns(b, l.A, func() {
+	kdroplab.InNetns(b, l.A, func() {
 		ifi, err := net.InterfaceByName("xa")
 		if err != nil {
 			b.Error(err)
@@ -206,7 +207,7 @@ func BenchmarkVethEcho(b *testing.B) {
 			return float64(got) / d.Seconds(), float64(cpu.Nanoseconds()) / float64(got+2000)
 		}
 		if l.Prog.AttachMode() == "" {
-			inNetns(b, l.A, func() {
+			kdroplab.InNetns(b, l.A, func() {
 				if err := l.Prog.Attach(ifindex, AttachGeneric); err != nil {
 					b.Error(err)
 				}

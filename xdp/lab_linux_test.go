@@ -17,6 +17,7 @@ import (
 	"github.com/cilium/ebpf/rlimit"
 	"golang.org/x/sys/unix"
 
+	"github.com/crem-project/crem/internal/harness/kdroplab"
 	"github.com/crem-project/crem/internal/harness/netnslock"
 )
 
@@ -52,36 +53,6 @@ func needLab(t testing.TB) {
 	}
 }
 
-func sh(t testing.TB, args ...string) string {
-	t.Helper()
-	out, err := exec.Command(args[0], args[1:]...).CombinedOutput()
-	if err != nil {
-		t.Fatalf("%v: %v\n%s", args, err, out)
-	}
-	return string(out)
-}
-
-// inNetns runs fn on a thread in the network namespace ns; sockets it opens stay there.
-func inNetns(t testing.TB, ns string, fn func()) {
-	t.Helper()
-	done := make(chan error)
-	go func() {
-		runtime.LockOSThread() // never unlocked: the thread ends with the goroutine
-		f, err := os.Open("/run/netns/" + ns)
-		if err == nil {
-			err = unix.Setns(int(f.Fd()), unix.CLONE_NEWNET)
-			f.Close()
-		}
-		if err == nil {
-			fn()
-		}
-		done <- err
-	}()
-	if err := <-done; err != nil {
-		t.Fatalf("entering %s: %v", ns, err)
-	}
-}
-
 // newVethLab builds the lab with the program attached in mode and a socket of frames
 // frames registered for queue 0; the test's cleanup takes it down.
 func newVethLab(t testing.TB, frames int, mode AttachMode) *vethLab {
@@ -98,15 +69,15 @@ func newVethLab(t testing.TB, frames int, mode AttachMode) *vethLab {
 		}
 		t.Cleanup(func() { exec.Command("ip", "netns", "del", ns).Run() })
 	}
-	sh(t, "ip", "link", "add", "xa", "netns", l.A, "type", "veth", "peer", "xb", "netns", l.B)
+	kdroplab.Sh(t, "ip", "link", "add", "xa", "netns", l.A, "type", "veth", "peer", "xb", "netns", l.B)
 	for _, a := range [][]string{{l.A, "xa", "10.73.0.1/24", "fd73::1/64"}, {l.B, "xb", "10.73.0.2/24", "fd73::2/64"}} {
-		sh(t, "ip", "-n", a[0], "addr", "add", a[2], "dev", a[1])
-		sh(t, "ip", "-n", a[0], "addr", "add", a[3], "dev", a[1], "nodad")
-		sh(t, "ip", "-n", a[0], "link", "set", a[1], "up")
-		sh(t, "ip", "-n", a[0], "link", "set", "lo", "up")
+		kdroplab.Sh(t, "ip", "-n", a[0], "addr", "add", a[2], "dev", a[1])
+		kdroplab.Sh(t, "ip", "-n", a[0], "addr", "add", a[3], "dev", a[1], "nodad")
+		kdroplab.Sh(t, "ip", "-n", a[0], "link", "set", a[1], "up")
+		kdroplab.Sh(t, "ip", "-n", a[0], "link", "set", "lo", "up")
 	}
 	mac := func(ns, dev string) [6]byte {
-		out := sh(t, "ip", "-n", ns, "-o", "link", "show", "dev", dev)
+		out := kdroplab.Sh(t, "ip", "-n", ns, "-o", "link", "show", "dev", dev)
 		m := regexp.MustCompile(`link/ether ([0-9a-f:]+)`).FindStringSubmatch(out)
 		if m == nil {
 			t.Fatalf("no address in %q", out)
@@ -125,11 +96,11 @@ func newVethLab(t testing.TB, frames int, mode AttachMode) *vethLab {
 		addrs   []netip.Addr
 	}{{l.A, "xa", l.MACB, []netip.Addr{addrB, addrB6}}, {l.B, "xb", l.MACA, []netip.Addr{addrA, addrA6}}} {
 		for _, a := range n.addrs {
-			sh(t, "ip", "-n", n.ns, "neigh", "replace", a.String(), "lladdr", net.HardwareAddr(n.hw[:]).String(), "dev", n.dev, "nud", "permanent")
+			kdroplab.Sh(t, "ip", "-n", n.ns, "neigh", "replace", a.String(), "lladdr", net.HardwareAddr(n.hw[:]).String(), "dev", n.dev, "nud", "permanent")
 		}
 	}
-	inNetns(t, l.B, func() { l.CsumOff = setTxChecksum("xb", false) == nil })
-	inNetns(t, l.A, func() {
+	kdroplab.InNetns(t, l.B, func() { l.CsumOff = setTxChecksum("xb", false) == nil })
+	kdroplab.InNetns(t, l.A, func() {
 		ifi, err := net.InterfaceByName("xa")
 		if err != nil {
 			t.Errorf("xa: %v", err)
@@ -194,7 +165,7 @@ func setTxChecksum(dev string, on bool) error {
 func (l *vethLab) listenUDP(t testing.TB, ns string, ap netip.AddrPort) *net.UDPConn {
 	t.Helper()
 	var c *net.UDPConn
-	inNetns(t, ns, func() {
+	kdroplab.InNetns(t, ns, func() {
 		var err error
 		c, err = net.ListenUDP("udp", net.UDPAddrFromAddrPort(ap))
 		if err != nil {

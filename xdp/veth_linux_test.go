@@ -6,6 +6,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
+	"github.com/crem-project/crem/internal/harness/kdroplab"
 	"net"
 	"net/netip"
 	"os"
@@ -122,7 +123,7 @@ func TestVethReceive(t *testing.T) {
 	}
 
 	// Ping, through the program (XDP_PASS) to A's stack and back.
-	inNetns(t, l.B, func() {
+	kdroplab.InNetns(t, l.B, func() {
 		c, err := icmp.ListenPacket("ip4:icmp", addrB.String())
 		if err != nil {
 			t.Errorf("ICMP socket: %v", err)
@@ -364,11 +365,11 @@ func TestVethOffSwitch(t *testing.T) {
 	if err := l.Prog.Detach(); err != nil {
 		t.Fatal(err)
 	}
-	if out := sh(t, "ip", "-n", l.A, "link", "show", "dev", "xa"); strings.Contains(out, "xdp") || l.Prog.AttachMode() != "" {
+	if out := kdroplab.Sh(t, "ip", "-n", l.A, "link", "show", "dev", "xa"); strings.Contains(out, "xdp") || l.Prog.AttachMode() != "" {
 		t.Errorf("after Detach (mode %q): %s", l.Prog.AttachMode(), out)
 	}
 	expectKernel("detached", 20)
-	inNetns(t, l.A, func() {
+	kdroplab.InNetns(t, l.A, func() {
 		ifi, err := net.InterfaceByName("xa")
 		if err == nil {
 			err = l.Prog.Attach(ifi.Index, AttachGeneric)
@@ -380,7 +381,7 @@ func TestVethOffSwitch(t *testing.T) {
 			t.Errorf("attaching again: %v", err)
 		}
 	})
-	if out := sh(t, "ip", "-n", l.A, "link", "show", "dev", "xa"); !strings.Contains(out, "xdpgeneric") {
+	if out := kdroplab.Sh(t, "ip", "-n", l.A, "link", "show", "dev", "xa"); !strings.Contains(out, "xdpgeneric") {
 		t.Errorf("attached again, the device shows no generic XDP program: %s", out)
 	}
 	l.sendRoCE(t, 20)
