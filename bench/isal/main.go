@@ -110,7 +110,7 @@ func buildCases(a *arena, paths []fec.Kernels, npat int) ([]*benchCase, error) {
 				return nil, err
 			}
 			if err := checkEncode(a, b, paths); err != nil {
-				return nil, fmt.Errorf("encode k%d m%d T%d: %w", b.k, m, T, err)
+				return nil, fmt.Errorf("encode k%dm%dT%d: %w", b.k, m, T, err)
 			}
 			c, err := encodeCase(a, b, paths)
 			if err != nil {
@@ -122,7 +122,7 @@ func buildCases(a *arena, paths []fec.Kernels, npat int) ([]*benchCase, error) {
 				return nil, err
 			}
 			if err := s.checkDecode(paths); err != nil {
-				return nil, fmt.Errorf("decode k%d u%d T%d: %w", b.k, m, T, err)
+				return nil, fmt.Errorf("decode k%du%dT%d: %w", b.k, m, T, err)
 			}
 			c, err = decodeCase(s, paths)
 			if err != nil {
@@ -137,7 +137,7 @@ func buildCases(a *arena, paths []fec.Kernels, npat int) ([]*benchCase, error) {
 // encodeCase: crem's Encode of the m repair symbols over the whole block, as csf calls it,
 // against ISA-L's ec_encode_data on tables made beforehand by ec_init_tables.
 func encodeCase(a *arena, b *block, paths []fec.Kernels) (*benchCase, error) {
-	c := &benchCase{name: fmt.Sprintf("encode k%d m%d T%d", b.k, b.m, b.T), bytes: b.k * b.T}
+	c := &benchCase{name: fmt.Sprintf("encode k%dm%dT%d", b.k, b.m, b.T), bytes: b.k * b.T}
 	idx := firstN(b.m)
 	for _, kern := range paths {
 		enc, err := fec.NewEncoder(fec.WithKernels(kern))
@@ -177,7 +177,7 @@ func encodeCase(a *arena, b *block, paths []fec.Kernels) (*benchCase, error) {
 func decodeCase(s *decodeSet, paths []fec.Kernels) (*benchCase, error) {
 	b := s.b
 	npat := len(s.pats)
-	c := &benchCase{name: fmt.Sprintf("decode k%d u%d T%d", b.k, s.u, b.T), bytes: b.k * b.T}
+	c := &benchCase{name: fmt.Sprintf("decode k%du%dT%d", b.k, s.u, b.T), bytes: b.k * b.T}
 	for _, kern := range paths {
 		d, err := fec.NewDecoder(fec.WithKernels(kern))
 		if err != nil {
