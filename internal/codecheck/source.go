@@ -37,8 +37,9 @@ func ModuleRoot(dir string) (string, error) {
 	}
 }
 
-// SourceFiles parses every non-test .go file under root (skipping testdata, hidden and
-// underscore directories, as the go command does), in path order.
+// SourceFiles parses every non-test .go file of the module at root (skipping testdata, hidden
+// and underscore directories and the directories of nested modules, as the go command does), in
+// path order.
 func SourceFiles(root string) ([]File, error) {
 	fset := token.NewFileSet()
 	var out []File
@@ -48,7 +49,7 @@ func SourceFiles(root string) ([]File, error) {
 		}
 		name := d.Name()
 		if d.IsDir() {
-			if p != root && (name == "testdata" || strings.HasPrefix(name, ".") || strings.HasPrefix(name, "_")) {
+			if p != root && (name == "testdata" || strings.HasPrefix(name, ".") || strings.HasPrefix(name, "_") || NestedModule(p)) {
 				return filepath.SkipDir
 			}
 			return nil
@@ -69,6 +70,13 @@ func SourceFiles(root string) ([]File, error) {
 	})
 	sort.Slice(out, func(i, j int) bool { return out[i].Path < out[j].Path })
 	return out, err
+}
+
+// NestedModule reports whether dir holds a go.mod of its own: a module nested in the tree, which
+// the enclosing module's packages (and `go test ./...`, `go vet ./...`) do not include.
+func NestedModule(dir string) bool {
+	_, err := os.Stat(filepath.Join(dir, "go.mod"))
+	return err == nil
 }
 
 // harness are the module's directories that are not the product: internal/harness (the
