@@ -459,5 +459,5 @@ func TestGatewayRestartCSFSide(t *testing.T) {
 func TestGatewayPeerDownFiveSeconds(t *testing.T) {
 	skipCrash(t)
 	o := runRestart(t, restartCase{victim: "b", down: 5 * time.Second})
-	checkRestart(t, o, 1400*time.Millisecond, "peer does not answer")
+	checkRestart(t, o, 1400*time.Millisecond, "peer does not answer", "peer restarted or lost the session")
 }
