@@ -721,10 +721,18 @@ func TestTunGSONetns(t *testing.T) {
 			"crem_gateway_buffers_exhausted_total", "crem_gateway_truncated_total"} {
 			t.Logf("offload %s: %s A %.0f B %.0f", offload, k, after[k]-before[k], afterB[k]-beforeB[k])
 		}
-		// (With losses the CSF's breaker may stop the repair for a while.)
+		// (With losses the CSF's breaker may stop the repair for a while. So it may without:
+		// on a loaded host gateway A falls behind its device in the warm-up, the kernel drops
+		// what the device cannot queue, B's CRF reports the gaps as path loss, and over 10 % of
+		// it for a second trips the breaker, which holds m at 0 through the measurement.)
+		trips := after["crem_csf_breaker_trips_total"]
 		if r := after["crem_csf_repair_sent_total"] - before["crem_csf_repair_sent_total"]; r == 0 && !tc.loss {
-			t.Errorf("offload %s: gateway A sent no repair for %d sources\ngateway A: %s\ngateway B: %s", offload, m.res.Sent,
-				gws[0].logs.String(), gws[1].logs.String())
+			if trips == 0 {
+				t.Errorf("offload %s: gateway A sent no repair for %d sources\ngateway A: %s\ngateway B: %s", offload, m.res.Sent,
+					gws[0].logs.String(), gws[1].logs.String())
+			} else {
+				t.Logf("offload %s: gateway A sent no repair: its breaker tripped %.0f times (the device's drops: %s)", offload, trips, c.drops())
+			}
 		}
 		t.Logf("drops: %s", c.drops())
 		for _, g := range gws {
