@@ -2,23 +2,93 @@ package fec
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/crem-project/crem/psn"
 )
 
-// Encoder computes repair symbols. It keeps scratch buffers, so it is not safe for concurrent
-// use: give each goroutine its own. Once its scratch has grown to the largest block it has
-// coded, it allocates nothing, on every path.
+// Encoder computes repair symbols. It keeps scratch buffers and the plans of the last few
+// shapes it coded, so it is not safe for concurrent use: give each goroutine its own. Once its
+// scratch has grown to the largest block it has coded, it allocates nothing on any path while
+// the shapes repeat; a new shape (Repair Indices and set L) allocates its plan once.
 type Encoder struct {
-	pos     []int
 	kernels Kernels // as configured; KernelsAuto follows useKernels
 
-	// The coefficients, and for the fused kernels (encodeFused) inputs and scratch.
-	coef        []byte
+	// The plans of the last shapes coded, most recently used first (see plan).
+	plans []*encodePlan
+
+	// Inputs and tail scratch of the fused kernels (encodeFused).
 	ins         [][]byte
 	tins, touts [][]byte
-	scratch     fusedScratch
 	tail        []byte
+}
+
+// encodePlans is the number of shapes an Encoder keeps planned: the ordinary repair of the
+// block's configuration, and room for the coded retransmissions between its blocks.
+const encodePlans = 4
+
+// encodePlan is what Encode needs for one shape, apart from the bytes: the positions of L in
+// ascending order and the coefficients C(indices[r], pos[t]) as the family's kernels take them
+// (prepared matrices or tables for the fused kernels, t-major rows for the portable ones).
+type encodePlan struct {
+	k       Kernels // resolved family
+	indices []int
+	over    psn.Bitmap
+	pos     []int
+	coef    []byte // portable: coef[t*m+r]
+	scratch fusedScratch
+}
+
+// plan returns the plan of family k for (indices, over), from the cache or built, and makes it
+// the most recently used. The indices must be valid for the block.
+func (e *Encoder) plan(k Kernels, indices []int, over *psn.Bitmap) *encodePlan {
+	for n, p := range e.plans {
+		if p.k == k && p.over == *over && slices.Equal(p.indices, indices) {
+			copy(e.plans[1:n+1], e.plans[:n])
+			e.plans[0] = p
+			return p
+		}
+	}
+	var p *encodePlan
+	if len(e.plans) < encodePlans {
+		p = new(encodePlan)
+		e.plans = append(e.plans, nil)
+	} else {
+		p = e.plans[len(e.plans)-1] // the least recently used, its storage reused
+	}
+	copy(e.plans[1:], e.plans[:len(e.plans)-1])
+	e.plans[0] = p
+	p.build(k, indices, over)
+	return p
+}
+
+// build fills p for family k and the shape (indices, over).
+func (p *encodePlan) build(k Kernels, indices []int, over *psn.Bitmap) {
+	p.k, p.over = k, *over
+	p.indices = append(p.indices[:0], indices...)
+	p.pos = over.Positions(p.pos[:0])
+	m, nin := len(indices), len(p.pos)
+	if nin == 0 {
+		return
+	}
+	if cap(p.coef) < m*nin {
+		p.coef = make([]byte, m*nin)
+	}
+	cf := p.coef[:m*nin]
+	if k == KernelsPortable {
+		for t, j := range p.pos {
+			for r, i := range indices {
+				cf[t*m+r] = coef(i, j)
+			}
+		}
+		return
+	}
+	for t, j := range p.pos {
+		for r, i := range indices {
+			cf[r*nin+t] = coef(i, j)
+		}
+	}
+	p.scratch.prepare(k, cf, nin, m)
 }
 
 // Option configures an Encoder or a Decoder.
@@ -57,17 +127,31 @@ func NewEncoder(opts ...Option) (*Encoder, error) {
 // lost sources named in the request. On a processor with AVX-512 and GFNI, or with AVX2, the
 // symbols are computed together by the package's fused kernels, whatever the indices and L,
 // reading each source once. Elsewhere (the portable path) they are computed with single-row
-// kernels, source by source (encodeRows). No path allocates once the Encoder is warm.
+// kernels, source by source (encodeRows). The coefficients of a shape (indices, L) are
+// prepared once and kept for the next calls of the same shape (the last few shapes), so a
+// sender that codes block after block with one configuration pays for them once. No path
+// allocates once the Encoder is warm.
 func (e *Encoder) Encode(dst [][]byte, indices []int, over psn.Bitmap, src [][]byte) error {
-	_, T, err := checkEncode(dst, indices, over, src)
+	T, err := checkEncode(dst, indices, &over, src)
 	if err != nil || len(dst) == 0 {
 		return err
 	}
-	if k := resolve(e.kernels); k != KernelsPortable {
-		e.encodeFused(k, dst, indices, T, over, src)
+	k := resolve(e.kernels)
+	p := e.plan(k, indices, &over)
+	if err := checkLengths(T, p.pos, src); err != nil {
+		return err
+	}
+	if len(p.pos) == 0 {
+		for r := range dst {
+			clear(dst[r])
+		}
 		return nil
 	}
-	e.encodeRows(dst, indices, over, src)
+	if k != KernelsPortable {
+		e.encodeFused(p, dst, T, src)
+		return nil
+	}
+	encodeRows(p, dst, src)
 	return nil
 }
 
@@ -78,26 +162,10 @@ func (e *Encoder) Encode(dst [][]byte, indices []int, over psn.Bitmap, src [][]b
 // read each source once into registers for all rows, but it reaches them only through an
 // Encoder, whose every call allocates (a sync.Pool put of its matrix scratch, and a GFNI matrix
 // array that escapes to the heap).
-func (e *Encoder) encodeRows(dst [][]byte, indices []int, over psn.Bitmap, src [][]byte) {
-	e.pos = over.Positions(e.pos[:0])
-	m, nin := len(dst), len(e.pos)
-	if nin == 0 {
-		for r := range dst {
-			clear(dst[r])
-		}
-		return
-	}
-	if cap(e.coef) < m*nin {
-		e.coef = make([]byte, m*nin)
-	}
-	cf := e.coef[:m*nin]
-	for t, j := range e.pos {
-		for r, i := range indices {
-			cf[t*m+r] = coef(i, j)
-		}
-	}
-	for t, j := range e.pos {
-		in, c := src[j], cf[t*m:(t+1)*m]
+func encodeRows(p *encodePlan, dst [][]byte, src [][]byte) {
+	m := len(dst)
+	for t, j := range p.pos {
+		in, c := src[j], p.coef[t*m:(t+1)*m]
 		for r, out := range dst {
 			if t == 0 {
 				mulSlice(c[r], in, out)
@@ -108,54 +176,59 @@ func (e *Encoder) encodeRows(dst [][]byte, indices []int, over psn.Bitmap, src [
 	}
 }
 
-// encodeFused computes the symbols with the fused kernels of family k over the whole 64-octet
-// columns, and the last partial column from a zero-padded copy. It allocates only while its
+// encodeFused computes the symbols with the fused kernels of the plan's family over the whole
+// 64-octet columns, and the last partial column from the last 64 octets of each source (or a
+// zero-padded copy when T < 64), whose last octets it keeps. It allocates only while its
 // scratch grows.
-func (e *Encoder) encodeFused(k Kernels, dst [][]byte, indices []int, T int, over psn.Bitmap, src [][]byte) {
-	e.pos = over.Positions(e.pos[:0])
-	m, nin := len(dst), len(e.pos)
-	if nin == 0 {
-		for r := range dst {
-			clear(dst[r])
-		}
-		return
-	}
-	if cap(e.coef) < m*nin {
-		e.coef = make([]byte, m*nin)
-	}
-	cf := e.coef[:m*nin]
+func (e *Encoder) encodeFused(p *encodePlan, dst [][]byte, T int, src [][]byte) {
+	m, nin := len(dst), len(p.pos)
 	e.ins = e.ins[:0]
-	for t, j := range e.pos {
-		for r, i := range indices {
-			cf[r*nin+t] = coef(i, j)
-		}
+	for _, j := range p.pos {
 		e.ins = append(e.ins, src[j])
 	}
-	e.scratch.prepare(k, cf, nin, m)
 	n64 := T &^ 63
 	if n64 > 0 {
-		e.scratch.mul(e.ins, dst, n64)
+		p.scratch.mul(e.ins, dst, n64)
 	}
 	if tl := T - n64; tl > 0 {
-		if need := (nin + m) * 64; cap(e.tail) < need {
-			e.tail = make([]byte, need)
-		}
-		tail := e.tail[:(nin+m)*64]
 		e.tins, e.touts = e.tins[:0], e.touts[:0]
-		for t, in := range e.ins {
-			b := tail[t*64 : (t+1)*64]
-			clear(b[copy(b, in[n64:T]):])
-			e.tins = append(e.tins, b)
+		if T >= 64 {
+			// The last 64 octets overlap the columns already done; the products are bytewise,
+			// so their last tl octets are the tail's.
+			if need := m * 64; cap(e.tail) < need {
+				e.tail = make([]byte, need)
+			}
+			for _, in := range e.ins {
+				e.tins = append(e.tins, in[T-64:T])
+			}
+			for r := range m {
+				e.touts = append(e.touts, e.tail[r*64:(r+1)*64])
+			}
+			p.scratch.mul(e.tins, e.touts, 64)
+			for r := range m {
+				copy(dst[r][n64:T], e.touts[r][64-tl:])
+			}
+		} else {
+			if need := (nin + m) * 64; cap(e.tail) < need {
+				e.tail = make([]byte, need)
+			}
+			tail := e.tail[:(nin+m)*64]
+			for t, in := range e.ins {
+				b := tail[t*64 : (t+1)*64]
+				clear(b[copy(b, in[:T]):])
+				e.tins = append(e.tins, b)
+			}
+			for r := range m {
+				e.touts = append(e.touts, tail[(nin+r)*64:(nin+r+1)*64])
+			}
+			p.scratch.mul(e.tins, e.touts, 64)
+			for r := range m {
+				copy(dst[r][:T], e.touts[r][:tl])
+			}
 		}
-		for r := range m {
-			e.touts = append(e.touts, tail[(nin+r)*64:(nin+r+1)*64])
-		}
-		e.scratch.mul(e.tins, e.touts, 64)
-		for r := range m {
-			copy(dst[r][n64:T], e.touts[r][:tl])
-		}
+		clear(e.tins) // hold no caller buffer beyond the call
 	}
-	clear(e.ins) // hold no caller buffer beyond the call
+	clear(e.ins)
 	e.ins = e.ins[:0]
 }
 
@@ -177,36 +250,47 @@ func (e *Encoder) XOR(dst []byte, present psn.Bitmap, src [][]byte) error {
 	return nil
 }
 
-// checkEncode validates Encode's arguments before anything is written.
-func checkEncode(dst [][]byte, indices []int, over psn.Bitmap, src [][]byte) (k, T int, err error) {
-	k = len(src)
+// checkEncode validates Encode's arguments but the lengths of the sources (checkLengths,
+// once the positions of L are known) before anything is written. It returns T.
+func checkEncode(dst [][]byte, indices []int, over *psn.Bitmap, src [][]byte) (T int, err error) {
+	k := len(src)
 	if err := CheckK(k); err != nil {
-		return 0, 0, err
+		return 0, err
 	}
 	if len(dst) != len(indices) {
-		return 0, 0, fmt.Errorf("fec: %d output symbols for %d Repair Indices: %w", len(dst), len(indices), ErrArgs)
+		return 0, fmt.Errorf("fec: %d output symbols for %d Repair Indices: %w", len(dst), len(indices), ErrArgs)
 	}
 	if len(dst) == 0 {
-		return k, 0, nil
+		return 0, nil
 	}
 	T = len(dst[0])
 	if err := CheckT(T); err != nil {
-		return 0, 0, err
+		return 0, err
 	}
 	for r := range dst {
 		if len(dst[r]) != T {
-			return 0, 0, fmt.Errorf("fec: output symbol %d has %d octets, output 0 has %d: %w", r, len(dst[r]), T, ErrSymbolLength)
+			return 0, fmt.Errorf("fec: output symbol %d has %d octets, output 0 has %d: %w", r, len(dst[r]), T, ErrSymbolLength)
 		}
 	}
 	for _, i := range indices {
 		if err := CheckIndex(i, k); err != nil {
-			return 0, 0, err
+			return 0, err
 		}
 	}
-	if err := checkSources(T, over, src); err != nil {
-		return 0, 0, err
+	if over.Beyond(k) {
+		return 0, fmt.Errorf("fec: set names a position at or beyond k = %d: %w", k, ErrSet)
 	}
-	return k, T, nil
+	return T, nil
+}
+
+// checkLengths reports whether the source at every position of pos holds T octets.
+func checkLengths(T int, pos []int, src [][]byte) error {
+	for _, j := range pos {
+		if len(src[j]) != T {
+			return fmt.Errorf("fec: source symbol %d has %d octets, want T = %d: %w", j, len(src[j]), T, ErrSymbolLength)
+		}
+	}
+	return nil
 }
 
 // checkSources reports whether every position of the set is in the block and holds T octets.

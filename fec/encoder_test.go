@@ -220,3 +220,51 @@ func TestXORScheme(t *testing.T) {
 		t.Fatalf("XOR = %x, want %x", got, want)
 	}
 }
+
+// TestEncodePlansFollowTheShape: an Encoder that keeps the plans of the last few shapes gives
+// the scalar reference's symbols whatever the order of the shapes it meets: shapes that repeat
+// (the plan reused over new sources and a new T), more shapes than it keeps (plans evicted and
+// rebuilt), one set L under other indices and one list of indices over other sets, on every
+// codec path.
+func TestEncodePlansFollowTheShape(t *testing.T) {
+	eachPath(t, func(t *testing.T) {
+		rng := rand.New(rand.NewPCG(71, 72))
+		enc := newEncoder(t)
+		type shape struct {
+			k       int
+			indices []int
+			over    psn.Bitmap
+		}
+		shapes := []shape{
+			{32, seq(0, 4), psn.FirstK(32)},
+			{32, seq(0, 8), psn.FirstK(32)},
+			{32, seq(4, 4), psn.FirstK(32)},
+			{32, []int{6, 7}, bitmapOf(4, 9, 30)},
+			{32, []int{6, 7}, bitmapOf(4, 9, 31)},
+			{40, seq(0, 4), psn.FirstK(32)}, // the shape of the first, in a larger block
+			{8, seq(0, 1), psn.FirstK(8)},
+			{32, seq(0, 4), psn.Bitmap{}},
+		}
+		for step := range 300 {
+			n := rng.IntN(len(shapes))
+			if step%3 == 0 {
+				n = 0 // the ordinary repair, between the others
+			}
+			s := shapes[n]
+			T := []int{2, 63, 64, 65, 130, 1058}[rng.IntN(6)]
+			blk := newTestBlock(t, rng, s.k, T, psn.FirstK(s.k))
+			dst := symbols(len(s.indices), T)
+			for r := range dst {
+				dst[r][0] = 0xEE // overwritten, not added to
+			}
+			if err := enc.Encode(dst, s.indices, s.over, blk.src); err != nil {
+				t.Fatal(err)
+			}
+			for r, i := range s.indices {
+				if want := encodeRef(i, s.over, blk.src, T); string(dst[r]) != string(want) {
+					t.Fatalf("step %d, shape %d, T %d: R_%d differs from the reference", step, n, T, i)
+				}
+			}
+		}
+	})
+}
