@@ -37,7 +37,7 @@ func TestCgoOnlyInNestedModules(t *testing.T) {
 		}
 		name := d.Name()
 		if d.IsDir() {
-			if p != root && (name == "testdata" || strings.HasPrefix(name, ".") || strings.HasPrefix(name, "_")) {
+			if p != root && (IgnoredDir(name)) {
 				return filepath.SkipDir
 			}
 			if p != root && NestedModule(p) {

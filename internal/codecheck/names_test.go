@@ -33,7 +33,7 @@ func TestNamedBySubject(t *testing.T) {
 		}
 		name := d.Name()
 		if d.IsDir() {
-			if p != root && (name == "testdata" || strings.HasPrefix(name, ".") || strings.HasPrefix(name, "_")) {
+			if p != root && (IgnoredDir(name)) {
 				return filepath.SkipDir
 			}
 			return nil

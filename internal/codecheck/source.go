@@ -49,7 +49,7 @@ func SourceFiles(root string) ([]File, error) {
 		}
 		name := d.Name()
 		if d.IsDir() {
-			if p != root && (name == "testdata" || strings.HasPrefix(name, ".") || strings.HasPrefix(name, "_") || NestedModule(p)) {
+			if p != root && (IgnoredDir(name) || NestedModule(p)) {
 				return filepath.SkipDir
 			}
 			return nil
@@ -70,6 +70,12 @@ func SourceFiles(root string) ([]File, error) {
 	})
 	sort.Slice(out, func(i, j int) bool { return out[i].Path < out[j].Path })
 	return out, err
+}
+
+// IgnoredDir reports whether the go command passes over a directory of this name: testdata,
+// and names beginning with "." or "_".
+func IgnoredDir(name string) bool {
+	return name == "testdata" || strings.HasPrefix(name, ".") || strings.HasPrefix(name, "_")
 }
 
 // NestedModule reports whether dir holds a go.mod of its own: a module nested in the tree, which
