@@ -48,16 +48,19 @@ func SymbolAt(buf []byte, i, T int) []byte {
 // buffers.
 type symbolSlab struct {
 	buf    []byte
+	n      int // buffers the slab is laid out for
 	stride int
 	size   int
 }
 
-// reset lays the slab out for n symbols of length T, reusing its allocation when that is large
-// enough.
+// reset lays the slab out for symbols of length T: at least n of them, and as many as it was
+// laid out for before, so that a slab grown in one block holds the next block's symbols in one
+// piece whatever its T. It reuses its allocation when that is large enough.
 func (s *symbolSlab) reset(n, T int) {
+	s.n = max(n, s.n)
 	s.stride, s.size = SymbolStride(T), (max(T, 1)+LineSize-1)&^(LineSize-1)
-	if len(s.buf) < n*s.stride {
-		s.buf = NewSymbolBuffer(n, T)
+	if len(s.buf) < s.n*s.stride {
+		s.buf = NewSymbolBuffer(s.n, T)
 	}
 }
 
@@ -65,9 +68,9 @@ func (s *symbolSlab) reset(n, T int) {
 // beyond it.
 func (s *symbolSlab) at(i int) []byte {
 	o := i * s.stride
-	if o+s.stride > len(s.buf) {
-		n := max(i+1, 2*len(s.buf)/s.stride, 4)
-		s.buf = reedsolomon.AllocAligned(1, n*s.stride)[0]
+	if i >= s.n || o+s.stride > len(s.buf) {
+		s.n = max(i+1, 2*s.n, 4)
+		s.buf = NewSymbolBuffer(s.n, s.size)
 	}
 	return s.buf[o : o+s.size : o+s.size]
 }

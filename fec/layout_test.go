@@ -3,6 +3,8 @@ package fec
 import (
 	"testing"
 	"unsafe"
+
+	"github.com/crem-project/crem/psn"
 )
 
 // l1 is a first-level data cache with LineSize-octet lines, indexed by the line number modulo
@@ -127,6 +129,57 @@ func TestSymbolSlab(t *testing.T) {
 		grown := s.at(40)
 		if first[0] != 7 || len(grown) != len(first) || len(s.buf) < 41*SymbolStride(T) {
 			t.Fatalf("T = %d: growing lost a buffer or did not grow", T)
+		}
+	}
+}
+
+// TestDecoderLayout: a Decoder holds a block's sources, received and restored, and its repair
+// symbols SymbolStride(T) apart, so that its solve's lockstep reads collide in no first-level
+// cache set; the layout follows T from block to block.
+func TestDecoderLayout(t *testing.T) {
+	const k, m = 32, 4
+	d, _ := NewDecoder()
+	enc, _ := NewEncoder()
+	for _, T := range []int{4096, 1058, 8192, 4096} {
+		var src [][]byte
+		for j := range k {
+			s, _ := AppendSymbol(nil, make([]byte, j), T)
+			src = append(src, s)
+		}
+		rep := make([][]byte, m)
+		for i := range rep {
+			rep[i] = make([]byte, T)
+		}
+		if err := enc.Encode(rep, []int{0, 1, 2, 3}, psn.FirstK(k), src); err != nil {
+			t.Fatal(err)
+		}
+		if err := d.Reset(SchemeCauchy, k, T, psn.FirstK(k)); err != nil {
+			t.Fatal(err)
+		}
+		for j := m; j < k; j++ {
+			if err := d.AddSource(j, make([]byte, j)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for i := range m {
+			if err := d.AddRepair(i, psn.FirstK(k), rep[i]); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if _, err := d.Decode(); err != nil {
+			t.Fatal(err)
+		}
+		s0, _ := d.Symbol(0)
+		for j := range k {
+			s, err := d.Symbol(j)
+			if err != nil || addr(s)-addr(s0) != uintptr(j*SymbolStride(T)) {
+				t.Fatalf("T = %d: source %d at +%d (%v), want +%d", T, j, addr(s)-addr(s0), err, j*SymbolStride(T))
+			}
+		}
+		for i := range m {
+			if addr(d.rep[i])-addr(d.rep[0]) != uintptr(i*SymbolStride(T)) {
+				t.Fatalf("T = %d: repair %d at +%d, want +%d", T, i, addr(d.rep[i])-addr(d.rep[0]), i*SymbolStride(T))
+			}
 		}
 	}
 }
