@@ -5,7 +5,6 @@ import (
 	"fmt"
 
 	"github.com/crem-project/crem/psn"
-	"github.com/klauspost/reedsolomon"
 )
 
 // Decoder restores the lost sources of one block at a time from the sources and repair
@@ -15,7 +14,9 @@ import (
 //
 // Symbols are held in 64-octet aligned buffers of T rounded up to a multiple of 64, the
 // octets beyond T kept zero: the SIMD kernels then run without a scalar tail, and a short
-// source is multiplied only over the octets it fills.
+// source is multiplied only over the octets it fills. The sources' buffers lie side by side in
+// one allocation SymbolStride(T) apart, and the repair symbols' in another, so that the solve's
+// lockstep reads find no two in the same first-level cache set (layout.go).
 type Decoder struct {
 	blk     Block
 	kernels Kernels // as configured; KernelsAuto follows useKernels
@@ -27,6 +28,8 @@ type Decoder struct {
 	ref  [MaxK][]byte // payloads held by reference (AddSourceRef), whose symbol is not built
 	refs psn.Bitmap   // positions held by reference
 	rep  [][]byte     // repair symbols by row, as Block.Rows numbers them
+	srcs symbolSlab   // src's buffers by position
+	reps symbolSlab   // rep's buffers by row
 
 	plan []int
 	idx  []int // Repair Indices of the planned rows
@@ -66,20 +69,14 @@ func (d *Decoder) Reset(s Scheme, k, T int, present psn.Bitmap) error {
 	}
 	d.symLen = T
 	d.stride = roundUp64(T)
+	d.srcs.reset(k, T)
+	d.reps.reset(0, T)
 	d.refs.Each(func(j int) { d.ref[j] = nil }) // let the caller's buffers go
 	d.refs = psn.Bitmap{}
 	return nil
 }
 
 func roundUp64(n int) int { return (n + 63) &^ 63 }
-
-// buffer returns b as a buffer of stride octets, reusing it when it is large enough.
-func (d *Decoder) buffer(b []byte) []byte {
-	if cap(b) >= d.stride {
-		return b[:d.stride]
-	}
-	return reedsolomon.AllocAligned(1, d.stride)[0][:d.stride]
-}
 
 // AddSource records the received source packet with UDP payload P at position j; the
 // Decoder keeps its own copy of the source symbol.
@@ -90,7 +87,7 @@ func (d *Decoder) AddSource(j int, payload []byte) error {
 	if len(payload) > d.symLen-2 {
 		return fmt.Errorf("fec: source %d: payload of %d octets with T = %d: %w", j, len(payload), d.symLen, ErrPayloadLong)
 	}
-	b := d.buffer(d.src[j])
+	b := d.srcs.at(j)
 	binary.BigEndian.PutUint16(b, uint16(len(payload)))
 	n := 2 + copy(b[2:], payload)
 	clear(b[n:])
@@ -127,7 +124,7 @@ func (d *Decoder) AddSourceSymbol(j int, sym []byte) error {
 	if err != nil {
 		return fmt.Errorf("fec: source symbol %d: %w", j, err)
 	}
-	b := d.buffer(d.src[j])
+	b := d.srcs.at(j)
 	clear(b[copy(b, sym):])
 	d.src[j], d.span[j] = b, roundUp64(2+len(p))
 	return d.blk.AddSource(j)
@@ -147,7 +144,7 @@ func (d *Decoder) AddRepair(i int, over psn.Bitmap, sym []byte) error {
 	if r == len(d.rep) {
 		d.rep = append(d.rep, nil)
 	}
-	b := d.buffer(d.rep[r])
+	b := d.reps.at(r)
 	clear(b[copy(b, sym):])
 	d.rep[r] = b
 	return nil
@@ -218,7 +215,7 @@ func (d *Decoder) Decode() (psn.Bitmap, error) {
 	if d.blk.scheme == SchemeXOR {
 		d.subtractKnown(plan)
 		j := d.cols[0]
-		d.src[j] = d.buffer(d.src[j])
+		d.src[j] = d.srcs.at(j)
 		copy(d.src[j], d.rep[plan[0]])
 		d.span[j] = d.stride
 		return d.blk.Restore()
@@ -241,7 +238,7 @@ func (d *Decoder) Decode() (psn.Bitmap, error) {
 	// S_U = inv * R', one row of R' at a time, so each is read once while the u outputs stay
 	// in the first-level cache.
 	for _, j := range d.cols {
-		d.src[j] = d.buffer(d.src[j])
+		d.src[j] = d.srcs.at(j)
 		d.span[j] = d.stride
 	}
 	for n, r := range plan {
@@ -341,7 +338,7 @@ func (d *Decoder) solveFused(k Kernels, plan []int, inv []byte) {
 
 	d.outs = d.outs[:0]
 	for _, j := range d.cols {
-		d.src[j] = d.buffer(d.src[j])
+		d.src[j] = d.srcs.at(j)
 		d.span[j] = d.stride
 		d.outs = append(d.outs, d.src[j][2:])
 	}
@@ -425,7 +422,7 @@ func (d *Decoder) subtractKnown(plan []int) {
 // buildRef turns a source held by reference into a symbol of the Decoder's own.
 func (d *Decoder) buildRef(j int) {
 	p := d.ref[j]
-	b := d.buffer(d.src[j])
+	b := d.srcs.at(j)
 	binary.BigEndian.PutUint16(b, uint16(len(p)))
 	n := 2 + copy(b[2:], p)
 	clear(b[n:])
