@@ -46,6 +46,8 @@ static encode_fn pick(int kernel)
 {
 	if (kernel == ISAL_AVX2)
 		return ec_encode_data_avx2;
+	if (kernel == ISAL_BASE)
+		return ec_encode_data_base;
 	return ec_encode_data;
 }
 #pragma GCC diagnostic pop

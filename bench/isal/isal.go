@@ -27,6 +27,9 @@ import (
 const (
 	isalDispatch = C.ISAL_DISPATCH // ec_encode_data: the library picks (AVX-512 where it runs)
 	isalAVX2     = C.ISAL_AVX2     // ec_encode_data_avx2
+	isalBase     = C.ISAL_BASE     // ec_encode_data_base, the scalar reference
+
+	isalFamilyCount = C.ISAL_FAMILIES
 )
 
 // maxK and maxU bound the helpers in isal.c.
@@ -123,7 +126,7 @@ func encodeLoop(n int, kernel C.int, T, k, rows int, tbls []byte, data, coding *
 }
 
 // encodeBase is ec_encode_data_base, ISA-L's scalar reference (one gf_mul per product; it
-// takes the tables of initTables(isalAVX2, ...) and reads each coefficient from them).
+// takes the tables of initTables(isalBase, ...) and reads each coefficient from them).
 func encodeBase(T, k, rows int, tbls []byte, data, coding **C.uchar) {
 	C.ec_encode_data_base(C.int(T), C.int(k), C.int(rows), uc(tbls), data, coding)
 }

@@ -4,9 +4,9 @@
 #define CREM_BENCH_ISAL_H
 
 /* Kernel families of ec_encode_data: the library's own dispatch (AVX-512 where the processor has
- * it, and from ISA-L 2.31 on its GFNI kernels where the processor has GFNI) or its AVX2
- * functions. */
-enum { ISAL_DISPATCH = 0, ISAL_AVX2 = 1 };
+ * it, and from ISA-L 2.31 on its GFNI kernels where the processor has GFNI), its AVX2 functions,
+ * or its scalar reference (ec_encode_data_base). */
+enum { ISAL_DISPATCH = 0, ISAL_AVX2 = 1, ISAL_BASE = 2, ISAL_FAMILIES = 3 };
 
 /* isal_init_tables expands rows x k coefficients a into the tables the kernel family takes: from
  * ISA-L 2.31 on, ec_init_tables dispatches too and makes GFNI tables on a processor with GFNI,

@@ -88,8 +88,8 @@ func run(out, progress io.Writer, rounds int, per time.Duration, npat int, check
 	fmt.Fprintf(out, "ISA-L %s (headers); `isal` is its dispatch: %s\n\n", isalVersion(), isalDispatchSays())
 	fmt.Fprintln(out, "GB/s of source octets (k x T per operation), wall clock: median (least-most) over the rounds, then the median by the thread's CPU time:")
 	fmt.Fprintln(out)
-	names := append(prefixed("crem-", pathNames(paths)), "isal", "isal-avx2", "isal-whole")
-	writeTables(out, cases, names, []string{"isal", "isal-avx2", "isal-whole"})
+	names := append(prefixed("crem-", pathNames(paths)), "isal", "isal-avx2", "isal-base", "isal-whole")
+	writeTables(out, cases, names, []string{"isal", "isal-avx2", "isal-base", "isal-whole"})
 	return nil
 }
 
@@ -183,6 +183,10 @@ func encodeCase(a *arena, b *block, paths []fec.Kernels) (*benchCase, error) {
 		&variant{name: "isal-avx2", run: func(n int) error {
 			encodeLoop(n, isalAVX2, b.T, b.k, b.m, b.tbls[isalAVX2], b.blocks, out)
 			return nil
+		}},
+		&variant{name: "isal-base", run: func(n int) error {
+			encodeLoop(n, isalBase, b.T, b.k, b.m, b.tbls[isalBase], b.blocks, out)
+			return nil
 		}})
 	return c, nil
 }
@@ -210,7 +214,7 @@ func decodeCase(s *decodeSet, paths []fec.Kernels) (*benchCase, error) {
 			return nil
 		}})
 	}
-	pk, pa, pw := 0, 0, 0
+	pk, pa, pb, pw := 0, 0, 0, 0
 	c.variants = append(c.variants,
 		&variant{name: "isal", run: func(n int) error {
 			decodeKernelLoop(n, pk, isalDispatch, b.T, b.k, s.u, npat, s.tbls[isalDispatch], s.srcs, s.outP)
@@ -220,6 +224,11 @@ func decodeCase(s *decodeSet, paths []fec.Kernels) (*benchCase, error) {
 		&variant{name: "isal-avx2", run: func(n int) error {
 			decodeKernelLoop(n, pa, isalAVX2, b.T, b.k, s.u, npat, s.tbls[isalAVX2], s.srcs, s.outP)
 			pa = (pa + n) % npat
+			return nil
+		}},
+		&variant{name: "isal-base", run: func(n int) error {
+			decodeKernelLoop(n, pb, isalBase, b.T, b.k, s.u, npat, s.tbls[isalBase], s.srcs, s.outP)
+			pb = (pb + n) % npat
 			return nil
 		}},
 		&variant{name: "isal-whole", run: func(n int) error {
