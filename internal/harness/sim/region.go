@@ -98,8 +98,12 @@ func (r *Region) CheckPrefix(n int, seed uint64) error {
 // period), comparing the memory both really hold: the check of CheckPrefix without computing the
 // pattern again.
 func (r *Region) Matches(src *Region, n int) error {
-	n = min(n, r.Resident(), src.Resident())
-	got, want := r.buf[:n], src.buf[:n]
+	return matches(r.buf, src.buf, min(n, r.Resident(), src.Resident()))
+}
+
+// matches reports whether the first n octets of got equal those of want.
+func matches(got, want []byte, n int) error {
+	got, want = got[:n], want[:n]
 	for i := 0; i < n; i += 4096 {
 		j := min(i+4096, n)
 		if string(got[i:j]) != string(want[i:j]) {
@@ -123,42 +127,36 @@ func (r *Region) Free() error {
 // Zero clears the memory the region really holds, so it can take another message.
 func (r *Region) Zero() { clear(r.buf[:r.Resident()]) }
 
-// Regions is a source and a sink kept from trial to trial by one worker, so a trial does not
-// map and fill its memory again: the source holds the pattern of Seed, and the sink is zeroed
-// before each use. It is not safe for concurrent use.
+// Regions is a trial's source and sink, kept from trial to trial by one worker. Each holds one
+// period of memory, not the message: the source the pattern of Seed, the sink zeroed before each
+// use. A message of any length is addressed modulo the period (S5): the requester's WRITEs repeat
+// the source (rc.SendWR.Length) and the responder's region is periodic over the sink
+// (rc.QP.RegisterPeriodicMR). It is not safe for concurrent use.
 type Regions struct {
 	Seed     uint64
-	src, dst *Region
+	src, dst []byte
 	period   int
 }
 
-// get returns a source and a zeroed sink of at least n octets with the given period.
-func (rs *Regions) get(n, period int) (src, dst *Region, err error) {
+// get returns the source and the zeroed sink of a message of n octets with the given period:
+// min(n, period) octets each, the period rounded up to whole pages.
+func (rs *Regions) get(n, period int) (src, dst []byte, err error) {
+	if n <= 0 {
+		return nil, nil, fmt.Errorf("sim: region of %d octets", n)
+	}
 	if period <= 0 {
 		period = DefaultPeriod
 	}
-	if rs.src == nil || rs.src.Len() < n || rs.period != period {
-		rs.Free()
-		if rs.src, err = NewSource(n, period, rs.Seed); err != nil {
-			return nil, nil, err
-		}
-		if rs.dst, err = NewSink(n, period); err != nil {
-			rs.Free()
-			return nil, nil, err
-		}
-		rs.period = period
+	period = (period + pageSize - 1) / pageSize * pageSize
+	m := min(n, period)
+	if len(rs.src) < m || rs.period != period {
+		rs.src, rs.dst, rs.period = make([]byte, m), make([]byte, m), period
+		pattern(rs.src, rs.Seed)
 	} else {
-		rs.dst.Zero()
+		clear(rs.dst[:m])
 	}
-	return rs.src, rs.dst, nil
+	return rs.src[:m:m], rs.dst[:m:m], nil
 }
 
 // Free releases the regions.
-func (rs *Regions) Free() {
-	for _, r := range []*Region{rs.src, rs.dst} {
-		if r != nil {
-			r.Free()
-		}
-	}
-	rs.src, rs.dst = nil, nil
-}
+func (rs *Regions) Free() { rs.src, rs.dst = nil, nil }
