@@ -17,24 +17,29 @@ const (
 )
 
 // MR is a registered memory region: Len octets addressed by the peer as Addr.. Addr+Len-1 under
-// RKey. An ordinary region is the caller's buffer; a periodic one (RegisterPeriodicMR) is longer
-// than its buffer, and its octet x is the buffer's octet x mod its length.
+// RKey. An ordinary region is the caller's buffer; one registered with RegisterPlacer has no
+// memory, and what WRITEs place in it goes to its Placer.
 type MR struct {
 	Addr   uint64
 	RKey   uint32
 	Access Access
 	buf    []byte
-	n      uint64 // the region's length: len(buf), or more for a periodic region
+	n      uint64 // the region's length: len(buf) when it has memory
+	pl     Placer
 }
 
-// Bytes returns the region's memory: its buffer (one period of a periodic region).
+// Placer takes what remote WRITEs place in a region registered with RegisterPlacer: Place gets
+// each packet's payload as the responder places it, at its offset in the region, once per
+// placement. p belongs to the packet and is valid only during the call.
+type Placer interface {
+	Place(off int, p []byte)
+}
+
+// Bytes returns the region's memory (nil for a Placer's region).
 func (m *MR) Bytes() []byte { return m.buf }
 
 // Len returns the region's length.
 func (m *MR) Len() int { return int(m.n) }
-
-// periodic reports whether the region is longer than its buffer.
-func (m *MR) periodic() bool { return m.n > uint64(len(m.buf)) }
 
 // errAccess is why a remote request may not touch memory; the responder answers it with NAK
 // remote access error.
@@ -55,20 +60,20 @@ func (q *QP) RegisterMR(buf []byte, acc Access) (*MR, error) {
 	return q.register(buf, uint64(len(buf)), acc), nil
 }
 
-// RegisterPeriodicMR registers a region of n octets whose octet x is buf[x mod len(buf)]: a
-// WRITE places each packet's payload at its offset modulo len(buf), so a region of any length
-// costs buf. Writes are its only rights (remote and local); READ and atomics need memory of the
-// region's length.
-func (q *QP) RegisterPeriodicMR(buf []byte, n int, acc Access) (*MR, error) {
+// RegisterPlacer registers a region of n octets with no memory behind it: what remote WRITEs
+// place in it goes to pl (a simulator checks a message of any length against its source that
+// way, keeping none of it). Writes are its only rights (remote and local); READ and atomics
+// need memory.
+func (q *QP) RegisterPlacer(n int, pl Placer, acc Access) (*MR, error) {
 	switch {
-	case len(buf) == 0:
-		return nil, fmt.Errorf("rc: register: empty buffer")
-	case n < len(buf):
-		return nil, fmt.Errorf("rc: register: periodic region of %d octets shorter than its buffer of %d", n, len(buf))
+	case n <= 0 || pl == nil:
+		return nil, fmt.Errorf("rc: register: placer region of %d octets (placer %v)", n, pl)
 	case acc&^(AccessRemoteWrite|AccessLocalWrite) != 0:
-		return nil, fmt.Errorf("rc: register: a periodic region takes writes only (access %#x)", acc)
+		return nil, fmt.Errorf("rc: register: a placer region takes writes only (access %#x)", acc)
 	}
-	return q.register(buf, uint64(n), acc), nil
+	m := q.register(nil, uint64(n), acc)
+	m.pl = pl
+	return m, nil
 }
 
 func (q *QP) register(buf []byte, n uint64, acc Access) *MR {
@@ -100,19 +105,19 @@ func (r *regions) lookup(rkey uint32, va uint64, n uint64, need Access) ([]byte,
 	if err != nil {
 		return nil, err
 	}
-	if t.period != 0 {
-		return nil, errAccess // registration gives a periodic region no rights that get here
+	if t.pl != nil {
+		return nil, errAccess // registration gives a placer's region no rights that get here
 	}
 	return t.mem, nil
 }
 
-// target is the memory a remote WRITE of n octets may place into: mem[0:n] of an ordinary
-// region, or for a periodic one offset x of the message at mem[(off+x) mod period].
+// target is what a remote WRITE of n octets places into: mem[0:n] of a region's memory, or its
+// region's Placer from offset base.
 type target struct {
-	mem    []byte
-	off    int
-	n      int
-	period int // 0 for an ordinary region
+	mem  []byte
+	n    int
+	pl   Placer
+	base int
 }
 
 // resolve returns what a remote request for n octets at va under rkey may touch with the right
@@ -129,28 +134,23 @@ func (r *regions) resolve(rkey uint32, va uint64, n uint64, need Access) (target
 		return target{}, errAccess
 	}
 	off := va - m.Addr
-	if m.periodic() {
-		p := uint64(len(m.buf))
-		return target{mem: m.buf, off: int(off % p), n: int(n), period: int(p)}, nil
+	if m.pl != nil {
+		return target{n: int(n), pl: m.pl, base: int(off)}, nil
 	}
 	return target{mem: m.buf[off : off+n : off+n], n: int(n)}, nil
 }
 
-// place copies p to offset x of the target (within its n octets).
+// place puts p at offset x of the target (what of it falls within its n octets).
 func (t *target) place(x int, p []byte) {
-	if x >= t.n {
+	if x >= t.n || len(p) == 0 {
 		return
 	}
 	p = p[:min(len(p), t.n-x)]
-	if t.period == 0 {
-		copy(t.mem[x:], p)
+	if t.pl != nil {
+		t.pl.Place(t.base+x, p)
 		return
 	}
-	for len(p) > 0 {
-		at := (t.off + x) % t.period
-		k := copy(t.mem[at:], p)
-		p, x = p[k:], x+k
-	}
+	copy(t.mem[x:], p)
 }
 
 // mix64 is splitmix64's finalizer: keys that are not a plain counter.

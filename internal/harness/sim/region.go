@@ -98,12 +98,8 @@ func (r *Region) CheckPrefix(n int, seed uint64) error {
 // period), comparing the memory both really hold: the check of CheckPrefix without computing the
 // pattern again.
 func (r *Region) Matches(src *Region, n int) error {
-	return matches(r.buf, src.buf, min(n, r.Resident(), src.Resident()))
-}
-
-// matches reports whether the first n octets of got equal those of want.
-func matches(got, want []byte, n int) error {
-	got, want = got[:n], want[:n]
+	n = min(n, r.Resident(), src.Resident())
+	got, want := r.buf[:n], src.buf[:n]
 	for i := 0; i < n; i += 4096 {
 		j := min(i+4096, n)
 		if string(got[i:j]) != string(want[i:j]) {
@@ -127,22 +123,24 @@ func (r *Region) Free() error {
 // Zero clears the memory the region really holds, so it can take another message.
 func (r *Region) Zero() { clear(r.buf[:r.Resident()]) }
 
-// Regions is a trial's source and sink, kept from trial to trial by one worker. Each holds one
-// period of memory, not the message: the source the pattern of Seed, the sink zeroed before each
-// use. A message of any length is addressed modulo the period (S5): the requester's WRITEs repeat
-// the source (rc.SendWR.Length) and the responder's region is periodic over the sink
-// (rc.QP.RegisterPeriodicMR). It is not safe for concurrent use.
+// Regions is a trial's source and sink, kept from trial to trial by one worker. The source holds
+// one period of the pattern of Seed, not the message: the requester's WRITEs repeat it
+// (rc.SendWR.Length), so octet x of a WRITE is the source's octet x mod the period. The sink
+// holds none of the message: it is the responder's region (rc.QP.RegisterPlacer) and checks
+// every octet placed in it against the source at its place (S5). It is not safe for concurrent
+// use.
 type Regions struct {
-	Seed     uint64
-	src, dst []byte
-	period   int
+	Seed   uint64
+	src    []byte
+	period int
+	sink   sink
 }
 
-// get returns the source and the zeroed sink of a message of n octets with the given period:
-// min(n, period) octets each, the period rounded up to whole pages.
-func (rs *Regions) get(n, period int) (src, dst []byte, err error) {
-	if n <= 0 {
-		return nil, nil, fmt.Errorf("sim: region of %d octets", n)
+// get returns the source (min(n, period) octets, the period rounded up to whole pages) and the
+// sink, emptied, of a WRITE of n octets at MTU mtu.
+func (rs *Regions) get(n, period, mtu int) (src []byte, snk *sink, err error) {
+	if n <= 0 || mtu <= 0 {
+		return nil, nil, fmt.Errorf("sim: region of %d octets at MTU %d", n, mtu)
 	}
 	if period <= 0 {
 		period = DefaultPeriod
@@ -150,13 +148,73 @@ func (rs *Regions) get(n, period int) (src, dst []byte, err error) {
 	period = (period + pageSize - 1) / pageSize * pageSize
 	m := min(n, period)
 	if len(rs.src) < m || rs.period != period {
-		rs.src, rs.dst, rs.period = make([]byte, m), make([]byte, m), period
+		rs.src, rs.period = make([]byte, m), period
 		pattern(rs.src, rs.Seed)
-	} else {
-		clear(rs.dst[:m])
+		rs.sink.want = rs.src
 	}
-	return rs.src[:m:m], rs.dst[:m:m], nil
+	rs.sink.reset(n, mtu)
+	return rs.src[:m:m], &rs.sink, nil
 }
 
 // Free releases the regions.
-func (rs *Regions) Free() { rs.src, rs.dst = nil, nil }
+func (rs *Regions) Free() { *rs = Regions{Seed: rs.Seed} }
+
+// sink is a responder's region that keeps nothing (an rc.Placer): every octet placed must equal
+// want at its place (octet x of the region is want[x mod len(want)]), and every slot of the
+// region (an MTU) must have been placed.
+type sink struct {
+	want   []byte
+	n      int      // the region's length
+	slot   int      // the placement unit (the MTU)
+	placed []uint64 // the slots placed, a bit each
+	octets int64    // octets placed, duplicates included
+	err    error    // the first difference
+}
+
+// reset empties the sink for a region of n octets placed in slots of mtu octets.
+func (s *sink) reset(n, mtu int) {
+	words := ((n+mtu-1)/mtu + 63) / 64
+	if cap(s.placed) < words {
+		s.placed = make([]uint64, words)
+	}
+	s.placed = s.placed[:words]
+	clear(s.placed)
+	s.n, s.slot, s.octets, s.err = n, mtu, 0, nil
+}
+
+// Place checks p, placed at offset off of the region, against want and marks its slots.
+func (s *sink) Place(off int, p []byte) {
+	s.octets += int64(len(p))
+	for k := off / s.slot; k <= (off+len(p)-1)/s.slot; k++ {
+		s.placed[k/64] |= 1 << (k % 64)
+	}
+	for x := off; len(p) > 0 && s.err == nil; {
+		at := x % len(s.want)
+		k := min(len(p), len(s.want)-at)
+		if string(p[:k]) != string(s.want[at:at+k]) {
+			i := 0
+			for p[i] == s.want[at+i] {
+				i++
+			}
+			s.err = fmt.Errorf("sim: octet %d of the responder's region differs from the source", x+i)
+		}
+		p, x = p[k:], x+k
+	}
+}
+
+// check returns the first difference placed, or that some of the region or of the message's
+// size octets was not placed.
+func (s *sink) check(size int64) error {
+	if s.err != nil {
+		return s.err
+	}
+	if s.octets < size {
+		return fmt.Errorf("sim: %d octets placed, the message has %d", s.octets, size)
+	}
+	for k := range (s.n + s.slot - 1) / s.slot {
+		if s.placed[k/64]&(1<<(k%64)) == 0 {
+			return fmt.Errorf("sim: octets %d.. of the responder's region were never placed", k*s.slot)
+		}
+	}
+	return nil
+}

@@ -315,7 +315,7 @@ func Run(p Params) (Outcome, error) {
 	// same source and land in the same region of the sink: the content is periodic, so every
 	// chunk has the content it would have at its place (S5).
 	span := min(p.Size, chunk)
-	src, dst, err := rs.get(int(span), p.Period)
+	src, dst, err := rs.get(int(span), p.Period, p.MTU)
 	if err != nil {
 		return Outcome{}, err
 	}
@@ -366,7 +366,7 @@ func Run(p Params) (Outcome, error) {
 	for _, g := range gates {
 		g.on = true
 	}
-	mr, err := b.RegisterPeriodicMR(dst, int(span), rc.AccessRemoteWrite|rc.AccessLocalWrite)
+	mr, err := b.RegisterPlacer(int(span), dst, rc.AccessRemoteWrite|rc.AccessLocalWrite)
 	if err != nil {
 		return Outcome{}, fmt.Errorf("sim: register: %w", err)
 	}
@@ -447,7 +447,7 @@ func Run(p Params) (Outcome, error) {
 		o.Completion = limit - start
 	default:
 		o.Completion = last - start
-		if err := matches(dst, src, int(min(p.Size, int64(len(src))))); err != nil { // src holds the seeded pattern
+		if err := dst.check(p.Size); err != nil {
 			return Outcome{}, fmt.Errorf("sim: %s: completed but %w", p.Scheme.Name, err)
 		}
 	}
