@@ -54,7 +54,7 @@ type SendWR struct {
 	ID         uint64
 	Op         Op
 	Local      []byte
-	Length     int // WRITE: the message's length when it repeats Local; 0 means len(Local)
+	Length     int    // WRITE: the message's length when it repeats Local; 0 means len(Local)
 	RemoteAddr uint64 // WRITE, READ, atomics
 	RKey       uint32
 	Imm        uint32 // SEND_WITH_IMM, WRITE_WITH_IMM
