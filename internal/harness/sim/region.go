@@ -14,7 +14,9 @@ const DefaultPeriod = 1 << 20
 // costs Period octets; elsewhere it is an ordinary allocation.
 //
 // A region used as a source holds the pattern; one used as a destination starts zeroed and,
-// once every offset has been written with the pattern, Check passes.
+// once every offset has been written with the pattern, Check passes. The simulator's trials use
+// none (see Regions; protocol notes S26: copies over the aliases are slow on some machines); the
+// soak harness does, for READs need memory as long as the region.
 type Region struct {
 	buf    []byte
 	period int
