@@ -66,8 +66,10 @@ func (q *QP) RegisterMR(buf []byte, acc Access) (*MR, error) {
 // need memory.
 func (q *QP) RegisterPlacer(n int, pl Placer, acc Access) (*MR, error) {
 	switch {
-	case n <= 0 || pl == nil:
-		return nil, fmt.Errorf("rc: register: placer region of %d octets (placer %v)", n, pl)
+	case n <= 0:
+		return nil, fmt.Errorf("rc: register: placer region of %d octets", n)
+	case pl == nil:
+		return nil, fmt.Errorf("rc: register: placer region without a placer")
 	case acc&^(AccessRemoteWrite|AccessLocalWrite) != 0:
 		return nil, fmt.Errorf("rc: register: a placer region takes writes only (access %#x)", acc)
 	}
