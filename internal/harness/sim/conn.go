@@ -293,7 +293,11 @@ func (c *Conn) RunUntil(done func() bool, limit time.Duration) error {
 
 // trimZeros returns pkt without its trailing zero octets.
 func trimZeros(pkt []byte) []byte {
+	var zeros [256]byte // compared a block at a time first
 	n := len(pkt)
+	for n >= len(zeros) && string(pkt[n-len(zeros):n]) == string(zeros[:]) {
+		n -= len(zeros)
+	}
 	for n >= 8 && binary.NativeEndian.Uint64(pkt[n-8:]) == 0 {
 		n -= 8
 	}

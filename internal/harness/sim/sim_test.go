@@ -410,3 +410,24 @@ func TestLogTickLabels(t *testing.T) {
 		t.Fatalf("labels %q, want %q", got, want)
 	}
 }
+
+// trimZeros cuts exactly the trailing zero octets, whatever their number and alignment.
+func TestTrimZeros(t *testing.T) {
+	for _, n := range []int{0, 1, 7, 8, 9, 255, 256, 257, 600, 4096 + 60} {
+		for _, nz := range []int{0, 1, 7, 8, 255, 256, 257, 513, 4000} {
+			if nz > n {
+				continue
+			}
+			b := make([]byte, n)
+			for i := range n - nz {
+				b[i] = byte(i%200 + 1)
+			}
+			if n-nz > 3 {
+				b[n-nz-2] = 0 // a zero inside the data stays
+			}
+			if got := len(trimZeros(b)); got != n-nz {
+				t.Errorf("%d octets ending in %d zeros: %d kept", n, nz, got)
+			}
+		}
+	}
+}
