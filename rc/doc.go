@@ -28,5 +28,7 @@
 // The connection-setup exchange that agrees on these parameters is encoded by SetupMsg; the
 // drivers that carry packets live in rc/udp (real sockets) and internal/harness/link (virtual time). A driver
 // whose packets never leave the process may turn off the ICRC (Config.SkipICRC) and let the QP
-// reuse its packet buffers (Config.ReuseBuffers).
+// reuse its packet buffers (Config.ReuseBuffers). A simulator moving messages far larger than
+// its memory may post WRITEs that repeat a short local buffer (SendWR.Length) into a region
+// with no memory behind it, whose placements go to a Placer (RegisterPlacer).
 package rc

@@ -90,8 +90,13 @@ func (q *QP) PostSend(wr SendWR) error {
 		return fmt.Errorf("rc: post: %v needs 8 local octets for the original value", wr.Op)
 	case wr.Op.isAtomic() && wr.RemoteAddr%8 != 0:
 		return fmt.Errorf("rc: post: %v address %#x is not 8-aligned", wr.Op, wr.RemoteAddr)
-	case uint64(len(wr.Local)) > 1<<31:
-		return fmt.Errorf("rc: post: message of %d octets exceeds 2 GiB", len(wr.Local))
+	case uint64(wr.size()) > 1<<31:
+		return fmt.Errorf("rc: post: message of %d octets exceeds 2 GiB", wr.size())
+	case wr.Length != 0 && wr.Length < len(wr.Local):
+		return fmt.Errorf("rc: post: length %d shorter than the local buffer of %d octets", wr.Length, len(wr.Local))
+	case wr.Length > len(wr.Local) && (!wr.Op.isWrite() || len(wr.Local) == 0 || len(wr.Local)%q.cfg.MTU != 0):
+		return fmt.Errorf("rc: post: %v repeating %d local octets: only a WRITE repeats, and a whole number of MTUs (%d)",
+			wr.Op, len(wr.Local), q.cfg.MTU)
 	}
 	w := &wqe{wr: wr, n: 1}
 	switch {
@@ -105,7 +110,7 @@ func (q *QP) PostSend(wr SendWR) error {
 		w.edges[0] |= readEdgeBegin
 		w.edges[w.n-1] |= readEdgeEnd
 	case !wr.Op.isAtomic():
-		w.n = max(1, (len(wr.Local)+q.cfg.MTU-1)/q.cfg.MTU)
+		w.n = max(1, (wr.size()+q.cfg.MTU-1)/q.cfg.MTU)
 	}
 	q.req.post(w)
 	return nil

@@ -449,8 +449,8 @@ func (r *requester) build(w *wqe, seg int, p psn.PSN, run int) *roce.Packet {
 		return pk
 	}
 	lo := seg * mtu
-	hi := min(len(wr.Local), lo+mtu)
-	pk.Payload = wr.Local[lo:hi]
+	hi := min(wr.size(), lo+mtu)
+	pk.Payload = wr.segment(lo, hi)
 	last := seg == w.n-1
 	pk.BTH.AckReq = last
 	var ops [4]roce.Opcode // first, middle, last, only
@@ -476,7 +476,7 @@ func (r *requester) build(w *wqe, seg int, p psn.PSN, run int) *roce.Packet {
 		pk.BTH.OpCode = ops[1]
 	}
 	if seg == 0 && wr.Op.isWrite() {
-		pk.RETH = roce.RETH{VA: wr.RemoteAddr, RKey: wr.RKey, DMALength: uint32(len(wr.Local))}
+		pk.RETH = roce.RETH{VA: wr.RemoteAddr, RKey: wr.RKey, DMALength: uint32(wr.size())}
 	}
 	if last && wr.Op.hasImm() {
 		pk.ImmDt = roce.ImmDt(wr.Imm)
@@ -815,7 +815,7 @@ func (r *requester) complete(q *QP) {
 		if w.responder() {
 			r.rdAtomic--
 		}
-		c := Completion{ID: w.wr.ID, Kind: KindSend, Op: w.wr.Op, Len: len(w.wr.Local)}
+		c := Completion{ID: w.wr.ID, Kind: KindSend, Op: w.wr.Op, Len: w.wr.size()}
 		if w.wr.Op.isAtomic() {
 			c.Len, c.Orig = 8, w.orig
 		}

@@ -38,7 +38,7 @@ type wctx struct {
 	first psn.PSN
 	n     int
 	va    uint64
-	buf   []byte // the checked target memory of the whole message
+	dst   target // the checked target memory of the whole message
 	idx   int    // its index in responder.writes
 	// The last packet's opcode and immediate, once it is placed out of order: all its turn
 	// needs besides the PSN.
@@ -381,7 +381,7 @@ func (r *responder) placeWrite(q *QP, rq *request) *wctx {
 		if err != nil {
 			return nil // the walker answers it in its turn
 		}
-		copy(wc.buf, rq.payload)
+		wc.dst.place(0, rq.payload)
 		r.addWrite(wc)
 		return wc
 	case roce.OpWriteMiddle, roce.OpWriteLast, roce.OpWriteLastWithImmediate:
@@ -392,7 +392,7 @@ func (r *responder) placeWrite(q *QP, rq *request) *wctx {
 					q.stats.Malformed++
 					return nil
 				}
-				copy(wc.buf[int(k)*r.cfg.MTU:], rq.payload)
+				wc.dst.place(int(k)*r.cfg.MTU, rq.payload)
 				return wc
 			}
 		}
@@ -408,7 +408,7 @@ func (r *responder) placeWrite(q *QP, rq *request) *wctx {
 				q.stats.Malformed++
 				return nil
 			}
-			copy(wc.buf[int(k)*r.cfg.MTU:], rq.payload)
+			wc.dst.place(int(k)*r.cfg.MTU, rq.payload)
 			return wc
 		}
 	}
@@ -423,11 +423,11 @@ func (r *responder) newWrite(q *QP, rq *request) (*wctx, error) {
 	if only != (n == 1) {
 		return nil, errInvalid
 	}
-	buf, err := q.mrs.lookup(rq.reth.RKey, rq.reth.VA, uint64(rq.reth.DMALength), AccessRemoteWrite)
+	dst, err := q.mrs.resolve(rq.reth.RKey, rq.reth.VA, uint64(rq.reth.DMALength), AccessRemoteWrite)
 	if err != nil {
 		return nil, err
 	}
-	return &wctx{first: rq.p, n: n, va: rq.reth.VA, buf: buf, idx: maxWrites}, nil
+	return &wctx{first: rq.p, n: n, va: rq.reth.VA, dst: dst, idx: maxWrites}, nil
 }
 
 var errInvalid = errors.New("rc: invalid request")
@@ -439,7 +439,7 @@ func (r *responder) fits(wc *wctx, k int, rq *request) bool {
 	if last != isLast || rq.op == roce.OpWriteFirst {
 		return false
 	}
-	want := min(r.cfg.MTU, len(wc.buf)-k*r.cfg.MTU)
+	want := min(r.cfg.MTU, wc.dst.n-k*r.cfg.MTU)
 	return len(rq.payload) == want
 }
 
@@ -609,7 +609,7 @@ func (r *responder) execWriteFirst(q *QP, rq *request) int {
 		}
 		return r.nak(q, roce.NAKInvalidRequest, rq.p)
 	}
-	copy(wc.buf, rq.payload)
+	wc.dst.place(0, rq.payload)
 	if op == roce.OpWriteFirst {
 		r.inWrite, r.wc = true, wc
 		r.addWrite(wc) // when full, later packets wait in the buffer instead
@@ -633,7 +633,7 @@ func (r *responder) execWriteNext(q *QP, rq *request) int {
 	if rq.op == roce.OpWriteLastWithImmediate && len(r.rq) == 0 {
 		return execRNR
 	}
-	copy(wc.buf[k*r.cfg.MTU:], rq.payload)
+	wc.dst.place(k*r.cfg.MTU, rq.payload)
 	if k == wc.n-1 {
 		r.finishWrite(q, rq)
 	}
@@ -710,10 +710,10 @@ func (r *responder) finishWrite(q *QP, rq *request) {
 	if rq.op == roce.OpWriteLastWithImmediate || rq.op == roce.OpWriteOnlyWithImmediate {
 		rv := r.rq[0]
 		r.rq = r.rq[1:]
-		q.complete(Completion{ID: rv.ID, Kind: KindRecvWriteImm, Len: len(wc.buf), Imm: rq.imm, HasImm: true})
+		q.complete(Completion{ID: rv.ID, Kind: KindRecvWriteImm, Len: wc.dst.n, Imm: rq.imm, HasImm: true})
 	}
 	if r.cfg.NotifyWrites {
-		q.complete(Completion{Kind: KindWritePlaced, Len: len(wc.buf), Addr: wc.va})
+		q.complete(Completion{Kind: KindWritePlaced, Len: wc.dst.n, Addr: wc.va})
 	}
 	r.msn = (r.msn + 1) & psn.Mask
 	r.inWrite, r.wc = false, nil

@@ -46,10 +46,15 @@ func (o Op) isAtomic() bool {
 // SendWR is a send work request. Local is the message (SEND, WRITE), the buffer READ
 // responses land in (READ), or at least 8 octets that receive the original remote value
 // (atomics). The caller must not touch it until the request completes.
+//
+// A WRITE may repeat Local: with Length larger than len(Local), the message is Length octets
+// whose octet x is Local[x mod len(Local)] (len(Local) a multiple of the MTU, so no packet
+// straddles its end). A message of any length then costs len(Local) octets of memory.
 type SendWR struct {
 	ID         uint64
 	Op         Op
 	Local      []byte
+	Length     int    // WRITE: the message's length when it repeats Local; 0 means len(Local)
 	RemoteAddr uint64 // WRITE, READ, atomics
 	RKey       uint32
 	Imm        uint32 // SEND_WITH_IMM, WRITE_WITH_IMM
@@ -108,4 +113,16 @@ type Completion struct {
 	Addr   uint64 // KindWritePlaced: the message's first address
 	// Orig is the remote value before an atomic (also written to Local[0:8]).
 	Orig uint64
+}
+
+// size returns the message's length: Length when it repeats Local, else len(Local).
+func (wr *SendWR) size() int { return max(wr.Length, len(wr.Local)) }
+
+// segment returns octets lo..hi-1 of the message (within one period of a repeated Local).
+func (wr *SendWR) segment(lo, hi int) []byte {
+	if wr.Length > len(wr.Local) {
+		o := lo % len(wr.Local)
+		return wr.Local[o : o+hi-lo]
+	}
+	return wr.Local[lo:hi]
 }

@@ -40,8 +40,8 @@ into --out, a new temporary folder when it is not given, never the working direc
 summary table (times as multiples of the lossless ideal) goes to standard output; with
 --json standard output carries only a JSON array, one object per (scheme, drop rate, message
 size). Standard error gets the number of trials, the wall time and the run's peak memory as the
-proportional set size (Linux): the synthetic memory regions map one small buffer many times
-over, which the resident set size (ps, /usr/bin/time) counts once per mapping.
+proportional set size (Linux), which counts a page mapped many times over once, where the
+resident set size (ps, /usr/bin/time) counts it once per mapping.
 
 --loss, --burst-len and --policy-burst override the loss process: --loss bursty on any scenario
 takes bursts of 4 packets unless --burst-len says otherwise, and --policy-burst sets the mean

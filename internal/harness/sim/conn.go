@@ -181,11 +181,12 @@ func (c *Conn) put(s int, pkt []byte, shim bool) {
 	}
 }
 
-// CompactWrites lets the connection carry A's WRITE packets of the message in src, whose first
-// packet has PSN first, as their headers and place while they are on the link (see flights).
-// A message longer than src is WRITEs of len(src) octets (a multiple of mtu) each sending src.
-func (c *Conn) CompactWrites(src []byte, first psn.PSN, mtu int) {
-	c.fl.src, c.fl.first, c.fl.mtu = src, first, mtu
+// CompactWrites lets the connection carry A's WRITE packets of the message whose first packet
+// has PSN first as their headers and place while they are on the link (see flights). The
+// message is WRITEs of span octets (a multiple of mtu, but for the last), each repeating src: its
+// octet x is src[(x mod span) mod len(src)] (len(src) a multiple of mtu when shorter than span).
+func (c *Conn) CompactWrites(src []byte, span int64, first psn.PSN, mtu int) {
+	c.fl.src, c.fl.span, c.fl.first, c.fl.mtu = src, span, first, mtu
 }
 
 // flush hands what each QP wants sent to its shim or its link.
@@ -292,7 +293,11 @@ func (c *Conn) RunUntil(done func() bool, limit time.Duration) error {
 
 // trimZeros returns pkt without its trailing zero octets.
 func trimZeros(pkt []byte) []byte {
+	var zeros [256]byte // compared a block at a time first
 	n := len(pkt)
+	for n >= len(zeros) && string(pkt[n-len(zeros):n]) == string(zeros[:]) {
+		n -= len(zeros)
+	}
 	for n >= 8 && binary.NativeEndian.Uint64(pkt[n-8:]) == 0 {
 		n -= 8
 	}

@@ -7,9 +7,9 @@
 // No protocol logic lives here. A Conn owns one connection: the requester QP, the responder QP,
 // an optional shim at each end (where the CREM engines sit) and the two netem links; its loop
 // jumps from one deadline to the next, so a run is a pure function of its Config and seed.
-// Memory regions are synthetic (see Region): a short seeded pattern repeated over the whole
-// region, so a 1 GiB message costs the pattern's memory, not a gigabyte, and is still checked
-// byte for byte against the pattern when it completes.
+// Memory is synthetic (see Regions): the requester's WRITEs repeat one period of a seeded
+// pattern, and the responder's region keeps nothing but checks every octet placed in it against
+// the pattern at its place, so a 1 GiB message costs the pattern's memory, not a gigabyte.
 //
 // A scheme may put a path reporter (package reporter) on each link at a fraction of its
 // propagation delay (a pathNode): the drops of the flow's packets there are reported, and the

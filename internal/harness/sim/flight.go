@@ -14,6 +14,7 @@ import (
 // difference: the rebuilt packet is the packet the requester sent, ICRC field and all.
 type flights struct {
 	src   []byte
+	span  int64   // the length of one WRITE of the message (CompactWrites)
 	first psn.PSN // PSN of the message's first packet
 	mtu   int
 	ents  []flight
@@ -53,8 +54,8 @@ func (f *flights) pack(pkt []byte) uint64 {
 		return 0
 	}
 	p := psn.PSN(uint32(pkt[9])<<16 | uint32(pkt[10])<<8 | uint32(pkt[11]))
-	// The place in src: the message's WRITEs beyond the first send src again (CompactWrites).
-	off := int64(f.first.Forward(p)) * int64(f.mtu) % int64(len(f.src))
+	// The place in src: every WRITE of the message repeats src (CompactWrites).
+	off := int64(f.first.Forward(p)) * int64(f.mtu) % f.span % int64(len(f.src))
 	payload := pkt[hn : len(pkt)-tn]
 	if off+int64(len(payload)) > int64(len(f.src)) || !bytes.Equal(payload, f.src[off:off+int64(len(payload))]) {
 		return 0

@@ -55,6 +55,84 @@ func TestRegionAliased(t *testing.T) {
 	}
 }
 
+// The sink checks every octet the responder places against the source at its place, and that
+// every slot of its region was placed: one wrong octet anywhere, even one a later placement at
+// the same place would make right, or one slot never placed, fails the check.
+func TestSinkChecksEveryPlacement(t *testing.T) {
+	rs := &Regions{Seed: 9}
+	const n, mtu = 1 << 20, 4096
+	src, snk, err := rs.get(n, 64<<10, mtu)
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := func(off int) []byte { // the source at offset off of the region, one slot
+		b := make([]byte, mtu)
+		for i := range b {
+			b[i] = src[(off+i)%len(src)]
+		}
+		return b
+	}
+	placeAll := func(bad, skip int) {
+		snk.reset(n, mtu)
+		for off := 0; off < n; off += mtu {
+			p := at(off)
+			switch off {
+			case bad:
+				p[17] ^= 0x40
+			case skip:
+				p = at(off - mtu) // a duplicate of the slot before, in place of this one
+				off -= mtu
+				snk.Place(off, p)
+				off += mtu
+				continue
+			}
+			snk.Place(off, p)
+		}
+	}
+	placeAll(-1, -1)
+	if err := snk.check(n); err != nil {
+		t.Fatal(err)
+	}
+	placeAll(3*mtu, -1)
+	if err := snk.check(n); err == nil || !strings.Contains(err.Error(), "octet 12305 ") {
+		t.Fatalf("a wrong octet at 12305: %v", err)
+	}
+	placeAll(-1, 100*mtu)
+	if err := snk.check(n); err == nil || !strings.Contains(err.Error(), "never placed") {
+		t.Fatalf("a slot never placed: %v", err)
+	}
+	snk.reset(n, mtu)
+	snk.Place(0, at(0))
+	if err := snk.check(n); err == nil {
+		t.Fatal("one slot of a message passes")
+	}
+}
+
+// A trial fails when a placed octet differs from the source: the sink of a worker's regions
+// made to expect one other octet of the period (placed 256 times in a 16 MiB message of a
+// 64 KiB period, over rc alone and behind CREM's receiver, which restores lost packets).
+func TestTrialFailsOnWrongOctet(t *testing.T) {
+	for _, name := range []string{"tcaeth", "crem+tcaeth"} {
+		p := casestudy(scheme(t, name), 16<<20, 1e-3, 1)
+		p.Period = 64 << 10
+		rs := &Regions{Seed: 3}
+		p.Regions = rs
+		if _, err := Run(p); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		src, snk, err := rs.get(int(p.Size), p.Period, p.MTU)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := append([]byte(nil), src...)
+		want[5000] ^= 1
+		snk.want = want
+		if _, err := Run(p); err == nil || !strings.Contains(err.Error(), "octet 5000 of the responder's region differs") {
+			t.Fatalf("%s: a wrong octet: %v", name, err)
+		}
+	}
+}
+
 // Without loss every rc scheme completes within a microsecond of the ideal: injection of the
 // message alone plus one RTT.
 func TestLosslessIsIdeal(t *testing.T) {
@@ -330,5 +408,26 @@ func TestLogTickLabels(t *testing.T) {
 	}
 	if got, want := strings.Join(labels, " "), "1e-06 1e-05 0.0001 0.001 0.01"; got != want {
 		t.Fatalf("labels %q, want %q", got, want)
+	}
+}
+
+// trimZeros cuts exactly the trailing zero octets, whatever their number and alignment.
+func TestTrimZeros(t *testing.T) {
+	for _, n := range []int{0, 1, 7, 8, 9, 255, 256, 257, 600, 4096 + 60} {
+		for _, nz := range []int{0, 1, 7, 8, 255, 256, 257, 513, 4000} {
+			if nz > n {
+				continue
+			}
+			b := make([]byte, n)
+			for i := range n - nz {
+				b[i] = byte(i%200 + 1)
+			}
+			if n-nz > 3 {
+				b[n-nz-2] = 0 // a zero inside the data stays
+			}
+			if got := len(trimZeros(b)); got != n-nz {
+				t.Errorf("%d octets ending in %d zeros: %d kept", n, nz, got)
+			}
+		}
 	}
 }
