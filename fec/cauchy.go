@@ -107,21 +107,32 @@ func cauchyLogH(rows, cols []int, c int) int {
 
 // cauchyProject writes into z[c*stride] (c < u) the coefficients that give column j of the
 // Cauchy rows as a combination of the columns cols: with A[r][c] = C(rows[r], cols[c]),
-// z = A^-1 * (C(rows[r], j))_r. j must not be in cols. lh[c] = cauchyLogH(rows, cols, c).
+// z = A^-1 * (C(rows[r], j))_r. j must not be in cols. lh[c] = cauchyLogH(rows, cols, c); lg is
+// scratch of u entries.
 //
 // In closed form, O(u): the partial fractions of prod_r (X + x_r) / ((X + y_j) prod_c (X + y_c)),
 // which vanishes at every x_r, give in characteristic 2
 //
 //	z_c = h_c * b_j / (y_c + y_j)
 //	b_j = prod_c (y_j + y_c) / prod_r (y_j + x_r)
-func cauchyProject(z []byte, stride int, rows, cols, lh []int, j int) {
+//
+// One logarithm is looked up per y_j + y_c, kept in lg for both uses.
+func cauchyProject(z []byte, stride int, rows, cols, lh, lg []int, j int) {
 	yj := byte(j)
+	lg = lg[:len(cols)]
+	lh = lh[:len(cols)]
 	lb := 0
-	for l := range rows {
-		lb += int(gfLog[yj^byte(cols[l])]) + 255 - int(gfLog[yj^byte(255-rows[l])])
+	for c, y := range cols {
+		l := int(gfLog[yj^byte(y)])
+		lg[c] = l
+		lb += l
+	}
+	for _, i := range rows {
+		lb += 255 - int(gfLog[yj^byte(255-i)])
 	}
 	lb %= 255
-	for c := range cols {
-		z[c*stride] = gfExp[(lh[c]+lb+255-int(gfLog[yj^byte(cols[c])]))%255]
+	for c, l := range lg {
+		// lh[c] + lb + 255 - l < 765, the length of gfExp.
+		z[c*stride] = gfExp[lh[c]+lb+255-l]
 	}
 }

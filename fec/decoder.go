@@ -28,20 +28,19 @@ type Decoder struct {
 	refs psn.Bitmap   // positions held by reference
 	rep  [][]byte     // repair symbols by row, as Block.Rows numbers them
 
-	plan []int
-	idx  []int // Repair Indices of the planned rows
-	cols []int // unknown positions
-	inv  []byte
-	pos  []int // known positions the planned rows cover
+	plan  []int
+	idx   []int        // Repair Indices of the planned rows
+	overs []psn.Bitmap // their sets L
+	cols  []int        // unknown positions
+	inv   []byte
 
-	// The fused solve (solveFused): inputs and outputs from octet 2 of the symbols on, the
-	// inputs' length prefixes, the u x n coefficients and the kernels' scratch.
+	// The fused solve (solveFused): the plans of the last loss patterns solved, most recently
+	// used first (fusedPlan); inputs and outputs from octet 2 of the symbols, the inputs' length
+	// prefixes, and the tail's scratch.
+	plans       []*decodePlan
 	ins, outs   [][]byte
 	tins, touts [][]byte
 	pre         []byte
-	coef        []byte
-	lh          []int
-	scratch     fusedScratch
 	tail        []byte
 }
 
@@ -214,6 +213,10 @@ func (d *Decoder) Decode() (psn.Bitmap, error) {
 	if err != nil || s.U == 0 {
 		return psn.Bitmap{}, err
 	}
+	if k := resolve(d.kernels); k != KernelsPortable && d.blk.scheme != SchemeXOR {
+		d.solveFused(d.fusedPlan(k, plan, &s.Unknown), plan)
+		return d.blk.restored(&s), nil
+	}
 	d.cols = s.Unknown.Positions(d.cols[:0])
 	if d.blk.scheme == SchemeXOR {
 		d.subtractKnown(plan)
@@ -221,7 +224,7 @@ func (d *Decoder) Decode() (psn.Bitmap, error) {
 		d.src[j] = d.buffer(d.src[j])
 		copy(d.src[j], d.rep[plan[0]])
 		d.span[j] = d.stride
-		return d.blk.Restore()
+		return d.blk.restored(&s), nil
 	}
 	u := s.U
 	d.idx = d.idx[:0]
@@ -233,10 +236,6 @@ func (d *Decoder) Decode() (psn.Bitmap, error) {
 	}
 	inv := d.inv[:u*u]
 	cauchyInverse(inv, d.idx, d.cols)
-	if k := resolve(d.kernels); k != KernelsPortable {
-		d.solveFused(k, plan, inv)
-		return d.blk.Restore()
-	}
 	d.subtractKnown(plan)
 	// S_U = inv * R', one row of R' at a time, so each is read once while the u outputs stay
 	// in the first-level cache.
@@ -254,113 +253,140 @@ func (d *Decoder) Decode() (psn.Bitmap, error) {
 			}
 		}
 	}
-	return d.blk.Restore()
+	return d.blk.restored(&s), nil
 }
 
-// solveFused computes the unknowns in one pass over everything they depend on. With R the
-// planned rows, K the known sources in their sets and C_K their coefficients (zero where a
-// row's set leaves a source out),
+// solveFused computes the unknowns with the fused kernels in one pass over everything they
+// depend on, the known sources in the rows' sets and the planned rows, with the coefficients of
+// plan p (decodePlan.build). The repair symbols are left as they are.
 //
-//	S_U = inv * (R - C_K * S_K) = inv * R + (inv * C_K) * S_K
-//
-// so the u x (|K| + u) coefficients [inv * C_K | inv] are formed first, O(u |K|) in closed form
-// where every row covers the source, O(u^2) per source otherwise, and the fused kernel then
-// reads every input once for all u outputs. The repair symbols are left as they are.
-//
-// The kernel runs over whole 64-octet columns from octet 2 of the symbols, where a payload
-// held by reference lines up with the symbols; the last partial column and the 2-octet length
-// prefixes go through a small zero-padded copy. A payload held by reference that is shorter
-// than T - 2 does not fill the columns and is first built into a symbol of the Decoder's own,
-// as Symbol would. Beyond the widest kernel's outputs (16 for GFNI, 4 for AVX2) the kernels
+// The kernel runs over whole 64-octet columns from octet 2 of the symbols, where a payload held
+// by reference lines up with the symbols. When T - 2 >= 64 the rest of the last column is
+// computed from the last 64 octets of every input in place (the products are bytewise, so the
+// overlap with the columns already done gives the same octets), only the u outputs going through
+// scratch, and the 2-octet length prefixes are summed in scalar (prefixes); below that, a small
+// zero-padded copy of every input carries both (tailPadded). A payload held by reference that is
+// shorter than T - 2 does not fill the columns and is first built into a symbol of the Decoder's
+// own, as Symbol would. Beyond the widest kernel's outputs (16 for GFNI, 4 for AVX2) the kernels
 // pass over the inputs once per that many outputs.
-func (d *Decoder) solveFused(k Kernels, plan []int, inv []byte) {
-	u := len(plan)
+func (d *Decoder) solveFused(p *decodePlan, plan []int) {
 	T := d.symLen
 	L := T - 2
-	var over, all psn.Bitmap
-	all = d.blk.rows[plan[0]].Over
-	for _, r := range plan {
-		o := d.blk.rows[r].Over
-		over = over.Or(o)
-		all = all.And(o)
+	same := d.gatherInputs(p, plan, L)
+	d.outs = d.outs[:0]
+	for _, j := range p.cols {
+		d.src[j] = d.buffer(d.src[j])
+		d.span[j] = d.stride
+		d.outs = append(d.outs, d.src[j][2:])
 	}
-	over = over.And(d.blk.known)
+	n64 := L &^ 63
+	if n64 > 0 {
+		p.scratch.mul(d.ins, d.outs, n64)
+	}
+	if L >= 64 {
+		d.tailInPlace(p, n64, L)
+		d.prefixes(p, same)
+	} else {
+		d.tailPadded(p, n64, L)
+	}
+	for _, j := range p.cols {
+		clear(d.src[j][T:])
+	}
+	clear(d.ins) // hold no payload beyond the call
+	d.ins = d.ins[:0]
+}
 
-	// Inputs: the known sources in ascending position, then the planned rows.
+// gatherInputs lists the fused solve's inputs from octet 2 of their symbols, the known sources
+// of plan p in ascending position and then the planned rows, with their length prefixes in
+// d.pre. It reports whether every known source has the first one's prefix (all full payloads,
+// as a receiver of RDMA packets mostly sees).
+func (d *Decoder) gatherInputs(p *decodePlan, plan []int, L int) (same bool) {
 	d.ins, d.pre = d.ins[:0], d.pre[:0]
-	d.pos = over.Positions(d.pos[:0])
-	for _, j := range d.pos {
-		if d.refs.Has(j) && len(d.ref[j]) < L {
-			d.buildRef(j) // a short payload does not fill the columns: pad it
-		}
-		if d.refs.Has(j) {
-			p := d.ref[j]
-			d.ins = append(d.ins, p)
-			d.pre = append(d.pre, byte(len(p)>>8), byte(len(p)))
+	same = true
+	for _, j := range p.pos {
+		var h, l byte
+		if pl := d.ref[j]; d.refs.Has(j) && len(pl) == L {
+			d.ins = append(d.ins, pl)
+			h, l = byte(L>>8), byte(L)
 		} else {
+			if d.refs.Has(j) {
+				d.buildRef(j) // a short payload does not fill the columns: pad it
+			}
 			d.ins = append(d.ins, d.src[j][2:])
-			d.pre = append(d.pre, d.src[j][0], d.src[j][1])
+			h, l = d.src[j][0], d.src[j][1]
 		}
+		if len(d.pre) > 0 && (h != d.pre[0] || l != d.pre[1]) {
+			same = false
+		}
+		d.pre = append(d.pre, h, l)
 	}
 	for _, r := range plan {
 		d.ins = append(d.ins, d.rep[r][2:])
 		d.pre = append(d.pre, d.rep[r][0], d.rep[r][1])
 	}
-	nk, nin := len(d.pos), len(d.ins)
+	return same
+}
 
-	// Coefficients, row c = output c: [inv * C_K | inv].
-	if cap(d.coef) < u*nin {
-		d.coef = make([]byte, u*nin)
+// tailInPlace computes octets n64 to L of the outputs (from octet 2 of the symbols) from the
+// last 64 octets of every input; L >= 64.
+func (d *Decoder) tailInPlace(p *decodePlan, n64, L int) {
+	tl := L - n64
+	if tl == 0 {
+		return
 	}
-	m := d.coef[:u*nin]
-	if cap(d.lh) < u {
-		d.lh = make([]int, u)
-	}
-	lh := d.lh[:u]
-	for c := range u {
-		lh[c] = cauchyLogH(d.idx, d.cols, c)
-	}
-	for t, j := range d.pos {
-		if all.Has(j) {
-			cauchyProject(m[t:], nin, d.idx, d.cols, lh, j)
-			continue
-		}
-		for c := range u {
-			var z byte
-			for n, r := range plan {
-				if d.blk.rows[r].Over.Has(j) {
-					z ^= mulLog(inv[c*u+n], coef(d.idx[n], j))
-				}
-			}
-			m[c*nin+t] = z
-		}
+	u := len(d.outs)
+	d.tail = grow(d.tail, u*64)
+	d.tins, d.touts = d.tins[:0], d.touts[:0]
+	for _, in := range d.ins {
+		d.tins = append(d.tins, in[L-64:L])
 	}
 	for c := range u {
-		copy(m[c*nin+nk:(c+1)*nin], inv[c*u:(c+1)*u])
+		d.touts = append(d.touts, d.tail[c*64:(c+1)*64])
 	}
+	p.scratch.mul(d.tins, d.touts, 64)
+	for c, out := range d.outs {
+		copy(out[n64:L], d.touts[c][64-tl:])
+	}
+	clear(d.tins)
+}
 
-	d.outs = d.outs[:0]
-	for _, j := range d.cols {
-		d.src[j] = d.buffer(d.src[j])
-		d.span[j] = d.stride
-		d.outs = append(d.outs, d.src[j][2:])
+// prefixes sets the outputs' 2-octet length prefixes, the sum over the inputs t of
+// coef[c][t] * prefix_t, in scalar. When every known source has one prefix (same), their part
+// is that prefix times the sum of their coefficients, which the plan keeps; only the u rows'
+// prefixes are multiplied one by one.
+func (d *Decoder) prefixes(p *decodePlan, same bool) {
+	nin := len(d.ins)
+	nk := len(p.pos)
+	first := 0
+	if same && nk > 0 {
+		first = nk
 	}
-	d.scratch.prepare(k, m, nin, u)
-	n64 := L &^ 63
-	if n64 > 0 {
-		d.scratch.mul(d.ins, d.outs, n64)
+	for c, j := range p.cols {
+		var hi, lo byte
+		if first > 0 {
+			hi, lo = mulLog(p.sumK[c], d.pre[0]), mulLog(p.sumK[c], d.pre[1])
+		}
+		row := p.coef[c*nin : (c+1)*nin]
+		for t := first; t < nin; t++ {
+			hi ^= mulLog(row[t], d.pre[2*t])
+			lo ^= mulLog(row[t], d.pre[2*t+1])
+		}
+		s := d.src[j]
+		s[0], s[1] = hi, lo
 	}
+}
 
-	// The rest of the last column and the length prefixes, from a zero-padded copy.
+// tailPadded computes octets n64 to L of the outputs and their length prefixes from a
+// zero-padded copy of the rest of every input and its prefix.
+func (d *Decoder) tailPadded(p *decodePlan, n64, L int) {
+	u, nin := len(d.outs), len(d.ins)
 	tl := L - n64
 	w := 64
 	if tl+2 > 64 {
 		w = 128
 	}
-	if need := (nin + u) * w; cap(d.tail) < need {
-		d.tail = make([]byte, need)
-	}
-	tail := d.tail[:(nin+u)*w]
+	tail := grow(d.tail, (nin+u)*w)
+	d.tail = tail
 	d.tins, d.touts = d.tins[:0], d.touts[:0]
 	for i, in := range d.ins {
 		b := tail[i*w : (i+1)*w]
@@ -372,15 +398,13 @@ func (d *Decoder) solveFused(k Kernels, plan []int, inv []byte) {
 	for c := range u {
 		d.touts = append(d.touts, tail[(nin+c)*w:(nin+c+1)*w])
 	}
-	d.scratch.mul(d.tins, d.touts, w)
-	for c, j := range d.cols {
+	p.scratch.mul(d.tins, d.touts, w)
+	for c, j := range p.cols {
 		s, b := d.src[j], d.touts[c]
-		copy(s[2+n64:T], b[:tl])
+		copy(s[2+n64:], b[:tl])
 		s[0], s[1] = b[tl], b[tl+1]
-		clear(s[T:])
 	}
-	clear(d.ins) // hold no payload beyond the call
-	d.ins = d.ins[:0]
+	clear(d.tins)
 }
 
 // subtractKnown removes from the planned rows the contribution of every known source in their

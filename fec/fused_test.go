@@ -245,9 +245,9 @@ func TestCauchyProject(t *testing.T) {
 		for c := range u {
 			lh[c] = cauchyLogH(rows, cols, c)
 		}
-		z := make([]byte, u)
+		z, lg := make([]byte, u), make([]int, u)
 		for _, j := range known {
-			cauchyProject(z, 1, rows, cols, lh, j)
+			cauchyProject(z, 1, rows, cols, lh, lg, j)
 			for c := range u {
 				var want byte
 				for r := range u {

@@ -1,0 +1,137 @@
+package fec
+
+import (
+	"slices"
+
+	"github.com/crem-project/crem/psn"
+)
+
+// decodePlans is the number of loss patterns a Decoder keeps planned for its fused solve.
+const decodePlans = 4
+
+// decodePlan is what the fused solve needs for one loss pattern, apart from the bytes: the
+// unknown positions, the known positions the planned rows cover (the first inputs, in ascending
+// order; the planned rows follow them), and the u x (|known| + u) coefficients of the outputs,
+// in bytes (for the length prefixes) and as the family's kernels take them.
+//
+// It is keyed on the resolved kernel family, the planned rows' Repair Indices and sets L, and
+// the unknown positions: together they fix the inputs (the known positions of the rows' sets
+// are those sets less the unknowns) and every coefficient. Not on k (the coefficients do not
+// depend on it) nor on T.
+type decodePlan struct {
+	k       Kernels
+	idx     []int        // Repair Indices of the planned rows, ascending
+	overs   []psn.Bitmap // their sets L
+	unknown psn.Bitmap
+
+	cols    []int  // unknown positions, ascending: the outputs
+	pos     []int  // known positions the rows cover, ascending
+	coef    []byte // output c = sum over inputs t of coef[c*nin+t] * input t
+	sumK    []byte // sumK[c] = sum over the known inputs t of coef[c*nin+t]
+	inv     []byte // the inverse of the u x u Cauchy submatrix, inv[c*u+n]
+	lh, lg  []int  // scratch of the closed form
+	scratch fusedScratch
+}
+
+// fusedPlan returns the plan of family k for the rows plan (indices into the block's rows) and
+// the unknowns, from the cache or built, and makes it the most recently used.
+func (d *Decoder) fusedPlan(k Kernels, plan []int, unknown *psn.Bitmap) *decodePlan {
+	d.idx, d.overs = d.idx[:0], d.overs[:0]
+	for _, r := range plan {
+		row := &d.blk.rows[r]
+		d.idx = append(d.idx, row.Index)
+		d.overs = append(d.overs, row.Over)
+	}
+	for n, p := range d.plans {
+		if p.k == k && p.unknown == *unknown && slices.Equal(p.idx, d.idx) && slices.Equal(p.overs, d.overs) {
+			copy(d.plans[1:n+1], d.plans[:n])
+			d.plans[0] = p
+			return p
+		}
+	}
+	var p *decodePlan
+	if len(d.plans) < decodePlans {
+		p = new(decodePlan)
+		d.plans = append(d.plans, nil)
+	} else {
+		p = d.plans[len(d.plans)-1] // the least recently used, its storage reused
+	}
+	copy(d.plans[1:], d.plans[:len(d.plans)-1])
+	d.plans[0] = p
+	p.build(k, d.idx, d.overs, unknown)
+	return p
+}
+
+// build fills p for family k, the rows' indices and sets, and the unknowns. With R the planned
+// rows, K the known sources in their sets and C_K their coefficients (zero where a row's set
+// leaves a source out),
+//
+//	S_U = inv * (R - C_K * S_K) = inv * R + (inv * C_K) * S_K
+//
+// so the coefficients are [inv * C_K | inv]: O(u |K|) in closed form where every row covers the
+// source (cauchyProject), O(u^2) per source otherwise.
+func (p *decodePlan) build(k Kernels, idx []int, overs []psn.Bitmap, unknown *psn.Bitmap) {
+	p.k, p.unknown = k, *unknown
+	p.idx = append(p.idx[:0], idx...)
+	p.overs = append(p.overs[:0], overs...)
+	var union psn.Bitmap
+	all := overs[0]
+	for n := range overs {
+		union = union.Or(overs[n])
+		all = all.And(overs[n])
+	}
+	p.cols = unknown.Positions(p.cols[:0])
+	union = union.AndNot(*unknown)
+	p.pos = union.Positions(p.pos[:0])
+	u, nk := len(p.cols), len(p.pos)
+	nin := nk + u
+	p.inv = grow(p.inv, u*u)
+	p.coef = grow(p.coef, u*nin)
+	p.lh, p.lg = growInts(p.lh, u), growInts(p.lg, u)
+	inv, m := p.inv, p.coef
+	cauchyInverse(inv, idx, p.cols)
+	for c := range u {
+		p.lh[c] = cauchyLogH(idx, p.cols, c)
+	}
+	for t, j := range p.pos {
+		if all.Has(j) {
+			cauchyProject(m[t:], nin, idx, p.cols, p.lh, p.lg, j)
+			continue
+		}
+		for c := range u {
+			var z byte
+			for n, i := range idx {
+				if overs[n].Has(j) {
+					z ^= mulLog(inv[c*u+n], coef(i, j))
+				}
+			}
+			m[c*nin+t] = z
+		}
+	}
+	p.sumK = grow(p.sumK, u)
+	for c := range u {
+		var z byte
+		for _, v := range m[c*nin : c*nin+nk] {
+			z ^= v
+		}
+		p.sumK[c] = z
+		copy(m[c*nin+nk:(c+1)*nin], inv[c*u:(c+1)*u])
+	}
+	p.scratch.prepare(k, m, nin, u)
+}
+
+// grow returns b with length n, reallocated only when its capacity is short.
+func grow(b []byte, n int) []byte {
+	if cap(b) < n {
+		return make([]byte, n)
+	}
+	return b[:n]
+}
+
+// growInts is grow for ints.
+func growInts(b []int, n int) []int {
+	if cap(b) < n {
+		return make([]int, n)
+	}
+	return b[:n]
+}
