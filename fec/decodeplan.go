@@ -29,7 +29,8 @@ type decodePlan struct {
 	coef    []byte // output c = sum over inputs t of coef[c*nin+t] * input t
 	sumK    []byte // sumK[c] = sum over the known inputs t of coef[c*nin+t]
 	inv     []byte // the inverse of the u x u Cauchy submatrix, inv[c*u+n]
-	lh, lg  []int  // scratch of the closed form
+	lg, lh  []int  // the logarithms of the inverse's factors g_r and h_c (cauchyInverse)
+	lb      []int  // scratch of cauchyProject
 	scratch fusedScratch
 }
 
@@ -82,31 +83,19 @@ func (p *decodePlan) build(k Kernels, idx []int, overs []psn.Bitmap, unknown *ps
 	}
 	p.cols = unknown.Positions(p.cols[:0])
 	union = union.AndNot(*unknown)
+	all = all.AndNot(*unknown)
 	p.pos = union.Positions(p.pos[:0])
 	u, nk := len(p.cols), len(p.pos)
 	nin := nk + u
 	p.inv = grow(p.inv, u*u)
 	p.coef = grow(p.coef, u*nin)
-	p.lh, p.lg = growInts(p.lh, u), growInts(p.lg, u)
+	p.lh, p.lg, p.lb = growInts(p.lh, u), growInts(p.lg, u), growInts(p.lb, nk)
 	inv, m := p.inv, p.coef
-	cauchyInverse(inv, idx, p.cols)
-	for c := range u {
-		p.lh[c] = cauchyLogH(idx, p.cols, c)
-	}
-	for t, j := range p.pos {
-		if all.Has(j) {
-			cauchyProject(m[t:], nin, idx, p.cols, p.lh, p.lg, j)
-			continue
-		}
-		for c := range u {
-			var z byte
-			for n, i := range idx {
-				if overs[n].Has(j) {
-					z ^= mulLog(inv[c*u+n], coef(i, j))
-				}
-			}
-			m[c*nin+t] = z
-		}
+	cauchyInverse(inv, p.lg, p.lh, idx, p.cols)
+	cauchyProject(m, nin, idx, p.cols, p.pos, p.lh, p.lb)
+	if all != union {
+		// The positions some rows leave out: their coefficients summed row by row.
+		p.partialRows(all)
 	}
 	p.sumK = grow(p.sumK, u)
 	for c := range u {
@@ -118,6 +107,27 @@ func (p *decodePlan) build(k Kernels, idx []int, overs []psn.Bitmap, unknown *ps
 		copy(m[c*nin+nk:(c+1)*nin], inv[c*u:(c+1)*u])
 	}
 	p.scratch.prepare(k, m, nin, u)
+}
+
+// partialRows sets the coefficients of the known positions outside all, which some of the
+// planned rows leave out: sum over the rows n covering j of inv[c][n] * C(idx[n], j).
+func (p *decodePlan) partialRows(all psn.Bitmap) {
+	u := len(p.cols)
+	nin := len(p.pos) + u
+	for t, j := range p.pos {
+		if all.Has(j) {
+			continue
+		}
+		for c := range u {
+			var z byte
+			for n, i := range p.idx {
+				if p.overs[n].Has(j) {
+					z ^= mulLog(p.inv[c*u+n], coef(i, j))
+				}
+			}
+			p.coef[c*nin+t] = z
+		}
+	}
 }
 
 // grow returns b with length n, reallocated only when its capacity is short.

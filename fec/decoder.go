@@ -33,6 +33,8 @@ type Decoder struct {
 	overs []psn.Bitmap // their sets L
 	cols  []int        // unknown positions
 	inv   []byte
+	lg    []int // scratch of cauchyInverse
+	lh    []int
 
 	// The fused solve (solveFused): the plans of the last loss patterns solved, most recently
 	// used first (fusedPlan); inputs and outputs from octet 2 of the symbols, the inputs' length
@@ -235,7 +237,8 @@ func (d *Decoder) Decode() (psn.Bitmap, error) {
 		d.inv = make([]byte, u*u)
 	}
 	inv := d.inv[:u*u]
-	cauchyInverse(inv, d.idx, d.cols)
+	d.lg, d.lh = growInts(d.lg, u), growInts(d.lh, u)
+	cauchyInverse(inv, d.lg, d.lh, d.idx, d.cols)
 	d.subtractKnown(plan)
 	// S_U = inv * R', one row of R' at a time, so each is read once while the u outputs stay
 	// in the first-level cache.

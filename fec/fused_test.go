@@ -239,22 +239,18 @@ func TestCauchyProject(t *testing.T) {
 		perm := rng.Perm(k)
 		cols, known := perm[:u], perm[u:]
 		rows := rng.Perm(255 - k + 1)[:u]
-		inv := make([]byte, u*u)
-		cauchyInverse(inv, rows, cols)
-		lh := make([]int, u)
-		for c := range u {
-			lh[c] = cauchyLogH(rows, cols, c)
-		}
-		z, lg := make([]byte, u), make([]int, u)
-		for _, j := range known {
-			cauchyProject(z, 1, rows, cols, lh, lg, j)
+		inv, lh := make([]byte, u*u), make([]int, u)
+		cauchyInverse(inv, make([]int, u), lh, rows, cols)
+		z := make([]byte, u*len(known))
+		cauchyProject(z, len(known), rows, cols, known, lh, make([]int, len(known)))
+		for x, j := range known {
 			for c := range u {
 				var want byte
 				for r := range u {
 					want ^= mulRef(inv[c*u+r], coefRef(rows[r], j))
 				}
-				if z[c] != want {
-					t.Fatalf("rows %v cols %v j %d: z[%d] = %#x, want %#x", rows, cols, j, c, z[c], want)
+				if got := z[c*len(known)+x]; got != want {
+					t.Fatalf("rows %v cols %v j %d: z[%d] = %#x, want %#x", rows, cols, j, c, got, want)
 				}
 			}
 		}
