@@ -145,3 +145,68 @@ func growInts(b []int, n int) []int {
 	}
 	return b[:n]
 }
+
+// rowPlans is the number of row sets a Decoder keeps prepared for its two-stage solve.
+const rowPlans = 4
+
+// rowPlan is the two-stage solve's first product for one set of planned rows that share their
+// set L: the coefficients C(idx[r], j) of every position j < k (zero outside L), then the
+// identity on the rows themselves, as the family's kernels take them, and the sum of each row's
+// coefficients over L. A loss pattern takes its known positions' columns from it (gather)
+// instead of computing coefficients. Keyed on the resolved family, k, the indices and L.
+type rowPlan struct {
+	k       Kernels
+	blockK  int
+	idx     []int
+	over    psn.Bitmap
+	coef    []byte // u x (k + u), row r = output r
+	sum     []byte // sum[r] = sum over j in L of C(idx[r], j)
+	scratch fusedScratch
+}
+
+// rowPlan returns the row plan of family k for a block of blockK positions and the rows idx
+// over the set over, from the cache or built, and makes it the most recently used.
+func (d *Decoder) rowPlan(k Kernels, blockK int, idx []int, over *psn.Bitmap) *rowPlan {
+	for n, p := range d.rplans {
+		if p.k == k && p.blockK == blockK && p.over == *over && slices.Equal(p.idx, idx) {
+			copy(d.rplans[1:n+1], d.rplans[:n])
+			d.rplans[0] = p
+			return p
+		}
+	}
+	var p *rowPlan
+	if len(d.rplans) < rowPlans {
+		p = new(rowPlan)
+		d.rplans = append(d.rplans, nil)
+	} else {
+		p = d.rplans[len(d.rplans)-1] // the least recently used, its storage reused
+	}
+	copy(d.rplans[1:], d.rplans[:len(d.rplans)-1])
+	d.rplans[0] = p
+	p.build(k, blockK, idx, over)
+	return p
+}
+
+// build fills p for family k, blockK positions, the rows idx and their set over.
+func (p *rowPlan) build(k Kernels, blockK int, idx []int, over *psn.Bitmap) {
+	p.k, p.blockK, p.over = k, blockK, *over
+	p.idx = append(p.idx[:0], idx...)
+	u := len(idx)
+	nin := blockK + u
+	p.coef = grow(p.coef, u*nin)
+	p.sum = grow(p.sum, u)
+	clear(p.coef)
+	for r, i := range idx {
+		row := p.coef[r*nin : (r+1)*nin]
+		var s byte
+		for j := range blockK {
+			if over.Has(j) {
+				row[j] = coef(i, j)
+				s ^= row[j]
+			}
+		}
+		row[blockK+r] = 1
+		p.sum[r] = s
+	}
+	p.scratch.prepare(k, p.coef, nin, u)
+}

@@ -40,6 +40,11 @@ type Decoder struct {
 	// used first (fusedPlan); inputs and outputs from octet 2 of the symbols, the inputs' length
 	// prefixes, and the tail's scratch.
 	plans       []*decodePlan
+	rplans      []*rowPlan // the row plans of the two-stage solve, most recently used first
+	pos, gcols  []int      // two-stage: the known positions of L, the columns taken from the row plan
+	mid         [][]byte   // two-stage: the u symbols R - C_K S_K
+	s1, s2      fusedScratch
+	dst         [][]byte // the outputs' symbols
 	ins, outs   [][]byte
 	tins, touts [][]byte
 	pre         []byte
@@ -216,7 +221,11 @@ func (d *Decoder) Decode() (psn.Bitmap, error) {
 		return psn.Bitmap{}, err
 	}
 	if k := resolve(d.kernels); k != KernelsPortable && d.blk.scheme != SchemeXOR {
-		d.solveFused(d.fusedPlan(k, plan, &s.Unknown), plan)
+		if d.shareSet(plan) {
+			d.solveTwoStage(k, plan, &s.Unknown)
+		} else {
+			d.solveFused(d.fusedPlan(k, plan, &s.Unknown), plan)
+		}
 		return d.blk.restored(&s), nil
 	}
 	d.cols = s.Unknown.Positions(d.cols[:0])
@@ -275,38 +284,52 @@ func (d *Decoder) Decode() (psn.Bitmap, error) {
 func (d *Decoder) solveFused(p *decodePlan, plan []int) {
 	T := d.symLen
 	L := T - 2
-	same := d.gatherInputs(p, plan, L)
-	d.outs = d.outs[:0]
+	same := d.gatherInputs(p.pos, plan, L)
+	d.dst = d.dst[:0]
 	for _, j := range p.cols {
 		d.src[j] = d.buffer(d.src[j])
 		d.span[j] = d.stride
-		d.outs = append(d.outs, d.src[j][2:])
+		d.dst = append(d.dst, d.src[j])
 	}
-	n64 := L &^ 63
-	if n64 > 0 {
-		p.scratch.mul(d.ins, d.outs, n64)
-	}
+	d.columns(&p.scratch, L)
 	if L >= 64 {
-		d.tailInPlace(p, n64, L)
 		d.prefixes(p, same)
-	} else {
-		d.tailPadded(p, n64, L)
 	}
-	for _, j := range p.cols {
-		clear(d.src[j][T:])
+	for _, b := range d.dst {
+		clear(b[T:])
 	}
 	clear(d.ins) // hold no payload beyond the call
 	d.ins = d.ins[:0]
 }
 
+// columns computes octets 2 to T of the outputs d.dst from the inputs d.ins with the prepared
+// coefficients s: the whole 64-octet columns, then the rest, in place when T - 2 >= 64 (the
+// length prefixes are then left to the caller), else through a padded copy that carries the
+// prefixes too.
+func (d *Decoder) columns(s *fusedScratch, L int) {
+	d.outs = d.outs[:0]
+	for _, b := range d.dst {
+		d.outs = append(d.outs, b[2:])
+	}
+	n64 := L &^ 63
+	if n64 > 0 {
+		s.mul(d.ins, d.outs, n64)
+	}
+	if L >= 64 {
+		d.tailInPlace(s, n64, L)
+	} else {
+		d.tailPadded(s, n64, L)
+	}
+}
+
 // gatherInputs lists the fused solve's inputs from octet 2 of their symbols, the known sources
-// of plan p in ascending position and then the planned rows, with their length prefixes in
-// d.pre. It reports whether every known source has the first one's prefix (all full payloads,
-// as a receiver of RDMA packets mostly sees).
-func (d *Decoder) gatherInputs(p *decodePlan, plan []int, L int) (same bool) {
+// at pos and then the planned rows, with their length prefixes in d.pre. It reports whether
+// every known source has the first one's prefix (all full payloads, as a receiver of RDMA
+// packets mostly sees).
+func (d *Decoder) gatherInputs(pos, plan []int, L int) (same bool) {
 	d.ins, d.pre = d.ins[:0], d.pre[:0]
 	same = true
-	for _, j := range p.pos {
+	for _, j := range pos {
 		var h, l byte
 		if pl := d.ref[j]; d.refs.Has(j) && len(pl) == L {
 			d.ins = append(d.ins, pl)
@@ -332,7 +355,7 @@ func (d *Decoder) gatherInputs(p *decodePlan, plan []int, L int) (same bool) {
 
 // tailInPlace computes octets n64 to L of the outputs (from octet 2 of the symbols) from the
 // last 64 octets of every input; L >= 64.
-func (d *Decoder) tailInPlace(p *decodePlan, n64, L int) {
+func (d *Decoder) tailInPlace(s *fusedScratch, n64, L int) {
 	tl := L - n64
 	if tl == 0 {
 		return
@@ -346,7 +369,7 @@ func (d *Decoder) tailInPlace(p *decodePlan, n64, L int) {
 	for c := range u {
 		d.touts = append(d.touts, d.tail[c*64:(c+1)*64])
 	}
-	p.scratch.mul(d.tins, d.touts, 64)
+	s.mul(d.tins, d.touts, 64)
 	for c, out := range d.outs {
 		copy(out[n64:L], d.touts[c][64-tl:])
 	}
@@ -364,7 +387,7 @@ func (d *Decoder) prefixes(p *decodePlan, same bool) {
 	if same && nk > 0 {
 		first = nk
 	}
-	for c, j := range p.cols {
+	for c, b := range d.dst {
 		var hi, lo byte
 		if first > 0 {
 			hi, lo = mulLog(p.sumK[c], d.pre[0]), mulLog(p.sumK[c], d.pre[1])
@@ -374,14 +397,13 @@ func (d *Decoder) prefixes(p *decodePlan, same bool) {
 			hi ^= mulLog(row[t], d.pre[2*t])
 			lo ^= mulLog(row[t], d.pre[2*t+1])
 		}
-		s := d.src[j]
-		s[0], s[1] = hi, lo
+		b[0], b[1] = hi, lo
 	}
 }
 
 // tailPadded computes octets n64 to L of the outputs and their length prefixes from a
 // zero-padded copy of the rest of every input and its prefix.
-func (d *Decoder) tailPadded(p *decodePlan, n64, L int) {
+func (d *Decoder) tailPadded(s *fusedScratch, n64, L int) {
 	u, nin := len(d.outs), len(d.ins)
 	tl := L - n64
 	w := 64
@@ -401,13 +423,107 @@ func (d *Decoder) tailPadded(p *decodePlan, n64, L int) {
 	for c := range u {
 		d.touts = append(d.touts, tail[(nin+c)*w:(nin+c+1)*w])
 	}
-	p.scratch.mul(d.tins, d.touts, w)
-	for c, j := range p.cols {
-		s, b := d.src[j], d.touts[c]
-		copy(s[2+n64:], b[:tl])
-		s[0], s[1] = b[tl], b[tl+1]
+	s.mul(d.tins, d.touts, w)
+	for c, dst := range d.dst {
+		b := d.touts[c]
+		copy(dst[2+n64:], b[:tl])
+		dst[0], dst[1] = b[tl], b[tl+1]
 	}
 	clear(d.tins)
+}
+
+// shareSet reports whether the planned rows were all computed over one set L.
+func (d *Decoder) shareSet(plan []int) bool {
+	over := &d.blk.rows[plan[0]].Over
+	for _, r := range plan[1:] {
+		if d.blk.rows[r].Over != *over {
+			return false
+		}
+	}
+	return true
+}
+
+// solveTwoStage is the fused solve when the planned rows share one set L (ordinary repair
+// symbols, all over the present positions). The coefficients of the known sources are then the
+// rows' own, C(i, j), the same for every loss pattern, and are taken from a row plan
+// (rowPlan) instead of computed: the first product is R' = R - C_K S_K, into u symbols of
+// scratch (mid), each with its length prefix and zeros beyond T; the second S_U = inv * R', over
+// whole 64-octet columns of those symbols, which gives the prefixes and the zeros beyond T too.
+// The second reads u symbols where the first reads |K| + u, and saves the u x |K| coefficients
+// inv * C_K of the one-pass solve (solveFused).
+func (d *Decoder) solveTwoStage(k Kernels, plan []int, unknown *psn.Bitmap) {
+	T, L, u := d.symLen, d.symLen-2, len(plan)
+	over := d.blk.rows[plan[0]].Over
+	d.idx = d.idx[:0]
+	for _, r := range plan {
+		d.idx = append(d.idx, d.blk.rows[r].Index)
+	}
+	rp := d.rowPlan(k, d.blk.k, d.idx, &over)
+	d.cols = unknown.Positions(d.cols[:0])
+	known := over.AndNot(*unknown)
+	d.pos = known.Positions(d.pos[:0])
+	d.gcols = append(d.gcols[:0], d.pos...)
+	for n := range u {
+		d.gcols = append(d.gcols, d.blk.k+n)
+	}
+	d.s1.gather(&rp.scratch, d.gcols)
+	same := d.gatherInputs(d.pos, plan, L)
+	d.dst = d.dst[:0]
+	for n := range u {
+		if n == len(d.mid) {
+			d.mid = append(d.mid, nil)
+		}
+		d.mid[n] = d.buffer(d.mid[n])
+		d.dst = append(d.dst, d.mid[n])
+	}
+	d.columns(&d.s1, L)
+	if L >= 64 {
+		d.rowPrefixes(rp, same)
+	}
+	for _, b := range d.dst {
+		clear(b[T:])
+	}
+	clear(d.ins) // hold no payload beyond the call
+	d.ins = d.ins[:0]
+
+	d.inv = grow(d.inv, u*u)
+	d.lg, d.lh = growInts(d.lg, u), growInts(d.lh, u)
+	cauchyInverse(d.inv, d.lg, d.lh, d.idx, d.cols)
+	d.s2.prepare(k, d.inv, u, u)
+	d.outs = d.outs[:0]
+	for _, j := range d.cols {
+		d.src[j] = d.buffer(d.src[j])
+		d.span[j] = d.stride
+		d.outs = append(d.outs, d.src[j])
+	}
+	d.s2.mul(d.mid[:u], d.outs, d.stride)
+}
+
+// rowPrefixes sets the length prefixes of the first product's outputs d.dst: row r's own plus
+// the sum over the known sources of C(idx[r], j) times their prefixes. When they all have one
+// prefix (same), that is the prefix times the sum of the row's coefficients over L less those
+// of the unknowns.
+func (d *Decoder) rowPrefixes(rp *rowPlan, same bool) {
+	nk := len(d.pos)
+	nin := rp.blockK + len(rp.idx)
+	for r, b := range d.dst {
+		hi, lo := d.pre[2*(nk+r)], d.pre[2*(nk+r)+1]
+		row := rp.coef[r*nin : r*nin+rp.blockK]
+		if same && nk > 0 {
+			s := rp.sum[r]
+			for _, j := range d.cols {
+				s ^= row[j]
+			}
+			hi ^= mulLog(s, d.pre[0])
+			lo ^= mulLog(s, d.pre[1])
+		} else {
+			for t, j := range d.pos {
+				hi ^= mulLog(row[j], d.pre[2*t])
+				lo ^= mulLog(row[j], d.pre[2*t+1])
+			}
+		}
+		b[0], b[1] = hi, lo
+	}
 }
 
 // subtractKnown removes from the planned rows the contribution of every known source in their
