@@ -23,6 +23,7 @@ type decodePlan struct {
 	idx     []int        // Repair Indices of the planned rows, ascending
 	overs   []psn.Bitmap // their sets L
 	unknown psn.Bitmap
+	built   bool // the fields below are filled (build)
 
 	cols    []int  // unknown positions, ascending: the outputs
 	pos     []int  // known positions the rows cover, ascending
@@ -34,15 +35,20 @@ type decodePlan struct {
 	scratch fusedScratch
 }
 
-// fusedPlan returns the plan of family k for the rows plan (indices into the block's rows) and
-// the unknowns, from the cache or built, and makes it the most recently used.
-func (d *Decoder) fusedPlan(k Kernels, plan []int, unknown *psn.Bitmap) *decodePlan {
+// planKey sets d.idx and d.overs to the Repair Indices and sets of the planned rows, the key of
+// their plans with the family and the unknowns.
+func (d *Decoder) planKey(plan []int) {
 	d.idx, d.overs = d.idx[:0], d.overs[:0]
 	for _, r := range plan {
 		row := &d.blk.rows[r]
 		d.idx = append(d.idx, row.Index)
 		d.overs = append(d.overs, row.Over)
 	}
+}
+
+// findPlan returns the kept plan of family k for the key in d.idx, d.overs and the unknowns,
+// made the most recently used, or nil.
+func (d *Decoder) findPlan(k Kernels, unknown *psn.Bitmap) *decodePlan {
 	for n, p := range d.plans {
 		if p.k == k && p.unknown == *unknown && slices.Equal(p.idx, d.idx) && slices.Equal(p.overs, d.overs) {
 			copy(d.plans[1:n+1], d.plans[:n])
@@ -50,20 +56,28 @@ func (d *Decoder) fusedPlan(k Kernels, plan []int, unknown *psn.Bitmap) *decodeP
 			return p
 		}
 	}
+	return nil
+}
+
+// newPlan keeps a plan for family k, the key in d.idx, d.overs and the unknowns, not built yet,
+// as the most recently used; past decodePlans the least recently used one's storage is reused.
+func (d *Decoder) newPlan(k Kernels, unknown *psn.Bitmap) *decodePlan {
 	var p *decodePlan
 	if len(d.plans) < decodePlans {
 		p = new(decodePlan)
 		d.plans = append(d.plans, nil)
 	} else {
-		p = d.plans[len(d.plans)-1] // the least recently used, its storage reused
+		p = d.plans[len(d.plans)-1]
 	}
 	copy(d.plans[1:], d.plans[:len(d.plans)-1])
 	d.plans[0] = p
-	p.build(k, d.idx, d.overs, unknown)
+	p.k, p.unknown, p.built = k, *unknown, false
+	p.idx = append(p.idx[:0], d.idx...)
+	p.overs = append(p.overs[:0], d.overs...)
 	return p
 }
 
-// build fills p for family k, the rows' indices and sets, and the unknowns. With R the planned
+// build fills p for its family, the rows' indices and sets, and the unknowns. With R the planned
 // rows, K the known sources in their sets and C_K their coefficients (zero where a row's set
 // leaves a source out),
 //
@@ -71,10 +85,9 @@ func (d *Decoder) fusedPlan(k Kernels, plan []int, unknown *psn.Bitmap) *decodeP
 //
 // so the coefficients are [inv * C_K | inv]: O(u |K|) in closed form where every row covers the
 // source (cauchyProject), O(u^2) per source otherwise.
-func (p *decodePlan) build(k Kernels, idx []int, overs []psn.Bitmap, unknown *psn.Bitmap) {
-	p.k, p.unknown = k, *unknown
-	p.idx = append(p.idx[:0], idx...)
-	p.overs = append(p.overs[:0], overs...)
+func (p *decodePlan) build() {
+	k, idx, overs, unknown := p.k, p.idx, p.overs, &p.unknown
+	p.built = true
 	var union psn.Bitmap
 	all := overs[0]
 	for n := range overs {

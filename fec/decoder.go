@@ -101,7 +101,8 @@ func (d *Decoder) AddSource(j int, payload []byte) error {
 	n := 2 + copy(b[2:], payload)
 	clear(b[n:])
 	d.src[j], d.span[j] = b, roundUp64(n)
-	return d.blk.AddSource(j)
+	d.blk.known.Set(j) // checked above (checkSource)
+	return nil
 }
 
 // AddSourceRef is AddSource without the copy: the Decoder keeps payload itself and reads it
@@ -116,7 +117,8 @@ func (d *Decoder) AddSourceRef(j int, payload []byte) error {
 	}
 	d.ref[j] = payload
 	d.refs.Set(j)
-	return d.blk.AddSource(j)
+	d.blk.known.Set(j) // checked above (checkSource)
+	return nil
 }
 
 // AddSourceSymbol records a whole source symbol for position j: a Source Copy repair symbol
@@ -136,7 +138,8 @@ func (d *Decoder) AddSourceSymbol(j int, sym []byte) error {
 	b := d.buffer(d.src[j])
 	clear(b[copy(b, sym):])
 	d.src[j], d.span[j] = b, roundUp64(2+len(p))
-	return d.blk.AddSource(j)
+	d.blk.known.Set(j) // checked above (checkSource)
+	return nil
 }
 
 // AddRepair records the repair symbol with Repair Index i computed over the set L (the present
@@ -221,11 +224,7 @@ func (d *Decoder) Decode() (psn.Bitmap, error) {
 		return psn.Bitmap{}, err
 	}
 	if k := resolve(d.kernels); k != KernelsPortable && d.blk.scheme != SchemeXOR {
-		if d.shareSet(plan) {
-			d.solveTwoStage(k, plan, &s.Unknown)
-		} else {
-			d.solveFused(d.fusedPlan(k, plan, &s.Unknown), plan)
-		}
+		d.solve(k, plan, &s.Unknown)
 		return d.blk.restored(&s), nil
 	}
 	d.cols = s.Unknown.Positions(d.cols[:0])
@@ -430,6 +429,28 @@ func (d *Decoder) tailPadded(s *fusedScratch, n64, L int) {
 		dst[0], dst[1] = b[tl], b[tl+1]
 	}
 	clear(d.tins)
+}
+
+// solve restores the unknowns with the fused kernels of family k. A loss pattern whose plan
+// is kept (decodePlan) takes the one-pass solve on it. Otherwise, when the rows share their set
+// L, the two-stage solve needs no per-pattern coefficients, and the pattern is only noted: if it
+// comes again while noted, its plan is built then. Rows over different sets take the one-pass
+// solve on a plan built at once.
+func (d *Decoder) solve(k Kernels, plan []int, unknown *psn.Bitmap) {
+	d.planKey(plan)
+	p := d.findPlan(k, unknown)
+	switch {
+	case p == nil && d.shareSet(plan):
+		d.newPlan(k, unknown)
+		d.solveTwoStage(k, plan, unknown)
+		return
+	case p == nil:
+		p = d.newPlan(k, unknown)
+	}
+	if !p.built {
+		p.build()
+	}
+	d.solveFused(p, plan)
 }
 
 // shareSet reports whether the planned rows were all computed over one set L.
