@@ -326,28 +326,34 @@ func (d *Decoder) columns(s *fusedScratch, L int) {
 // every known source has the first one's prefix (all full payloads, as a receiver of RDMA
 // packets mostly sees).
 func (d *Decoder) gatherInputs(pos, plan []int, L int) (same bool) {
-	d.ins, d.pre = d.ins[:0], d.pre[:0]
+	nk := len(pos)
+	nin := nk + len(plan)
+	if cap(d.ins) < nin {
+		d.ins = make([][]byte, nin)
+	}
+	d.ins, d.pre = d.ins[:nin], grow(d.pre, 2*nin)
+	ins, pre := d.ins, d.pre
 	same = true
-	for _, j := range pos {
+	for t, j := range pos {
 		var h, l byte
 		if pl := d.ref[j]; d.refs.Has(j) && len(pl) == L {
-			d.ins = append(d.ins, pl)
+			ins[t] = pl
 			h, l = byte(L>>8), byte(L)
 		} else {
 			if d.refs.Has(j) {
 				d.buildRef(j) // a short payload does not fill the columns: pad it
 			}
-			d.ins = append(d.ins, d.src[j][2:])
-			h, l = d.src[j][0], d.src[j][1]
+			s := d.src[j]
+			ins[t] = s[2:]
+			h, l = s[0], s[1]
 		}
-		if len(d.pre) > 0 && (h != d.pre[0] || l != d.pre[1]) {
-			same = false
-		}
-		d.pre = append(d.pre, h, l)
+		pre[2*t], pre[2*t+1] = h, l
+		same = same && h == pre[0] && l == pre[1]
 	}
-	for _, r := range plan {
-		d.ins = append(d.ins, d.rep[r][2:])
-		d.pre = append(d.pre, d.rep[r][0], d.rep[r][1])
+	for n, r := range plan {
+		s := d.rep[r]
+		ins[nk+n] = s[2:]
+		pre[2*(nk+n)], pre[2*(nk+n)+1] = s[0], s[1]
 	}
 	return same
 }
@@ -359,14 +365,20 @@ func (d *Decoder) tailInPlace(s *fusedScratch, n64, L int) {
 	if tl == 0 {
 		return
 	}
-	u := len(d.outs)
+	u, nin := len(d.outs), len(d.ins)
 	d.tail = grow(d.tail, u*64)
-	d.tins, d.touts = d.tins[:0], d.touts[:0]
-	for _, in := range d.ins {
-		d.tins = append(d.tins, in[L-64:L])
+	if cap(d.tins) < nin {
+		d.tins = make([][]byte, nin)
 	}
-	for c := range u {
-		d.touts = append(d.touts, d.tail[c*64:(c+1)*64])
+	if cap(d.touts) < u {
+		d.touts = make([][]byte, u)
+	}
+	d.tins, d.touts = d.tins[:nin], d.touts[:u]
+	for i, in := range d.ins {
+		d.tins[i] = in[L-64 : L]
+	}
+	for c := range d.touts {
+		d.touts[c] = d.tail[c*64 : (c+1)*64]
 	}
 	s.mul(d.tins, d.touts, 64)
 	for c, out := range d.outs {
