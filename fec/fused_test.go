@@ -408,5 +408,46 @@ func TestDecodePlansFollowThePattern(t *testing.T) {
 				t.Fatalf("step %d: the repeated pattern has no plan built", step)
 			}
 		}
+		// Warm, the Decoder allocates nothing over new patterns of ordinary rows (the two-stage
+		// solve) either.
+		k, T := 32, 1058
+		blk := newTestBlock(t, rng, k, T, all)
+		rep := make([][]byte, 8)
+		for i := range rep {
+			rep[i] = encodeRef(i, all, blk.src, T)
+		}
+		var losses []psn.Bitmap
+		for x := range 40 {
+			losses = append(losses, bitmapOf(rng.Perm(k)[:1+x%8]...))
+		}
+		n := 0
+		decode := func() {
+			lost := losses[n%len(losses)]
+			n++
+			if err := d.Reset(SchemeCauchy, k, T, all); err != nil {
+				t.Fatal(err)
+			}
+			for j := range k {
+				if !lost.Has(j) {
+					if err := d.AddSourceRef(j, blk.payloads[j]); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			for i := range lost.Count() {
+				if err := d.AddRepair(i, all, rep[i]); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if restored, err := d.Decode(); err != nil || restored != lost {
+				t.Fatalf("restored %v of %v: %v", restored.Positions(nil), lost.Positions(nil), err)
+			}
+		}
+		for range 64 {
+			decode()
+		}
+		if a := testing.AllocsPerRun(100, decode); a != 0 {
+			t.Fatalf("%s: %v allocations per decode of a new pattern", CodecPath(), a)
+		}
 	})
 }
