@@ -3,6 +3,7 @@ package csf
 import (
 	"time"
 
+	"github.com/crem-project/crem/fec"
 	"github.com/crem-project/crem/flow"
 	"github.com/crem-project/crem/psn"
 )
@@ -21,6 +22,7 @@ type block struct {
 	read     psn.Bitmap // positions consumed by a READ request: absent, never a source (C13)
 	syms     [][]byte   // by position, T octets each where present (or the codec's prefix, in pre)
 	pre      []byte     // with a codec that reads a prefix: every position's, one allocation a slot
+	slab     []byte     // whole sources (no prefix): position j at j x fec.SymbolStride(cfg.T), F7
 	opened   time.Duration
 	closedAt time.Duration
 
@@ -188,3 +190,26 @@ func (s *Sender) tickBlocks(now time.Duration) {
 		s.schedule(b)
 	}
 }
+
+// holdPosition makes the block's slab hold position j, laid out by fec.SymbolStride(cfg.T) so
+// that the encoder, which reads the sources in lockstep, finds no two in the same first-level
+// cache set (F7). It grows by doubling, up to the configuration's k, and moves the sources
+// already held into the new slab; a slot's slab is kept for its next blocks, so a Sender with
+// full blocks stops allocating after its first.
+func (b *block) holdPosition(j int) {
+	stride := fec.SymbolStride(b.cfg.T)
+	if (j+1)*stride <= len(b.slab) {
+		return
+	}
+	n := min(max(j+1, 2*len(b.slab)/stride, minSlabSymbols), max(b.cfg.K, j+1))
+	slab := fec.NewSymbolBuffer(n, b.cfg.T)
+	b.present.Each(func(i int) {
+		sym := fec.SymbolAt(slab, i, b.cfg.T)
+		copy(sym, b.syms[i])
+		b.syms[i] = sym
+	})
+	b.slab = slab
+}
+
+// minSlabSymbols is the fewest positions a block's first slab holds.
+const minSlabSymbols = 4

@@ -193,7 +193,8 @@ func (s *Sender) ObserveSource(now time.Duration, p psn.PSN, n int, payload []by
 		b.present.Set(j)
 		s.codedSource()
 	} else {
-		sym, err := fec.AppendSymbol(b.syms[j][:0], payload, b.cfg.T)
+		b.holdPosition(j)
+		sym, err := fec.AppendSymbol(fec.SymbolAt(b.slab, j, b.cfg.T)[:0], payload, b.cfg.T)
 		if err != nil {
 			s.stats.EncodeErrors++
 			s.stats.UnprotectedEncodeError++
@@ -390,8 +391,8 @@ func (s *Sender) openBlock(now time.Duration, p psn.PSN) {
 	if s.prefix > 0 && len(pre) < s.cur.K*s.prefix {
 		pre = make([]byte, s.cur.K*s.prefix)
 	}
-	*b = block{seq: s.seq, used: true, start: p, cfg: s.cur, limit: limit, syms: syms, pre: pre, opened: now,
-		proactiveFrom: noProactive}
+	*b = block{seq: s.seq, used: true, start: p, cfg: s.cur, limit: limit, syms: syms, pre: pre, slab: b.slab,
+		opened: now, proactiveFrom: noProactive}
 	s.seq++
 	s.open = slot
 	s.stats.BlocksOpened++
@@ -494,12 +495,12 @@ func (s *Sender) sendOrdinary(b *block, n, total int) {
 // encode computes n symbols with Repair Indices first.. over the set L into scratch buffers.
 func (s *Sender) encode(b *block, first, n int, over psn.Bitmap) [][]byte {
 	T := b.cfg.T
-	if cap(s.symbuf) < n*T {
-		s.symbuf = make([]byte, n*T)
+	if len(s.symbuf) < n*fec.SymbolStride(T) {
+		s.symbuf = fec.NewSymbolBuffer(n, T) // the encoder writes the n in lockstep too (F7)
 	}
 	s.scratch, s.idx = s.scratch[:0], s.idx[:0]
 	for r := range n {
-		s.scratch = append(s.scratch, s.symbuf[r*T:(r+1)*T])
+		s.scratch = append(s.scratch, fec.SymbolAt(s.symbuf, r, T))
 		s.idx = append(s.idx, first+r)
 	}
 	src := b.syms[:b.k]

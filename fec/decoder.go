@@ -5,7 +5,6 @@ import (
 	"fmt"
 
 	"github.com/crem-project/crem/psn"
-	"github.com/klauspost/reedsolomon"
 )
 
 // Decoder restores the lost sources of one block at a time from the sources and repair
@@ -15,7 +14,9 @@ import (
 //
 // Symbols are held in 64-octet aligned buffers of T rounded up to a multiple of 64, the
 // octets beyond T kept zero: the SIMD kernels then run without a scalar tail, and a short
-// source is multiplied only over the octets it fills.
+// source is multiplied only over the octets it fills. The sources' buffers lie side by side in
+// one allocation SymbolStride(T) apart, and the repair symbols' in another, so that the solve's
+// lockstep reads find no two in the same first-level cache set (layout.go).
 type Decoder struct {
 	blk     Block
 	kernels Kernels // as configured; KernelsAuto follows useKernels
@@ -27,6 +28,8 @@ type Decoder struct {
 	ref  [MaxK][]byte // payloads held by reference (AddSourceRef), whose symbol is not built
 	refs psn.Bitmap   // positions held by reference
 	rep  [][]byte     // repair symbols by row, as Block.Rows numbers them
+	srcs symbolSlab   // src's buffers by position
+	reps symbolSlab   // rep's buffers by row
 
 	plan  []int
 	idx   []int        // Repair Indices of the planned rows
@@ -43,6 +46,7 @@ type Decoder struct {
 	rplans      []*rowPlan // the row plans of the two-stage solve, most recently used first
 	pos, gcols  []int      // two-stage: the known positions of L, the columns taken from the row plan
 	mid         [][]byte   // two-stage: the u symbols R - C_K S_K
+	mids        symbolSlab // their buffers
 	s1, s2      fusedScratch
 	dst         [][]byte // the outputs' symbols
 	ins, outs   [][]byte
@@ -72,20 +76,15 @@ func (d *Decoder) Reset(s Scheme, k, T int, present psn.Bitmap) error {
 	}
 	d.symLen = T
 	d.stride = roundUp64(T)
+	d.srcs.reset(k, T)
+	d.reps.reset(0, T)
+	d.mids.reset(0, T)
 	d.refs.Each(func(j int) { d.ref[j] = nil }) // let the caller's buffers go
 	d.refs = psn.Bitmap{}
 	return nil
 }
 
 func roundUp64(n int) int { return (n + 63) &^ 63 }
-
-// buffer returns b as a buffer of stride octets, reusing it when it is large enough.
-func (d *Decoder) buffer(b []byte) []byte {
-	if cap(b) >= d.stride {
-		return b[:d.stride]
-	}
-	return reedsolomon.AllocAligned(1, d.stride)[0][:d.stride]
-}
 
 // AddSource records the received source packet with UDP payload P at position j; the
 // Decoder keeps its own copy of the source symbol.
@@ -96,7 +95,7 @@ func (d *Decoder) AddSource(j int, payload []byte) error {
 	if len(payload) > d.symLen-2 {
 		return fmt.Errorf("fec: source %d: payload of %d octets with T = %d: %w", j, len(payload), d.symLen, ErrPayloadLong)
 	}
-	b := d.buffer(d.src[j])
+	b := d.srcs.at(j)
 	binary.BigEndian.PutUint16(b, uint16(len(payload)))
 	n := 2 + copy(b[2:], payload)
 	clear(b[n:])
@@ -135,7 +134,7 @@ func (d *Decoder) AddSourceSymbol(j int, sym []byte) error {
 	if err != nil {
 		return fmt.Errorf("fec: source symbol %d: %w", j, err)
 	}
-	b := d.buffer(d.src[j])
+	b := d.srcs.at(j)
 	clear(b[copy(b, sym):])
 	d.src[j], d.span[j] = b, roundUp64(2+len(p))
 	d.blk.known.Set(j) // checked above (checkSource)
@@ -156,7 +155,7 @@ func (d *Decoder) AddRepair(i int, over psn.Bitmap, sym []byte) error {
 	if r == len(d.rep) {
 		d.rep = append(d.rep, nil)
 	}
-	b := d.buffer(d.rep[r])
+	b := d.reps.at(r)
 	clear(b[copy(b, sym):])
 	d.rep[r] = b
 	return nil
@@ -231,7 +230,7 @@ func (d *Decoder) Decode() (psn.Bitmap, error) {
 	if d.blk.scheme == SchemeXOR {
 		d.subtractKnown(plan)
 		j := d.cols[0]
-		d.src[j] = d.buffer(d.src[j])
+		d.src[j] = d.srcs.at(j)
 		copy(d.src[j], d.rep[plan[0]])
 		d.span[j] = d.stride
 		return d.blk.restored(&s), nil
@@ -251,7 +250,7 @@ func (d *Decoder) Decode() (psn.Bitmap, error) {
 	// S_U = inv * R', one row of R' at a time, so each is read once while the u outputs stay
 	// in the first-level cache.
 	for _, j := range d.cols {
-		d.src[j] = d.buffer(d.src[j])
+		d.src[j] = d.srcs.at(j)
 		d.span[j] = d.stride
 	}
 	for n, r := range plan {
@@ -271,27 +270,27 @@ func (d *Decoder) Decode() (psn.Bitmap, error) {
 // depend on, the known sources in the rows' sets and the planned rows, with the coefficients of
 // plan p (decodePlan.build). The repair symbols are left as they are.
 //
-// The kernel runs over whole 64-octet columns from octet 2 of the symbols, where a payload held
-// by reference lines up with the symbols. When T - 2 >= 64 the rest of the last column is
-// computed from the last 64 octets of every input in place (the products are bytewise, so the
-// overlap with the columns already done gives the same octets), only the u outputs going through
-// scratch, and the 2-octet length prefixes are summed in scalar (prefixes); below that, a small
-// zero-padded copy of every input carries both (tailPadded). A payload held by reference that is
-// shorter than T - 2 does not fill the columns and is first built into a symbol of the Decoder's
-// own, as Symbol would. Beyond the widest kernel's outputs (16 for GFNI, 4 for AVX2) the kernels
-// pass over the inputs once per that many outputs.
+// The kernels run from octet 2 of the symbols, where a payload held by reference lines up with
+// the symbols (columns): the GFNI kernels over the T - 2 octets in one pass, the nibble kernels
+// over whole 64-octet columns, and when T - 2 >= 64 over the last 64 octets of every input in
+// place for the rest (the products are bytewise, so the overlap with the columns already done
+// gives the same octets), only the u outputs going through scratch. The 2-octet length
+// prefixes are then summed in scalar (prefixes). Below that, a small zero-padded copy of every
+// input carries both (tailPadded). A payload held by reference that is shorter than T - 2 does
+// not fill the columns and is first built into a symbol of the Decoder's own, as Symbol would.
+// Beyond the widest kernel's outputs (16 for GFNI, 4 for AVX2) the kernels pass over the inputs
+// once per that many outputs.
 func (d *Decoder) solveFused(p *decodePlan, plan []int) {
 	T := d.symLen
 	L := T - 2
 	same := d.gatherInputs(p.pos, plan, L)
 	d.dst = d.dst[:0]
 	for _, j := range p.cols {
-		d.src[j] = d.buffer(d.src[j])
+		d.src[j] = d.srcs.at(j)
 		d.span[j] = d.stride
 		d.dst = append(d.dst, d.src[j])
 	}
-	d.columns(&p.scratch, L)
-	if L >= 64 {
+	if d.columns(&p.scratch, L) {
 		d.prefixes(p, same)
 	}
 	for _, b := range d.dst {
@@ -302,13 +301,18 @@ func (d *Decoder) solveFused(p *decodePlan, plan []int) {
 }
 
 // columns computes octets 2 to T of the outputs d.dst from the inputs d.ins with the prepared
-// coefficients s: the whole 64-octet columns, then the rest, in place when T - 2 >= 64 (the
-// length prefixes are then left to the caller), else through a padded copy that carries the
-// prefixes too.
-func (d *Decoder) columns(s *fusedScratch, L int) {
+// coefficients s, and reports whether it left the length prefixes to the caller. The GFNI
+// kernels take any length (a partial last column under a byte mask): one pass. The nibble
+// kernels take whole 64-octet columns, and the rest is computed in place when T - 2 >= 64, else
+// through a padded copy that carries the prefixes too.
+func (d *Decoder) columns(s *fusedScratch, L int) (prefixes bool) {
 	d.outs = d.outs[:0]
 	for _, b := range d.dst {
 		d.outs = append(d.outs, b[2:])
+	}
+	if s.k == KernelsGFNI && L > 0 {
+		s.mul(d.ins, d.outs, L)
+		return true
 	}
 	n64 := L &^ 63
 	if n64 > 0 {
@@ -316,9 +320,10 @@ func (d *Decoder) columns(s *fusedScratch, L int) {
 	}
 	if L >= 64 {
 		d.tailInPlace(s, n64, L)
-	} else {
-		d.tailPadded(s, n64, L)
+		return true
 	}
+	d.tailPadded(s, n64, L)
+	return false
 }
 
 // gatherInputs lists the fused solve's inputs from octet 2 of their symbols, the known sources
@@ -506,11 +511,10 @@ func (d *Decoder) solveTwoStage(k Kernels, plan []int, unknown *psn.Bitmap) {
 		if n == len(d.mid) {
 			d.mid = append(d.mid, nil)
 		}
-		d.mid[n] = d.buffer(d.mid[n])
+		d.mid[n] = d.mids.at(n)
 		d.dst = append(d.dst, d.mid[n])
 	}
-	d.columns(&d.s1, L)
-	if L >= 64 {
+	if d.columns(&d.s1, L) {
 		d.rowPrefixes(rp, same)
 	}
 	for _, b := range d.dst {
@@ -525,7 +529,7 @@ func (d *Decoder) solveTwoStage(k Kernels, plan []int, unknown *psn.Bitmap) {
 	d.s2.prepare(k, d.inv, u, u)
 	d.outs = d.outs[:0]
 	for _, j := range d.cols {
-		d.src[j] = d.buffer(d.src[j])
+		d.src[j] = d.srcs.at(j)
 		d.span[j] = d.stride
 		d.outs = append(d.outs, d.src[j])
 	}
@@ -601,7 +605,7 @@ func (d *Decoder) subtractKnown(plan []int) {
 // buildRef turns a source held by reference into a symbol of the Decoder's own.
 func (d *Decoder) buildRef(j int) {
 	p := d.ref[j]
-	b := d.buffer(d.src[j])
+	b := d.srcs.at(j)
 	binary.BigEndian.PutUint16(b, uint16(len(p)))
 	n := 2 + copy(b[2:], p)
 	clear(b[n:])

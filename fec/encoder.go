@@ -35,6 +35,7 @@ type encodePlan struct {
 	indices []int
 	over    psn.Bitmap
 	pos     []int
+	whole   bool   // pos is 0, 1, ..., len(pos)-1
 	coef    []byte // portable: coef[t*m+r]
 	scratch fusedScratch
 }
@@ -67,6 +68,7 @@ func (p *encodePlan) build(k Kernels, indices []int, over *psn.Bitmap) {
 	p.k, p.over = k, *over
 	p.indices = append(p.indices[:0], indices...)
 	p.pos = over.Positions(p.pos[:0])
+	p.whole = len(p.pos) == 0 || p.pos[len(p.pos)-1] == len(p.pos)-1
 	m, nin := len(indices), len(p.pos)
 	if nin == 0 {
 		return
@@ -181,11 +183,20 @@ func encodeRows(p *encodePlan, dst [][]byte, src [][]byte) {
 // zero-padded copy when T < 64), whose last octets it keeps. It allocates only while its
 // scratch grows.
 func (e *Encoder) encodeFused(p *encodePlan, dst [][]byte, T int, src [][]byte) {
-	m, nin := len(dst), len(p.pos)
-	e.ins = e.ins[:0]
-	for _, j := range p.pos {
-		e.ins = append(e.ins, src[j])
+	if p.k == KernelsGFNI {
+		// One pass, the partial last column masked; a block whose every position is in L
+		// (every ordinary repair of a full block) is the kernel's input as it stands.
+		ins := src
+		if !p.whole || len(src) != len(p.pos) {
+			ins = e.gather(p, src)
+		}
+		p.scratch.mul(ins, dst, T)
+		clear(e.ins) // hold no caller buffer beyond the call
+		e.ins = e.ins[:0]
+		return
 	}
+	m, nin := len(dst), len(p.pos)
+	e.gather(p, src)
 	n64 := T &^ 63
 	if n64 > 0 {
 		p.scratch.mul(e.ins, dst, n64)
@@ -230,6 +241,15 @@ func (e *Encoder) encodeFused(p *encodePlan, dst [][]byte, T int, src [][]byte) 
 	}
 	clear(e.ins)
 	e.ins = e.ins[:0]
+}
+
+// gather sets e.ins to the sources at the plan's positions, in order.
+func (e *Encoder) gather(p *encodePlan, src [][]byte) [][]byte {
+	e.ins = e.ins[:0]
+	for _, j := range p.pos {
+		e.ins = append(e.ins, src[j])
+	}
+	return e.ins
 }
 
 // XOR computes the scheme 2 repair symbol (Repair Index 0): the exclusive-or of the source

@@ -224,12 +224,13 @@ func (s *fusedScratch) prepare(k Kernels, coef []byte, nin, nout int) {
 	s.k, s.nin, s.nout, s.prepared = k, nin, nout, true
 }
 
-// mul sets out[o][x] to the prepared sum for x < n, where n is a positive multiple of 64,
-// every in[i] and out[o] holds at least n octets, and no output overlaps an input.
+// mul sets out[o][x] to the prepared sum for x < n, where n is a positive multiple of 64 (any
+// positive n for the GFNI family, whose kernels mask a partial last column), every in[i] and
+// out[o] holds at least n octets, and no output overlaps an input.
 func (s *fusedScratch) mul(in, out [][]byte, n int) {
 	// The kernel trusts its operands; its callers build them, and this keeps a slip of theirs
 	// from reaching memory it must not touch.
-	if !s.prepared || n <= 0 || n%64 != 0 || len(in) != s.nin || len(out) != s.nout {
+	if !s.prepared || n <= 0 || (n%64 != 0 && s.k != KernelsGFNI) || len(in) != s.nin || len(out) != s.nout {
 		panic("fec: fusedScratch.mul: bad shape")
 	}
 	for _, b := range in {

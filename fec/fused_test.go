@@ -451,3 +451,21 @@ func TestDecodePlansFollowThePattern(t *testing.T) {
 		}
 	})
 }
+
+// TestGFNIPartialColumn checks the GFNI kernels at lengths that end inside a 64-octet column,
+// which they load and store under a byte mask: every octet below n right, none at n written,
+// for every output count of one and two passes.
+func TestGFNIPartialColumn(t *testing.T) {
+	if !KernelsGFNI.Available() {
+		t.Skip("no GFNI kernels on this machine: " + CodecPath())
+	}
+	rng := rand.New(rand.NewPCG(3, 4))
+	var s fusedScratch
+	for _, u := range []int{1, 2, 4, 8, 15, 16, 17, 24} {
+		for _, nin := range []int{1, 5, 32} {
+			for _, n := range []int{1, 2, 34, 63, 65, 127, 1058, 4130} {
+				checkFusedMul(t, rng, &s, KernelsGFNI, u, nin, n)
+			}
+		}
+	}
+}

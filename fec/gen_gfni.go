@@ -4,23 +4,26 @@
 // gfniMul16, one per number of outputs. Run it with `go generate` in the package directory.
 //
 // gfniMulN(mat *uint64, in, out [][]byte, n int) sets, for every output o < N and every
-// octet x < n (n a positive multiple of 64),
+// octet x < n (n > 0),
 //
 //	out[o][x] = sum over i of M(i, o) * in[i][x]
 //
 // where M(i, o) is the multiplication by a field element written as the 8 x 8 bit matrix
 // mat[i*N+o] that VGF2P8AFFINEQB takes. Each 64-octet column keeps its N sums in registers
-// while every input streams through once.
+// while every input streams through once. When n is not a multiple of 64, the last, partial
+// column is loaded and stored under a byte mask (AVX512BW, BMI2's BZHI for the mask), so no
+// octet at or beyond n is read or written and a symbol of any length codes in one pass.
 package main
 
 import (
 	"bytes"
 	"fmt"
 	"os"
+	"strings"
 )
 
-// maxOut is the number of outputs of the widest kernel: N sums, one input and the
-// products take N + 2 of the 32 vector registers.
+// maxOut is the number of outputs of the widest kernel: N sums (Z0..Z15), two inputs (Z30,
+// Z31) and seven pairs of products (Z16..Z29) fit the 32 vector registers.
 const maxOut = 16
 
 func main() {
@@ -42,7 +45,7 @@ func kernel(b *bytes.Buffer, n int) {
 	p := func(format string, args ...any) { fmt.Fprintf(b, format+"\n", args...) }
 	p("")
 	p("// func %s(mat *uint64, in [][]byte, out [][]byte, n int)", name)
-	p("// Requires: AVX512F, GFNI")
+	p("// Requires: AVX512F, AVX512BW, BMI2, GFNI")
 	p("TEXT ·%s(SB), NOSPLIT, $0-64", name)
 	p("\tMOVQ mat+0(FP), AX")
 	p("\tMOVQ in_base+8(FP), BX")
@@ -54,11 +57,40 @@ func kernel(b *bytes.Buffer, n int) {
 	p("\tJZ %s_end", name)
 	p("\tTESTQ DI, DI")
 	p("\tJZ %s_end", name)
+	p("\tMOVQ DI, R12")
+	p("\tANDQ $-64, R12") // the whole columns end at R12
+	p("\tJZ %s_tail", name)
+	column(p, name, "column", n, "VMOVDQU64 (R11)(SI*1), Z31", "VMOVDQU64 Z%d, (R11)(SI*1)")
+	p("\tADDQ $64, SI")
+	p("\tCMPQ SI, R12")
+	p("\tJB %s_column", name)
+	p("\tCMPQ SI, DI")
+	p("\tJAE %s_done", name)
 	p("")
-	p("%s_column:", name)
+	p("%s_tail:", name)
+	p("\tMOVQ DI, R13")
+	p("\tSUBQ SI, R13")
+	p("\tMOVQ $-1, R11")
+	p("\tBZHIQ R13, R11, R11")
+	p("\tKMOVQ R11, K1")
+	column(p, name, "partial", n, "VMOVDQU8.Z (R11)(SI*1), K1, Z31", "VMOVDQU8 Z%d, K1, (R11)(SI*1)")
+	p("")
+	p("%s_done:", name)
+	p("\tVZEROUPPER")
+	p("")
+	p("%s_end:", name)
+	p("\tRET")
+}
+
+// column writes one 64-octet column of the kernel of n outputs at offset SI, under label
+// name_label, with load (into Z31 from the input at R11) and store (output register %d to the
+// output at R11).
+func column(p func(string, ...any), name, label string, n int, load, store string) {
+	p("")
+	p("%s_%s:", name, label)
 	// The first input sets the sums, the others add to them.
 	p("\tMOVQ (BX), R11")
-	p("\tVMOVDQU64 (R11)(SI*1), Z31")
+	p("\t" + load)
 	for o := 0; o < n; o++ {
 		p("\tVGF2P8AFFINEQB.BCST $0x00, %d(AX), Z31, Z%d", 8*o, o)
 	}
@@ -66,34 +98,43 @@ func kernel(b *bytes.Buffer, n int) {
 	p("\tLEAQ %d(AX), R9", 8*n)
 	p("\tMOVQ CX, R10")
 	p("\tDECQ R10")
-	p("\tJZ %s_store", name)
+	p("\tJZ %s_%s_store", name, label)
+	// The other inputs two at a time: both products of an output and its sum meet in one
+	// three-way exclusive-or, one instruction where two would do.
+	p("\tCMPQ R10, $2")
+	p("\tJB %s_%s_last", name, label)
 	p("")
-	p("%s_input:", name)
+	p("%s_%s_pair:", name, label)
 	p("\tMOVQ (R8), R11")
-	p("\tVMOVDQU64 (R11)(SI*1), Z31")
+	p("\t" + load)
+	p("\tMOVQ 24(R8), R11")
+	p("\t" + strings.Replace(load, "Z31", "Z30", 1))
+	for o := 0; o < n; o++ {
+		t := 16 + 2*(o%7) // pairs of Z16..Z29 for the products
+		p("\tVGF2P8AFFINEQB.BCST $0x00, %d(R9), Z31, Z%d", 8*o, t)
+		p("\tVGF2P8AFFINEQB.BCST $0x00, %d(R9), Z30, Z%d", 8*(n+o), t+1)
+		p("\tVPTERNLOGQ $0x96, Z%d, Z%d, Z%d", t+1, t, o)
+	}
+	p("\tADDQ $48, R8")
+	p("\tADDQ $%d, R9", 16*n)
+	p("\tSUBQ $2, R10")
+	p("\tCMPQ R10, $2")
+	p("\tJAE %s_%s_pair", name, label)
+	p("\tTESTQ R10, R10")
+	p("\tJZ %s_%s_store", name, label)
+	p("")
+	p("%s_%s_last:", name, label)
+	p("\tMOVQ (R8), R11")
+	p("\t" + load)
 	for o := 0; o < n; o++ {
 		t := 16 + o%14 // Z16..Z29 for the products
-		if n <= 14 {
-			t = 16 + o
-		}
 		p("\tVGF2P8AFFINEQB.BCST $0x00, %d(R9), Z31, Z%d", 8*o, t)
 		p("\tVPXORQ Z%d, Z%d, Z%d", t, o, o)
 	}
-	p("\tADDQ $24, R8")
-	p("\tADDQ $%d, R9", 8*n)
-	p("\tDECQ R10")
-	p("\tJNZ %s_input", name)
 	p("")
-	p("%s_store:", name)
+	p("%s_%s_store:", name, label)
 	for o := 0; o < n; o++ {
 		p("\tMOVQ %d(DX), R11", 24*o)
-		p("\tVMOVDQU64 Z%d, (R11)(SI*1)", o)
+		p("\t"+store, o)
 	}
-	p("\tADDQ $64, SI")
-	p("\tCMPQ SI, DI")
-	p("\tJB %s_column", name)
-	p("\tVZEROUPPER")
-	p("")
-	p("%s_end:", name)
-	p("\tRET")
 }

@@ -6,9 +6,10 @@ import "github.com/klauspost/cpuid/v2"
 
 //go:generate go run gen_gfni.go
 
-// haveGFNI says whether the fused kernels of gfni_amd64.s can run: they need AVX-512 and the
-// Galois field instructions, and an operating system that keeps the 512-bit registers.
-var haveGFNI = cpuid.CPU.Supports(cpuid.AVX512F, cpuid.AVX512BW, cpuid.GFNI)
+// haveGFNI says whether the fused kernels of gfni_amd64.s can run: they need AVX-512 (with its
+// byte masks), the Galois field instructions, BMI2 for the mask of a partial column, and an
+// operating system that keeps the 512-bit registers.
+var haveGFNI = cpuid.CPU.Supports(cpuid.AVX512F, cpuid.AVX512BW, cpuid.BMI2, cpuid.GFNI)
 
 // gfniKernels[N-1] is the fused kernel of N outputs (see gen_gfni.go).
 var gfniKernels = [gfniMaxOut]func(mat *uint64, in, out [][]byte, n int){

@@ -16,12 +16,12 @@ import (
 // Cauchy rows) and ISA-L's (gf_gen_cauchy1_matrix). The symbols are C memory, read by both.
 type block struct {
 	k, m, T  int
-	syms     [][]byte // k source symbols
-	payloads [][]byte // their payloads, syms[j][2:]
-	repair   [][]byte // crem's repair symbols 0..m-1
-	parity   [][]byte // ISA-L's parity blocks
-	encmat   []byte   // ISA-L's (k+m) x k matrix
-	tbls     []byte   // ISA-L's encode tables
+	syms     [][]byte                // k source symbols
+	payloads [][]byte                // their payloads, syms[j][2:]
+	repair   [][]byte                // crem's repair symbols 0..m-1
+	parity   [][]byte                // ISA-L's parity blocks
+	encmat   []byte                  // ISA-L's (k+m) x k matrix
+	tbls     [isalFamilyCount][]byte // ISA-L's encode tables, per kernel family
 	blocks   **C.uchar
 	parityP  **C.uchar
 }
@@ -58,12 +58,17 @@ func newBlock(a *arena, k, m, T int) (*block, error) {
 	}
 	b.parity = a.buffers(m, T)
 	b.encmat = cauchyMatrix(a, k, m)
-	b.tbls = initTables(a, k, m, b.encmat[k*k:])
+	for _, kernel := range isalFamilies {
+		b.tbls[kernel] = initTables(a, kernel, k, m, b.encmat[k*k:])
+	}
 	b.blocks = a.pointers(k+m, append(slices.Clone(b.syms), b.parity...))
 	b.parityP = a.pointers(m, b.parity)
-	encodeLoop(1, isalDispatch, T, k, m, b.tbls, b.blocks, b.parityP)
+	encodeLoop(1, isalDispatch, T, k, m, b.tbls[isalDispatch], b.blocks, b.parityP)
 	return b, nil
 }
+
+// isalFamilies are ISA-L's kernel families, each measured and checked.
+var isalFamilies = []C.int{isalDispatch, isalAVX2, isalBase}
 
 func firstN(n int) []int {
 	idx := make([]int, n)
@@ -114,17 +119,17 @@ func checkEncode(a *arena, b *block, paths []fec.Kernels) error {
 		copy(coef[i*b.k:], r)
 	}
 	ref := a.buffers(b.m, b.T)
-	encodeBase(b.T, b.k, b.m, initTables(a, b.k, b.m, coef), b.blocks, a.pointers(b.m, ref))
+	encodeBase(b.T, b.k, b.m, initTables(a, isalBase, b.k, b.m, coef), b.blocks, a.pointers(b.m, ref))
 	for i := range ref {
 		if !bytes.Equal(ref[i], b.repair[i]) {
 			return fmt.Errorf("crem repair %d differs from ISA-L's ec_encode_data_base over crem's rows", i)
 		}
 	}
 	refP := a.buffers(b.m, b.T)
-	encodeBase(b.T, b.k, b.m, b.tbls, b.blocks, a.pointers(b.m, refP))
-	for _, kernel := range []C.int{isalDispatch, isalAVX2} {
+	encodeBase(b.T, b.k, b.m, b.tbls[isalBase], b.blocks, a.pointers(b.m, refP))
+	for _, kernel := range isalFamilies {
 		got := a.buffers(b.m, b.T)
-		encodeLoop(1, kernel, b.T, b.k, b.m, b.tbls, b.blocks, a.pointers(b.m, got))
+		encodeLoop(1, kernel, b.T, b.k, b.m, b.tbls[kernel], b.blocks, a.pointers(b.m, got))
 		for i := range got {
 			if !bytes.Equal(got[i], refP[i]) {
 				return fmt.Errorf("ISA-L kernels %d: parity %d differs from ec_encode_data_base", kernel, i)
@@ -141,10 +146,10 @@ type decodeSet struct {
 	b     *block
 	u     int
 	pats  [][]int
-	lost  *C.int    // the patterns, npat*u
-	tbls  []byte    // npat tables of 32*k*u octets
-	srcs  **C.uchar // npat*k surviving blocks
-	out   [][]byte  // u restored blocks
+	lost  *C.int                  // the patterns, npat*u
+	tbls  [isalFamilyCount][]byte // per kernel family, npat tables of 32*k*u octets
+	srcs  **C.uchar               // npat*k surviving blocks
+	out   [][]byte                // u restored blocks
 	outP  **C.uchar
 	lostB []psn.Bitmap
 }
@@ -155,15 +160,19 @@ func newDecodeSet(a *arena, b *block, u, npat int) (*decodeSet, error) {
 	}
 	s := &decodeSet{b: b, u: u, pats: lossPatterns(b.k, u, npat)}
 	s.lost = a.ints(slices.Concat(s.pats...))
-	s.tbls = a.bytes(npat * 32 * b.k * u)
+	for _, kernel := range isalFamilies {
+		s.tbls[kernel] = a.bytes(npat * 32 * b.k * u)
+	}
 	s.srcs = a.pointers(npat*b.k, nil)
 	s.out = a.buffers(u, b.T)
 	s.outP = a.pointers(u, s.out)
 	srcs := cPointers(s.srcs, npat*b.k)
 	lost := cInts(s.lost, npat*u)
 	for p, pat := range s.pats {
-		if err := decodePrepare(b.k, b.m, u, b.encmat, &lost[p*u], b.blocks, &srcs[p*b.k], s.tbls[p*32*b.k*u:]); err != nil {
-			return nil, fmt.Errorf("pattern %v: %w", pat, err)
+		for _, kernel := range isalFamilies {
+			if err := decodePrepare(kernel, b.k, b.m, u, b.encmat, &lost[p*u], b.blocks, &srcs[p*b.k], s.tbls[kernel][p*32*b.k*u:]); err != nil {
+				return nil, fmt.Errorf("pattern %v: %w", pat, err)
+			}
 		}
 		var bm psn.Bitmap
 		for _, j := range pat {
@@ -180,10 +189,10 @@ func newDecodeSet(a *arena, b *block, u, npat int) (*decodeSet, error) {
 func (s *decodeSet) checkDecode(paths []fec.Kernels) error {
 	b := s.b
 	npat := len(s.pats)
-	for _, kernel := range []C.int{isalDispatch, isalAVX2} {
+	for _, kernel := range isalFamilies {
 		for p, pat := range s.pats {
 			s.clearOut()
-			decodeKernelLoop(1, p, kernel, b.T, b.k, s.u, npat, s.tbls, s.srcs, s.outP)
+			decodeKernelLoop(1, p, kernel, b.T, b.k, s.u, npat, s.tbls[kernel], s.srcs, s.outP)
 			if err := s.compare(pat, "ISA-L kernels"); err != nil {
 				return err
 			}

@@ -27,6 +27,9 @@ import (
 const (
 	isalDispatch = C.ISAL_DISPATCH // ec_encode_data: the library picks (AVX-512 where it runs)
 	isalAVX2     = C.ISAL_AVX2     // ec_encode_data_avx2
+	isalBase     = C.ISAL_BASE     // ec_encode_data_base, the scalar reference
+
+	isalFamilyCount = C.ISAL_FAMILIES
 )
 
 // maxK and maxU bound the helpers in isal.c.
@@ -102,12 +105,20 @@ func cauchyMatrix(a *arena, k, m int) []byte {
 	return mat
 }
 
-// initTables is ec_init_tables over rows x k coefficients (rows*k octets, the arena's).
-func initTables(a *arena, k, rows int, coef []byte) []byte {
+// initTables expands rows x k coefficients (rows*k octets) into the tables of the kernel
+// family (see isal_init_tables), in the arena.
+func initTables(a *arena, kernel C.int, k, rows int, coef []byte) []byte {
 	tbls := a.bytes(32 * k * rows)
-	C.ec_init_tables(C.int(k), C.int(rows), uc(coef), uc(tbls))
+	C.isal_init_tables(kernel, C.int(k), C.int(rows), uc(coef), uc(tbls))
 	return tbls
 }
+
+// isalVersion is the version of the ISA-L headers this was built with.
+func isalVersion() string { return C.GoString(C.isal_version()) }
+
+// isalDispatchGFNI says whether this ISA-L's dispatch picks GFNI kernels where the processor
+// has GFNI (2.31 and later).
+func isalDispatchGFNI() bool { return C.isal_dispatch_gfni() != 0 }
 
 // encodeLoop runs ec_encode_data (or its AVX2 form) n times.
 func encodeLoop(n int, kernel C.int, T, k, rows int, tbls []byte, data, coding **C.uchar) {
@@ -115,15 +126,15 @@ func encodeLoop(n int, kernel C.int, T, k, rows int, tbls []byte, data, coding *
 }
 
 // encodeBase is ec_encode_data_base, ISA-L's scalar reference (one gf_mul per product; it
-// takes the tables of ec_init_tables and reads each coefficient from them).
+// takes the tables of initTables(isalBase, ...) and reads each coefficient from them).
 func encodeBase(T, k, rows int, tbls []byte, data, coding **C.uchar) {
 	C.ec_encode_data_base(C.int(T), C.int(k), C.int(rows), uc(tbls), data, coding)
 }
 
 // decodePrepare inverts the matrix of one loss pattern and expands its decode tables (see
 // isal_decode_prepare); srcs receives the k surviving blocks.
-func decodePrepare(k, m, u int, encmat []byte, lost *C.int, blocks, srcs **C.uchar, tbls []byte) error {
-	if rc := C.isal_decode_prepare(C.int(k), C.int(m), C.int(u), uc(encmat), lost, blocks, srcs, uc(tbls)); rc != 0 {
+func decodePrepare(kernel C.int, k, m, u int, encmat []byte, lost *C.int, blocks, srcs **C.uchar, tbls []byte) error {
+	if rc := C.isal_decode_prepare(kernel, C.int(k), C.int(m), C.int(u), uc(encmat), lost, blocks, srcs, uc(tbls)); rc != 0 {
 		return fmt.Errorf("isal_decode_prepare: %d", int(rc))
 	}
 	return nil

@@ -32,7 +32,7 @@ func TestTables(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := out.String()
-	for _, want := range []string{"| encode k32m4T1058 |", "| decode k32u8T4130 |", "| isal | isal-avx2 | isal-whole |", "/ isal-whole"} {
+	for _, want := range []string{"| encode k32m4T1058 |", "| decode k32u8T4130 |", "| isal | isal-avx2 | isal-base | isal-whole |", "/ isal-base", "/ isal-whole", "ISA-L 2."} {
 		if !strings.Contains(s, want) {
 			t.Errorf("output lacks %q:\n%s", want, s)
 		}

@@ -85,11 +85,27 @@ func run(out, progress io.Writer, rounds int, per time.Duration, npat int, check
 		runtime.Version(), runtime.GOOS, runtime.GOARCH, runtime.GOMAXPROCS(0), rounds, per, npat)
 	fmt.Fprintf(out, "CPU: %s; flags: %s\n\n", cpuInfo("model name"), cpuFlags("avx2", "avx512f", "avx512bw", "avx512vl", "gfni"))
 	fmt.Fprintf(out, "fec.CodecPath(): %s; load average %s before, %s after\n\n", fec.CodecPath(), load0, loadAvg())
+	fmt.Fprintf(out, "ISA-L %s (headers); `isal` is its dispatch: %s\n\n", isalVersion(), isalDispatchSays())
 	fmt.Fprintln(out, "GB/s of source octets (k x T per operation), wall clock: median (least-most) over the rounds, then the median by the thread's CPU time:")
 	fmt.Fprintln(out)
-	names := append(prefixed("crem-", pathNames(paths)), "isal", "isal-avx2", "isal-whole")
-	writeTables(out, cases, names, []string{"isal", "isal-avx2", "isal-whole"})
+	names := append(prefixed("crem-", pathNames(paths)), "isal", "isal-avx2", "isal-base", "isal-whole")
+	writeTables(out, cases, names, []string{"isal", "isal-avx2", "isal-base", "isal-whole"})
 	return nil
+}
+
+// isalDispatchSays names the kernels ec_encode_data dispatches to on this processor.
+func isalDispatchSays() string {
+	has := cpuFlags("gfni", "avx512bw")
+	switch {
+	case isalDispatchGFNI() && has == "gfni, avx512bw":
+		return "its AVX-512 GFNI kernels"
+	case strings.Contains(has, "no avx512bw"):
+		return "its AVX2 (or older) kernels"
+	case isalDispatchGFNI():
+		return "its AVX-512 kernels (no GFNI here)"
+	default:
+		return "its AVX-512 kernels (this ISA-L has no GFNI kernels)"
+	}
 }
 
 func pathNames(paths []fec.Kernels) []string {
@@ -161,11 +177,15 @@ func encodeCase(a *arena, b *block, paths []fec.Kernels) (*benchCase, error) {
 	out := a.pointers(b.m, a.buffers(b.m, b.T))
 	c.variants = append(c.variants,
 		&variant{name: "isal", run: func(n int) error {
-			encodeLoop(n, isalDispatch, b.T, b.k, b.m, b.tbls, b.blocks, out)
+			encodeLoop(n, isalDispatch, b.T, b.k, b.m, b.tbls[isalDispatch], b.blocks, out)
 			return nil
 		}},
 		&variant{name: "isal-avx2", run: func(n int) error {
-			encodeLoop(n, isalAVX2, b.T, b.k, b.m, b.tbls, b.blocks, out)
+			encodeLoop(n, isalAVX2, b.T, b.k, b.m, b.tbls[isalAVX2], b.blocks, out)
+			return nil
+		}},
+		&variant{name: "isal-base", run: func(n int) error {
+			encodeLoop(n, isalBase, b.T, b.k, b.m, b.tbls[isalBase], b.blocks, out)
 			return nil
 		}})
 	return c, nil
@@ -194,16 +214,21 @@ func decodeCase(s *decodeSet, paths []fec.Kernels) (*benchCase, error) {
 			return nil
 		}})
 	}
-	pk, pa, pw := 0, 0, 0
+	pk, pa, pb, pw := 0, 0, 0, 0
 	c.variants = append(c.variants,
 		&variant{name: "isal", run: func(n int) error {
-			decodeKernelLoop(n, pk, isalDispatch, b.T, b.k, s.u, npat, s.tbls, s.srcs, s.outP)
+			decodeKernelLoop(n, pk, isalDispatch, b.T, b.k, s.u, npat, s.tbls[isalDispatch], s.srcs, s.outP)
 			pk = (pk + n) % npat
 			return nil
 		}},
 		&variant{name: "isal-avx2", run: func(n int) error {
-			decodeKernelLoop(n, pa, isalAVX2, b.T, b.k, s.u, npat, s.tbls, s.srcs, s.outP)
+			decodeKernelLoop(n, pa, isalAVX2, b.T, b.k, s.u, npat, s.tbls[isalAVX2], s.srcs, s.outP)
 			pa = (pa + n) % npat
+			return nil
+		}},
+		&variant{name: "isal-base", run: func(n int) error {
+			decodeKernelLoop(n, pb, isalBase, b.T, b.k, s.u, npat, s.tbls[isalBase], s.srcs, s.outP)
+			pb = (pb + n) % npat
 			return nil
 		}},
 		&variant{name: "isal-whole", run: func(n int) error {
