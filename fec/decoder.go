@@ -457,7 +457,7 @@ func (d *Decoder) solve(k Kernels, plan []int, unknown *psn.Bitmap) {
 	d.planKey(plan)
 	p := d.findPlan(k, unknown)
 	switch {
-	case p == nil && d.shareSet(plan):
+	case p == nil && d.shareSet(plan) && d.twoStagePays(k, plan):
 		d.newPlan(k, unknown)
 		d.solveTwoStage(k, plan, unknown)
 		return
@@ -468,6 +468,29 @@ func (d *Decoder) solve(k Kernels, plan []int, unknown *psn.Bitmap) {
 		p.build()
 	}
 	d.solveFused(p, plan)
+}
+
+// Per-product costs that choose between the solves, in units of one product of the fused
+// kernels over one 64-octet column: the one-pass solve's coefficients cost about this many per
+// coefficient (the closed form and the kernels' tables), for each family.
+const (
+	coefCostGFNI   = 30 // AVX-512 GFNI: one instruction per product and column
+	coefCostNibble = 12 // AVX2 or NEON: two table lookups per product and column
+)
+
+// twoStagePays reports whether the two-stage solve of the u planned rows, which share their
+// set, costs less than building the one-pass coefficients: its second product, u x u products
+// per 64-octet column, against u x |K| coefficients. At k = 32 it does on GFNI up to T = 4130
+// with u = 8, and on the nibble kernels at T = 1058 but not at T = 4130 with u = 8.
+func (d *Decoder) twoStagePays(k Kernels, plan []int) bool {
+	u := len(plan)
+	over := &d.blk.rows[plan[0]].Over
+	nk := over.Count() - u
+	cost := coefCostNibble
+	if k == KernelsGFNI {
+		cost = coefCostGFNI
+	}
+	return u*(d.stride/64) < cost*nk
 }
 
 // shareSet reports whether the planned rows were all computed over one set L.
