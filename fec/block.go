@@ -205,3 +205,10 @@ func (b *Block) Restore() (psn.Bitmap, error) {
 	b.known = b.known.Or(s.Unknown)
 	return s.Unknown, nil
 }
+
+// restored marks the unknowns of s, the status of a solvable block, as restored and returns
+// them: Restore for a caller that has just planned the solve.
+func (b *Block) restored(s *Status) psn.Bitmap {
+	b.known = b.known.Or(s.Unknown)
+	return s.Unknown
+}

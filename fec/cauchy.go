@@ -55,73 +55,82 @@ func CauchyRows(k int, idx ...int) ([][]byte, error) {
 }
 
 // cauchyInverse writes into inv (row-major, inv[c*u+r]) the inverse of the u x u Cauchy matrix
-// A[r][c] = C(rows[r], cols[c]), u = len(rows) = len(cols). It uses the closed form of the
-// Cauchy inverse, O(u^2), which in characteristic 2 needs no signs:
+// A[r][c] = C(rows[r], cols[c]), u = len(rows) = len(cols), and into lg[r] and lh[c] (u entries
+// each) the logarithms of its factors g_r and h_c. It uses the closed form of the Cauchy
+// inverse, O(u^2), which in characteristic 2 needs no signs:
 //
 //	inv[c][r] = A[r][c] * g_r * h_c
 //	g_r = prod_l (x_r + y_l) / prod_{l != r} (x_r + x_l)
 //	h_c = prod_l (x_l + y_c) / prod_{l != c} (y_c + y_l)
 //
 // Repair Indices must be distinct and valid for the block, positions distinct.
-func cauchyInverse(inv []byte, rows, cols []int) {
+func cauchyInverse(inv []byte, lg, lh []int, rows, cols []int) {
 	// In logarithms, so the products and quotients are sums and differences mod 255.
 	u := len(rows)
-	var g, h [MaxK]int
-	for r := range u {
-		xr := byte(255 - rows[r])
-		lg := 0
+	lg, lh, inv = lg[:u], lh[:u], inv[:u*u]
+	for r, i := range rows {
+		xr := byte(255 - i)
+		s := 0
 		for l := range u {
-			lg += int(gfLog[xr^byte(cols[l])])
-			if l != r {
-				lg += 255 - int(gfLog[xr^byte(255-rows[l])])
-			}
+			s += int(gfLog[xr^byte(cols[l])]) + 255 - int(gfLog[xr^byte(255-rows[l])])
 		}
-		g[r] = lg % 255
+		// The term l = r added 255 - log(0) = 255, a multiple of 255.
+		lg[r] = s % 255
 	}
-	for c := range u {
-		h[c] = cauchyLogH(rows, cols, c)
+	for c, y := range cols {
+		yc := byte(y)
+		s := 0
+		for l := range u {
+			s += int(gfLog[yc^byte(255-rows[l])]) + 255 - int(gfLog[yc^byte(cols[l])])
+		}
+		lh[c] = s % 255
 	}
-	for c := range u {
-		yc := byte(cols[c])
-		for r := range u {
-			// A[r][c] = 1/(x_r + y_c): its logarithm is the negated one of x_r + y_c.
-			la := 255 - int(gfLog[byte(255-rows[r])^yc])
-			inv[c*u+r] = gfExp[(la+g[r]+h[c])%255]
+	for c, y := range cols {
+		yc := byte(y)
+		row := inv[c*u : (c+1)*u]
+		for r, i := range rows {
+			// A[r][c] = 1/(x_r + y_c): its logarithm is the negated one of x_r + y_c. The sum
+			// is below 765, the length of gfExp.
+			row[r] = gfExp[lg[r]+lh[c]+255-int(gfLog[byte(255-i)^yc])]
 		}
 	}
 }
 
-// cauchyLogH returns the logarithm of h_c = prod_l (x_l + y_c) / prod_{l != c} (y_c + y_l), the
-// column factor of the Cauchy inverse (see cauchyInverse).
-func cauchyLogH(rows, cols []int, c int) int {
-	yc := byte(cols[c])
-	lh := 0
-	for l := range rows {
-		lh += int(gfLog[byte(255-rows[l])^yc])
-		if l != c {
-			lh += 255 - int(gfLog[yc^byte(cols[l])])
-		}
-	}
-	return lh % 255
-}
-
-// cauchyProject writes into z[c*stride] (c < u) the coefficients that give column j of the
-// Cauchy rows as a combination of the columns cols: with A[r][c] = C(rows[r], cols[c]),
-// z = A^-1 * (C(rows[r], j))_r. j must not be in cols. lh[c] = cauchyLogH(rows, cols, c).
+// cauchyProject writes into m[c*stride+t] (c < u, t < len(pos)) the coefficients that give
+// column pos[t] of the Cauchy rows as a combination of the columns cols: with
+// A[r][c] = C(rows[r], cols[c]), z = A^-1 * (C(rows[r], pos[t]))_r. No position of pos may be in
+// cols. lh holds the logarithms of the column factors h_c (cauchyInverse); lb is scratch of
+// len(pos) entries.
 //
-// In closed form, O(u): the partial fractions of prod_r (X + x_r) / ((X + y_j) prod_c (X + y_c)),
-// which vanishes at every x_r, give in characteristic 2
+// In closed form, O(u) per position: the partial fractions of
+// prod_r (X + x_r) / ((X + y_j) prod_c (X + y_c)), which vanishes at every x_r, give in
+// characteristic 2
 //
 //	z_c = h_c * b_j / (y_c + y_j)
 //	b_j = prod_c (y_j + y_c) / prod_r (y_j + x_r)
-func cauchyProject(z []byte, stride int, rows, cols, lh []int, j int) {
-	yj := byte(j)
-	lb := 0
-	for l := range rows {
-		lb += int(gfLog[yj^byte(cols[l])]) + 255 - int(gfLog[yj^byte(255-rows[l])])
+//
+// b_j first for every position, then the coefficients output by output, so that neither loop
+// waits on the other's lookups.
+func cauchyProject(m []byte, stride int, rows, cols, pos, lh, lb []int) {
+	lb = lb[:len(pos)]
+	for t, j := range pos {
+		yj := byte(j)
+		s := 0
+		for _, y := range cols {
+			s += int(gfLog[yj^byte(y)])
+		}
+		for _, i := range rows {
+			s += 255 - int(gfLog[yj^byte(255-i)])
+		}
+		lb[t] = s % 255
 	}
-	lb %= 255
-	for c := range cols {
-		z[c*stride] = gfExp[(lh[c]+lb+255-int(gfLog[yj^byte(cols[c])]))%255]
+	for c, y := range cols {
+		yc := byte(y)
+		z := m[c*stride : c*stride+len(pos)]
+		base := lh[c] + 255
+		for t, j := range pos {
+			// base + lb[t] - log(y_c + y_j) < 765, the length of gfExp.
+			z[t] = gfExp[base+lb[t]-int(gfLog[yc^byte(j)])]
+		}
 	}
 }

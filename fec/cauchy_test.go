@@ -76,7 +76,7 @@ func TestCauchyInverseClosedForm(t *testing.T) {
 			}
 		}
 		inv := make([]byte, u*u)
-		cauchyInverse(inv, rows, cols)
+		cauchyInverse(inv, make([]int, u), make([]int, u), rows, cols)
 		want := invertRef(a)
 		if want == nil {
 			t.Fatalf("reference says singular: rows %v cols %v", rows, cols)

@@ -31,20 +31,27 @@ type Decoder struct {
 	srcs symbolSlab   // src's buffers by position
 	reps symbolSlab   // rep's buffers by row
 
-	plan []int
-	idx  []int // Repair Indices of the planned rows
-	cols []int // unknown positions
-	inv  []byte
-	pos  []int // known positions the planned rows cover
+	plan  []int
+	idx   []int        // Repair Indices of the planned rows
+	overs []psn.Bitmap // their sets L
+	cols  []int        // unknown positions
+	inv   []byte
+	lg    []int // scratch of cauchyInverse
+	lh    []int
 
-	// The fused solve (solveFused): inputs and outputs from octet 2 of the symbols on, the
-	// inputs' length prefixes, the u x n coefficients and the kernels' scratch.
+	// The fused solve (solveFused): the plans of the last loss patterns solved, most recently
+	// used first (fusedPlan); inputs and outputs from octet 2 of the symbols, the inputs' length
+	// prefixes, and the tail's scratch.
+	plans       []*decodePlan
+	rplans      []*rowPlan // the row plans of the two-stage solve, most recently used first
+	pos, gcols  []int      // two-stage: the known positions of L, the columns taken from the row plan
+	mid         [][]byte   // two-stage: the u symbols R - C_K S_K
+	mids        symbolSlab // their buffers
+	s1, s2      fusedScratch
+	dst         [][]byte // the outputs' symbols
 	ins, outs   [][]byte
 	tins, touts [][]byte
 	pre         []byte
-	coef        []byte
-	lh          []int
-	scratch     fusedScratch
 	tail        []byte
 }
 
@@ -71,6 +78,7 @@ func (d *Decoder) Reset(s Scheme, k, T int, present psn.Bitmap) error {
 	d.stride = roundUp64(T)
 	d.srcs.reset(k, T)
 	d.reps.reset(0, T)
+	d.mids.reset(0, T)
 	d.refs.Each(func(j int) { d.ref[j] = nil }) // let the caller's buffers go
 	d.refs = psn.Bitmap{}
 	return nil
@@ -92,7 +100,8 @@ func (d *Decoder) AddSource(j int, payload []byte) error {
 	n := 2 + copy(b[2:], payload)
 	clear(b[n:])
 	d.src[j], d.span[j] = b, roundUp64(n)
-	return d.blk.AddSource(j)
+	d.blk.known.Set(j) // checked above (checkSource)
+	return nil
 }
 
 // AddSourceRef is AddSource without the copy: the Decoder keeps payload itself and reads it
@@ -107,7 +116,8 @@ func (d *Decoder) AddSourceRef(j int, payload []byte) error {
 	}
 	d.ref[j] = payload
 	d.refs.Set(j)
-	return d.blk.AddSource(j)
+	d.blk.known.Set(j) // checked above (checkSource)
+	return nil
 }
 
 // AddSourceSymbol records a whole source symbol for position j: a Source Copy repair symbol
@@ -127,7 +137,8 @@ func (d *Decoder) AddSourceSymbol(j int, sym []byte) error {
 	b := d.srcs.at(j)
 	clear(b[copy(b, sym):])
 	d.src[j], d.span[j] = b, roundUp64(2+len(p))
-	return d.blk.AddSource(j)
+	d.blk.known.Set(j) // checked above (checkSource)
+	return nil
 }
 
 // AddRepair records the repair symbol with Repair Index i computed over the set L (the present
@@ -211,6 +222,10 @@ func (d *Decoder) Decode() (psn.Bitmap, error) {
 	if err != nil || s.U == 0 {
 		return psn.Bitmap{}, err
 	}
+	if k := resolve(d.kernels); k != KernelsPortable && d.blk.scheme != SchemeXOR {
+		d.solve(k, plan, &s.Unknown)
+		return d.blk.restored(&s), nil
+	}
 	d.cols = s.Unknown.Positions(d.cols[:0])
 	if d.blk.scheme == SchemeXOR {
 		d.subtractKnown(plan)
@@ -218,7 +233,7 @@ func (d *Decoder) Decode() (psn.Bitmap, error) {
 		d.src[j] = d.srcs.at(j)
 		copy(d.src[j], d.rep[plan[0]])
 		d.span[j] = d.stride
-		return d.blk.Restore()
+		return d.blk.restored(&s), nil
 	}
 	u := s.U
 	d.idx = d.idx[:0]
@@ -229,11 +244,8 @@ func (d *Decoder) Decode() (psn.Bitmap, error) {
 		d.inv = make([]byte, u*u)
 	}
 	inv := d.inv[:u*u]
-	cauchyInverse(inv, d.idx, d.cols)
-	if k := resolve(d.kernels); k != KernelsPortable {
-		d.solveFused(k, plan, inv)
-		return d.blk.Restore()
-	}
+	d.lg, d.lh = growInts(d.lg, u), growInts(d.lh, u)
+	cauchyInverse(inv, d.lg, d.lh, d.idx, d.cols)
 	d.subtractKnown(plan)
 	// S_U = inv * R', one row of R' at a time, so each is read once while the u outputs stay
 	// in the first-level cache.
@@ -251,113 +263,171 @@ func (d *Decoder) Decode() (psn.Bitmap, error) {
 			}
 		}
 	}
-	return d.blk.Restore()
+	return d.blk.restored(&s), nil
 }
 
-// solveFused computes the unknowns in one pass over everything they depend on. With R the
-// planned rows, K the known sources in their sets and C_K their coefficients (zero where a
-// row's set leaves a source out),
+// solveFused computes the unknowns with the fused kernels in one pass over everything they
+// depend on, the known sources in the rows' sets and the planned rows, with the coefficients of
+// plan p (decodePlan.build). The repair symbols are left as they are.
 //
-//	S_U = inv * (R - C_K * S_K) = inv * R + (inv * C_K) * S_K
-//
-// so the u x (|K| + u) coefficients [inv * C_K | inv] are formed first, O(u |K|) in closed form
-// where every row covers the source, O(u^2) per source otherwise, and the fused kernel then
-// reads every input once for all u outputs. The repair symbols are left as they are.
-//
-// The kernel runs over whole 64-octet columns from octet 2 of the symbols, where a payload
-// held by reference lines up with the symbols; the last partial column and the 2-octet length
-// prefixes go through a small zero-padded copy. A payload held by reference that is shorter
-// than T - 2 does not fill the columns and is first built into a symbol of the Decoder's own,
-// as Symbol would. Beyond the widest kernel's outputs (16 for GFNI, 4 for AVX2) the kernels
-// pass over the inputs once per that many outputs.
-func (d *Decoder) solveFused(k Kernels, plan []int, inv []byte) {
-	u := len(plan)
+// The kernels run from octet 2 of the symbols, where a payload held by reference lines up with
+// the symbols (columns): the GFNI kernels over the T - 2 octets in one pass, the nibble kernels
+// over whole 64-octet columns, and when T - 2 >= 64 over the last 64 octets of every input in
+// place for the rest (the products are bytewise, so the overlap with the columns already done
+// gives the same octets), only the u outputs going through scratch. The 2-octet length
+// prefixes are then summed in scalar (prefixes). Below that, a small zero-padded copy of every
+// input carries both (tailPadded). A payload held by reference that is shorter than T - 2 does
+// not fill the columns and is first built into a symbol of the Decoder's own, as Symbol would.
+// Beyond the widest kernel's outputs (16 for GFNI, 4 for AVX2) the kernels pass over the inputs
+// once per that many outputs.
+func (d *Decoder) solveFused(p *decodePlan, plan []int) {
 	T := d.symLen
 	L := T - 2
-	var over, all psn.Bitmap
-	all = d.blk.rows[plan[0]].Over
-	for _, r := range plan {
-		o := d.blk.rows[r].Over
-		over = over.Or(o)
-		all = all.And(o)
-	}
-	over = over.And(d.blk.known)
-
-	// Inputs: the known sources in ascending position, then the planned rows.
-	d.ins, d.pre = d.ins[:0], d.pre[:0]
-	d.pos = over.Positions(d.pos[:0])
-	for _, j := range d.pos {
-		if d.refs.Has(j) && len(d.ref[j]) < L {
-			d.buildRef(j) // a short payload does not fill the columns: pad it
-		}
-		if d.refs.Has(j) {
-			p := d.ref[j]
-			d.ins = append(d.ins, p)
-			d.pre = append(d.pre, byte(len(p)>>8), byte(len(p)))
-		} else {
-			d.ins = append(d.ins, d.src[j][2:])
-			d.pre = append(d.pre, d.src[j][0], d.src[j][1])
-		}
-	}
-	for _, r := range plan {
-		d.ins = append(d.ins, d.rep[r][2:])
-		d.pre = append(d.pre, d.rep[r][0], d.rep[r][1])
-	}
-	nk, nin := len(d.pos), len(d.ins)
-
-	// Coefficients, row c = output c: [inv * C_K | inv].
-	if cap(d.coef) < u*nin {
-		d.coef = make([]byte, u*nin)
-	}
-	m := d.coef[:u*nin]
-	if cap(d.lh) < u {
-		d.lh = make([]int, u)
-	}
-	lh := d.lh[:u]
-	for c := range u {
-		lh[c] = cauchyLogH(d.idx, d.cols, c)
-	}
-	for t, j := range d.pos {
-		if all.Has(j) {
-			cauchyProject(m[t:], nin, d.idx, d.cols, lh, j)
-			continue
-		}
-		for c := range u {
-			var z byte
-			for n, r := range plan {
-				if d.blk.rows[r].Over.Has(j) {
-					z ^= mulLog(inv[c*u+n], coef(d.idx[n], j))
-				}
-			}
-			m[c*nin+t] = z
-		}
-	}
-	for c := range u {
-		copy(m[c*nin+nk:(c+1)*nin], inv[c*u:(c+1)*u])
-	}
-
-	d.outs = d.outs[:0]
-	for _, j := range d.cols {
+	same := d.gatherInputs(p.pos, plan, L)
+	d.dst = d.dst[:0]
+	for _, j := range p.cols {
 		d.src[j] = d.srcs.at(j)
 		d.span[j] = d.stride
-		d.outs = append(d.outs, d.src[j][2:])
+		d.dst = append(d.dst, d.src[j])
 	}
-	d.scratch.prepare(k, m, nin, u)
+	if d.columns(&p.scratch, L) {
+		d.prefixes(p, same)
+	}
+	for _, b := range d.dst {
+		clear(b[T:])
+	}
+	clear(d.ins) // hold no payload beyond the call
+	d.ins = d.ins[:0]
+}
+
+// columns computes octets 2 to T of the outputs d.dst from the inputs d.ins with the prepared
+// coefficients s, and reports whether it left the length prefixes to the caller. The GFNI
+// kernels take any length (a partial last column under a byte mask): one pass. The nibble
+// kernels take whole 64-octet columns, and the rest is computed in place when T - 2 >= 64, else
+// through a padded copy that carries the prefixes too.
+func (d *Decoder) columns(s *fusedScratch, L int) (prefixes bool) {
+	d.outs = d.outs[:0]
+	for _, b := range d.dst {
+		d.outs = append(d.outs, b[2:])
+	}
+	if s.k == KernelsGFNI && L > 0 {
+		s.mul(d.ins, d.outs, L)
+		return true
+	}
 	n64 := L &^ 63
 	if n64 > 0 {
-		d.scratch.mul(d.ins, d.outs, n64)
+		s.mul(d.ins, d.outs, n64)
 	}
+	if L >= 64 {
+		d.tailInPlace(s, n64, L)
+		return true
+	}
+	d.tailPadded(s, n64, L)
+	return false
+}
 
-	// The rest of the last column and the length prefixes, from a zero-padded copy.
+// gatherInputs lists the fused solve's inputs from octet 2 of their symbols, the known sources
+// at pos and then the planned rows, with their length prefixes in d.pre. It reports whether
+// every known source has the first one's prefix (all full payloads, as a receiver of RDMA
+// packets mostly sees).
+func (d *Decoder) gatherInputs(pos, plan []int, L int) (same bool) {
+	nk := len(pos)
+	nin := nk + len(plan)
+	if cap(d.ins) < nin {
+		d.ins = make([][]byte, nin)
+	}
+	d.ins, d.pre = d.ins[:nin], grow(d.pre, 2*nin)
+	ins, pre := d.ins, d.pre
+	same = true
+	for t, j := range pos {
+		var h, l byte
+		if pl := d.ref[j]; d.refs.Has(j) && len(pl) == L {
+			ins[t] = pl
+			h, l = byte(L>>8), byte(L)
+		} else {
+			if d.refs.Has(j) {
+				d.buildRef(j) // a short payload does not fill the columns: pad it
+			}
+			s := d.src[j]
+			ins[t] = s[2:]
+			h, l = s[0], s[1]
+		}
+		pre[2*t], pre[2*t+1] = h, l
+		same = same && h == pre[0] && l == pre[1]
+	}
+	for n, r := range plan {
+		s := d.rep[r]
+		ins[nk+n] = s[2:]
+		pre[2*(nk+n)], pre[2*(nk+n)+1] = s[0], s[1]
+	}
+	return same
+}
+
+// tailInPlace computes octets n64 to L of the outputs (from octet 2 of the symbols) from the
+// last 64 octets of every input; L >= 64.
+func (d *Decoder) tailInPlace(s *fusedScratch, n64, L int) {
+	tl := L - n64
+	if tl == 0 {
+		return
+	}
+	u, nin := len(d.outs), len(d.ins)
+	d.tail = grow(d.tail, u*64)
+	if cap(d.tins) < nin {
+		d.tins = make([][]byte, nin)
+	}
+	if cap(d.touts) < u {
+		d.touts = make([][]byte, u)
+	}
+	d.tins, d.touts = d.tins[:nin], d.touts[:u]
+	for i, in := range d.ins {
+		d.tins[i] = in[L-64 : L]
+	}
+	for c := range d.touts {
+		d.touts[c] = d.tail[c*64 : (c+1)*64]
+	}
+	s.mul(d.tins, d.touts, 64)
+	for c, out := range d.outs {
+		copy(out[n64:L], d.touts[c][64-tl:])
+	}
+	clear(d.tins)
+}
+
+// prefixes sets the outputs' 2-octet length prefixes, the sum over the inputs t of
+// coef[c][t] * prefix_t, in scalar. When every known source has one prefix (same), their part
+// is that prefix times the sum of their coefficients, which the plan keeps; only the u rows'
+// prefixes are multiplied one by one.
+func (d *Decoder) prefixes(p *decodePlan, same bool) {
+	nin := len(d.ins)
+	nk := len(p.pos)
+	first := 0
+	if same && nk > 0 {
+		first = nk
+	}
+	for c, b := range d.dst {
+		var hi, lo byte
+		if first > 0 {
+			hi, lo = mulLog(p.sumK[c], d.pre[0]), mulLog(p.sumK[c], d.pre[1])
+		}
+		row := p.coef[c*nin : (c+1)*nin]
+		for t := first; t < nin; t++ {
+			hi ^= mulLog(row[t], d.pre[2*t])
+			lo ^= mulLog(row[t], d.pre[2*t+1])
+		}
+		b[0], b[1] = hi, lo
+	}
+}
+
+// tailPadded computes octets n64 to L of the outputs and their length prefixes from a
+// zero-padded copy of the rest of every input and its prefix.
+func (d *Decoder) tailPadded(s *fusedScratch, n64, L int) {
+	u, nin := len(d.outs), len(d.ins)
 	tl := L - n64
 	w := 64
 	if tl+2 > 64 {
 		w = 128
 	}
-	if need := (nin + u) * w; cap(d.tail) < need {
-		d.tail = make([]byte, need)
-	}
-	tail := d.tail[:(nin+u)*w]
+	tail := grow(d.tail, (nin+u)*w)
+	d.tail = tail
 	d.tins, d.touts = d.tins[:0], d.touts[:0]
 	for i, in := range d.ins {
 		b := tail[i*w : (i+1)*w]
@@ -369,15 +439,151 @@ func (d *Decoder) solveFused(k Kernels, plan []int, inv []byte) {
 	for c := range u {
 		d.touts = append(d.touts, tail[(nin+c)*w:(nin+c+1)*w])
 	}
-	d.scratch.mul(d.tins, d.touts, w)
-	for c, j := range d.cols {
-		s, b := d.src[j], d.touts[c]
-		copy(s[2+n64:T], b[:tl])
-		s[0], s[1] = b[tl], b[tl+1]
-		clear(s[T:])
+	s.mul(d.tins, d.touts, w)
+	for c, dst := range d.dst {
+		b := d.touts[c]
+		copy(dst[2+n64:], b[:tl])
+		dst[0], dst[1] = b[tl], b[tl+1]
+	}
+	clear(d.tins)
+}
+
+// solve restores the unknowns with the fused kernels of family k. A loss pattern whose plan
+// is kept (decodePlan) takes the one-pass solve on it. Otherwise, when the rows share their set
+// L, the two-stage solve needs no per-pattern coefficients, and the pattern is only noted: if it
+// comes again while noted, its plan is built then. Rows over different sets take the one-pass
+// solve on a plan built at once.
+func (d *Decoder) solve(k Kernels, plan []int, unknown *psn.Bitmap) {
+	d.planKey(plan)
+	p := d.findPlan(k, unknown)
+	switch {
+	case p == nil && d.shareSet(plan) && d.twoStagePays(k, plan):
+		d.newPlan(k, unknown)
+		d.solveTwoStage(k, plan, unknown)
+		return
+	case p == nil:
+		p = d.newPlan(k, unknown)
+	}
+	if !p.built {
+		p.build()
+	}
+	d.solveFused(p, plan)
+}
+
+// Per-product costs that choose between the solves, in units of one product of the fused
+// kernels over one 64-octet column: the one-pass solve's coefficients cost about this many per
+// coefficient (the closed form and the kernels' tables), for each family.
+const (
+	coefCostGFNI   = 30 // AVX-512 GFNI: one instruction per product and column
+	coefCostNibble = 12 // AVX2 or NEON: two table lookups per product and column
+)
+
+// twoStagePays reports whether the two-stage solve of the u planned rows, which share their
+// set, costs less than building the one-pass coefficients: its second product, u x u products
+// per 64-octet column, against u x |K| coefficients. At k = 32 it does on GFNI up to T = 4130
+// with u = 8, and on the nibble kernels at T = 1058 but not at T = 4130 with u = 8.
+func (d *Decoder) twoStagePays(k Kernels, plan []int) bool {
+	u := len(plan)
+	over := &d.blk.rows[plan[0]].Over
+	nk := over.Count() - u
+	cost := coefCostNibble
+	if k == KernelsGFNI {
+		cost = coefCostGFNI
+	}
+	return u*(d.stride/64) < cost*nk
+}
+
+// shareSet reports whether the planned rows were all computed over one set L.
+func (d *Decoder) shareSet(plan []int) bool {
+	over := &d.blk.rows[plan[0]].Over
+	for _, r := range plan[1:] {
+		if d.blk.rows[r].Over != *over {
+			return false
+		}
+	}
+	return true
+}
+
+// solveTwoStage is the fused solve when the planned rows share one set L (ordinary repair
+// symbols, all over the present positions). The coefficients of the known sources are then the
+// rows' own, C(i, j), the same for every loss pattern, and are taken from a row plan
+// (rowPlan) instead of computed: the first product is R' = R - C_K S_K, into u symbols of
+// scratch (mid), each with its length prefix and zeros beyond T; the second S_U = inv * R', over
+// whole 64-octet columns of those symbols, which gives the prefixes and the zeros beyond T too.
+// The second reads u symbols where the first reads |K| + u, and saves the u x |K| coefficients
+// inv * C_K of the one-pass solve (solveFused).
+func (d *Decoder) solveTwoStage(k Kernels, plan []int, unknown *psn.Bitmap) {
+	T, L, u := d.symLen, d.symLen-2, len(plan)
+	over := d.blk.rows[plan[0]].Over
+	d.idx = d.idx[:0]
+	for _, r := range plan {
+		d.idx = append(d.idx, d.blk.rows[r].Index)
+	}
+	rp := d.rowPlan(k, d.blk.k, d.idx, &over)
+	d.cols = unknown.Positions(d.cols[:0])
+	known := over.AndNot(*unknown)
+	d.pos = known.Positions(d.pos[:0])
+	d.gcols = append(d.gcols[:0], d.pos...)
+	for n := range u {
+		d.gcols = append(d.gcols, d.blk.k+n)
+	}
+	d.s1.gather(&rp.scratch, d.gcols)
+	same := d.gatherInputs(d.pos, plan, L)
+	d.dst = d.dst[:0]
+	for n := range u {
+		if n == len(d.mid) {
+			d.mid = append(d.mid, nil)
+		}
+		d.mid[n] = d.mids.at(n)
+		d.dst = append(d.dst, d.mid[n])
+	}
+	if d.columns(&d.s1, L) {
+		d.rowPrefixes(rp, same)
+	}
+	for _, b := range d.dst {
+		clear(b[T:])
 	}
 	clear(d.ins) // hold no payload beyond the call
 	d.ins = d.ins[:0]
+
+	d.inv = grow(d.inv, u*u)
+	d.lg, d.lh = growInts(d.lg, u), growInts(d.lh, u)
+	cauchyInverse(d.inv, d.lg, d.lh, d.idx, d.cols)
+	d.s2.prepare(k, d.inv, u, u)
+	d.outs = d.outs[:0]
+	for _, j := range d.cols {
+		d.src[j] = d.srcs.at(j)
+		d.span[j] = d.stride
+		d.outs = append(d.outs, d.src[j])
+	}
+	d.s2.mul(d.mid[:u], d.outs, d.stride)
+}
+
+// rowPrefixes sets the length prefixes of the first product's outputs d.dst: row r's own plus
+// the sum over the known sources of C(idx[r], j) times their prefixes. When they all have one
+// prefix (same), that is the prefix times the sum of the row's coefficients over L less those
+// of the unknowns.
+func (d *Decoder) rowPrefixes(rp *rowPlan, same bool) {
+	nk := len(d.pos)
+	nin := rp.blockK + len(rp.idx)
+	for r, b := range d.dst {
+		hi, lo := d.pre[2*(nk+r)], d.pre[2*(nk+r)+1]
+		row := rp.coef[r*nin : r*nin+rp.blockK]
+		if same && nk > 0 {
+			s := rp.sum[r]
+			for _, j := range d.cols {
+				s ^= row[j]
+			}
+			hi ^= mulLog(s, d.pre[0])
+			lo ^= mulLog(s, d.pre[1])
+		} else {
+			for t, j := range d.pos {
+				hi ^= mulLog(row[j], d.pre[2*t])
+				lo ^= mulLog(row[j], d.pre[2*t+1])
+			}
+		}
+		b[0], b[1] = hi, lo
+	}
 }
 
 // subtractKnown removes from the planned rows the contribution of every known source in their

@@ -253,3 +253,37 @@ func (s *fusedScratch) mul(in, out [][]byte, n int) {
 		}
 	}
 }
+
+// gather readies s for the product of from's prepared coefficients restricted to the inputs
+// cols (indices into from's inputs, in the order s takes them): the prepared matrices or
+// tables are copied, not computed again.
+func (s *fusedScratch) gather(from *fusedScratch, cols []int) {
+	if !from.prepared || len(cols) == 0 {
+		panic("fec: fusedScratch.gather: bad shape")
+	}
+	nin, nout, step := len(cols), from.nout, maxOut(from.k)
+	if from.k == KernelsGFNI {
+		if cap(s.mat) < nin*nout {
+			s.mat = make([]uint64, nin*nout)
+		}
+	} else if cap(s.tbl) < nin*nout*32 {
+		s.tbl = make([]byte, nin*nout*32)
+	}
+	for first := 0; first < nout; first += step {
+		w := min(nout-first, step)
+		if from.k == KernelsGFNI {
+			src := from.mat[first*from.nin : (first+w)*from.nin]
+			dst := s.mat[first*nin : (first+w)*nin]
+			for t, i := range cols {
+				copy(dst[t*w:(t+1)*w], src[i*w:(i+1)*w])
+			}
+			continue
+		}
+		src := from.tbl[first*from.nin*32 : (first+w)*from.nin*32]
+		dst := s.tbl[first*nin*32 : (first+w)*nin*32]
+		for t, i := range cols {
+			copy(dst[t*w*32:(t+1)*w*32], src[i*w*32:(i+1)*w*32])
+		}
+	}
+	s.k, s.nin, s.nout, s.prepared = from.k, nin, nout, true
+}

@@ -239,22 +239,18 @@ func TestCauchyProject(t *testing.T) {
 		perm := rng.Perm(k)
 		cols, known := perm[:u], perm[u:]
 		rows := rng.Perm(255 - k + 1)[:u]
-		inv := make([]byte, u*u)
-		cauchyInverse(inv, rows, cols)
-		lh := make([]int, u)
-		for c := range u {
-			lh[c] = cauchyLogH(rows, cols, c)
-		}
-		z := make([]byte, u)
-		for _, j := range known {
-			cauchyProject(z, 1, rows, cols, lh, j)
+		inv, lh := make([]byte, u*u), make([]int, u)
+		cauchyInverse(inv, make([]int, u), lh, rows, cols)
+		z := make([]byte, u*len(known))
+		cauchyProject(z, len(known), rows, cols, known, lh, make([]int, len(known)))
+		for x, j := range known {
 			for c := range u {
 				var want byte
 				for r := range u {
 					want ^= mulRef(inv[c*u+r], coefRef(rows[r], j))
 				}
-				if z[c] != want {
-					t.Fatalf("rows %v cols %v j %d: z[%d] = %#x, want %#x", rows, cols, j, c, z[c], want)
+				if got := z[c*len(known)+x]; got != want {
+					t.Fatalf("rows %v cols %v j %d: z[%d] = %#x, want %#x", rows, cols, j, c, got, want)
 				}
 			}
 		}
@@ -316,6 +312,144 @@ func TestEncodeFusedAgainstReference(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestDecodePlansFollowThePattern: a Decoder that keeps the plans of its last few loss patterns
+// and row sets restores every block whatever the order of the patterns it meets: patterns that
+// repeat (their plan built on the second meeting, then reused over new sources, a new T, full
+// or short payloads), more patterns and row sets than it keeps (plans evicted and rebuilt), rows
+// that share their set L (the two-stage solve) and rows over different sets (the one-pass
+// solve), on every codec path. The caches never grow past their bounds.
+func TestDecodePlansFollowThePattern(t *testing.T) {
+	eachPath(t, func(t *testing.T) {
+		rng := rand.New(rand.NewPCG(81, 82))
+		d := newDecoder(t)
+		type pattern struct {
+			k     int
+			lost  psn.Bitmap
+			idx   []int
+			overs []psn.Bitmap // nil: every row over the present positions
+		}
+		all := psn.FirstK(32)
+		patterns := []pattern{
+			{32, bitmapOf(3, 17, 20, 31), seq(0, 4), nil},
+			{32, bitmapOf(0, 1, 2, 3, 4, 5, 6, 7), seq(0, 8), nil},
+			{32, bitmapOf(5), seq(0, 1), nil},
+			{32, bitmapOf(3, 17, 20, 31), seq(2, 4), nil}, // the first's loss, other rows
+			{32, bitmapOf(3, 17), seq(0, 2), []psn.Bitmap{all, bitmapOf(3, 9, 17)}},
+			{32, bitmapOf(3, 17), seq(0, 2), []psn.Bitmap{all, bitmapOf(3, 9, 17, 30)}},
+			{40, bitmapOf(3, 17, 20, 31), seq(0, 4), nil}, // the first's loss in a larger block
+			{32, bitmapOf(8, 9), seq(0, 2), nil},
+		}
+		for step := range 400 {
+			n := rng.IntN(len(patterns))
+			if step%2 == 0 {
+				n = 0 // the first pattern again and again, between the others
+			}
+			pt := patterns[n]
+			T := []int{2, 63, 64, 65, 66, 67, 130, 1058}[rng.IntN(8)]
+			present := psn.FirstK(pt.k)
+			blk := newTestBlock(t, rng, pt.k, T, present)
+			if rng.IntN(2) == 0 { // full payloads, one length prefix for all
+				for j := range pt.k {
+					p := make([]byte, T-2)
+					for x := range p {
+						p[x] = byte(rng.Uint32())
+					}
+					blk.payloads[j] = p
+					blk.src[j], _ = AppendSymbol(nil, p, T)
+				}
+			}
+			if err := d.Reset(SchemeCauchy, pt.k, T, present); err != nil {
+				t.Fatal(err)
+			}
+			for j := range pt.k {
+				if pt.lost.Has(j) {
+					continue
+				}
+				var err error
+				switch rng.IntN(3) {
+				case 0:
+					err = d.AddSource(j, blk.payloads[j])
+				case 1:
+					err = d.AddSourceRef(j, blk.payloads[j])
+				default:
+					err = d.AddSourceSymbol(j, blk.src[j])
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+			}
+			for r, i := range pt.idx {
+				over := present
+				if pt.overs != nil {
+					over = pt.overs[r]
+				}
+				if err := d.AddRepair(i, over, encodeRef(i, over, blk.src, T)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			restored, err := d.Decode()
+			if err != nil || restored != pt.lost {
+				t.Fatalf("step %d, pattern %d, T %d: restored %v, %v", step, n, T, restored.Positions(nil), err)
+			}
+			blk.checkRestored(t, d)
+			pt.lost.Each(func(j int) {
+				for _, b := range d.src[j][T:] {
+					if b != 0 {
+						t.Fatalf("step %d, pattern %d: symbol %d not zero beyond T", step, n, j)
+					}
+				}
+			})
+			if len(d.plans) > decodePlans || len(d.rplans) > rowPlans {
+				t.Fatalf("%d loss patterns and %d row sets kept", len(d.plans), len(d.rplans))
+			}
+			if useKernels != KernelsPortable && step > 0 && n == 0 && (len(d.plans) == 0 || !d.plans[0].built) {
+				t.Fatalf("step %d: the repeated pattern has no plan built", step)
+			}
+		}
+		// Warm, the Decoder allocates nothing over new patterns of ordinary rows (the two-stage
+		// solve) either.
+		k, T := 32, 1058
+		blk := newTestBlock(t, rng, k, T, all)
+		rep := make([][]byte, 8)
+		for i := range rep {
+			rep[i] = encodeRef(i, all, blk.src, T)
+		}
+		var losses []psn.Bitmap
+		for x := range 40 {
+			losses = append(losses, bitmapOf(rng.Perm(k)[:1+x%8]...))
+		}
+		n := 0
+		decode := func() {
+			lost := losses[n%len(losses)]
+			n++
+			if err := d.Reset(SchemeCauchy, k, T, all); err != nil {
+				t.Fatal(err)
+			}
+			for j := range k {
+				if !lost.Has(j) {
+					if err := d.AddSourceRef(j, blk.payloads[j]); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			for i := range lost.Count() {
+				if err := d.AddRepair(i, all, rep[i]); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if restored, err := d.Decode(); err != nil || restored != lost {
+				t.Fatalf("restored %v of %v: %v", restored.Positions(nil), lost.Positions(nil), err)
+			}
+		}
+		for range 64 {
+			decode()
+		}
+		if a := testing.AllocsPerRun(100, decode); a != 0 {
+			t.Fatalf("%s: %v allocations per decode of a new pattern", CodecPath(), a)
+		}
+	})
 }
 
 // TestGFNIPartialColumn checks the GFNI kernels at lengths that end inside a 64-octet column,

@@ -8,7 +8,7 @@ const Poly = 0x11D
 
 // The tables are constants of the field, filled once at start-up.
 var (
-	gfExp [510]byte      // gfExp[n] = 2^n, doubled so that log a + log b needs no modulo
+	gfExp [765]byte      // gfExp[n] = 2^n, tripled so that a sum of three logarithms needs no modulo
 	gfLog [256]byte      // gfLog[a] = n with 2^n = a, for a != 0
 	gfInv [256]byte      // gfInv[a] = a^-1, gfInv[0] = 0
 	gfMul [256][256]byte // the whole multiplication table, one lookup per product
@@ -19,6 +19,7 @@ func init() {
 	for n := range 255 {
 		gfExp[n] = byte(x)
 		gfExp[n+255] = byte(x)
+		gfExp[n+510] = byte(x)
 		gfLog[x] = byte(n)
 		x <<= 1
 		if x&0x100 != 0 {
