@@ -61,6 +61,32 @@ type xdpIf struct {
 	queue int
 
 	rxFrames, txFrames, ringFull atomic.Uint64
+
+	// frames are the packet headers of the received frames handed on in place, one per UMEM
+	// frame (by its address), so that handing one on allocates nothing.
+	frames []xdpFrame
+}
+
+// xdpFrame is a packet handed on in the AF_XDP frame it arrived in: its pkt's buf is the frame's
+// IP packet, in place in the UMEM, and giving the pkt back (putPkt) gives the frame back to the
+// kernel's fill ring. The frame stays the shard's until then: a packet the shard sends on leaves
+// from it (copied onto the TX ring) without a copy of its own.
+type xdpFrame struct {
+	pkt
+	f    *xdpIf
+	addr uint64
+}
+
+// release gives the frame back to the kernel (nothing after the socket closed: the shards have
+// stopped by then and the UMEM is gone).
+func (xf *xdpFrame) release() {
+	f := xf.f
+	xf.pkt = pkt{xf: xf}
+	f.mu.Lock()
+	if f.s != nil {
+		f.s.ReleaseAddr(xf.addr)
+	}
+	f.mu.Unlock()
 }
 
 // xdpFrameSize is the UMEM frame: the longest frame copy mode receives is this less the
@@ -94,7 +120,10 @@ func openXDP(r *resolved, cremPort uint16) (_ *xdpPath, err error) {
 			return nil, fmt.Errorf("gateway: xdp: %s has MTU %d: an AF_XDP frame holds at most %d octets of IP packet; lower the MTU or set tun.datapath = \"tun\"",
 				name, ifc.MTU, xdpMaxFrame-14)
 		}
-		f := &xdpIf{name: name, index: ifc.Index, mtu: ifc.MTU}
+		f := &xdpIf{name: name, index: ifc.Index, mtu: ifc.MTU, frames: make([]xdpFrame, xdpFrames)}
+		for j := range f.frames {
+			f.frames[j] = xdpFrame{f: f, pkt: pkt{xf: &f.frames[j]}}
+		}
 		copy(f.mac[:], ifc.HardwareAddr)
 		x.ifs[i] = f
 		if f.prog, err = xdp.LoadProgram(roce.UDPPort, cremPort); err != nil {
@@ -211,23 +240,31 @@ func (g *Gateway) xdpReceive(f *xdpIf, frames []xdp.Frame) int {
 		return 0
 	}
 	f.rxFrames.Add(uint64(n))
+	done := 0 // the frames given back here, the others handed on in place
 	for _, fr := range frames[:n] {
-		g.xdpTake(fr.Data)
+		if !g.xdpTake(f, fr) {
+			frames[done] = fr
+			done++
+		}
 	}
 	f.mu.Lock()
-	f.s.Release(frames[:n])
+	if f.s != nil {
+		f.s.Release(frames[:done])
+	}
 	f.mu.Unlock()
 	return n
 }
 
-// xdpTake hands on the IP packet of one received frame: to the CREM handling when it is a
-// CREM datagram addressed to this host, else to the shard of its address pair as a packet
-// read from the TUN device would be.
-func (g *Gateway) xdpTake(frame []byte) {
+// xdpTake hands on the IP packet of one received frame of f: to the CREM handling (a copy) when
+// it is a CREM datagram addressed to this host, else, in place in its frame, to the shard of
+// its address pair as a packet read from the TUN device would be. It reports whether the frame
+// went on with the packet (the shard gives it back); false: the caller gives it back.
+func (g *Gateway) xdpTake(f *xdpIf, fr xdp.Frame) bool {
 	x := g.xdp
+	frame := fr.Data
 	if len(frame) < 14+20 || binary.BigEndian.Uint16(frame[12:14]) != 0x0800 || frame[14]>>4 != 4 {
 		x.notIPv4.Add(1) // the program takes IPv6 too; TUN mode carries IPv4 only
-		return
+		return false
 	}
 	b := frame[14:]
 	if tl := int(binary.BigEndian.Uint16(b[2:4])); tl >= 20 && tl < len(b) {
@@ -235,19 +272,28 @@ func (g *Gateway) xdpTake(frame []byte) {
 	}
 	if len(b) > bufSize {
 		x.tooLong.Add(1)
-		return
+		return false
 	}
 	ihl := int(b[0]&0x0f) * 4
 	dst := netip.AddrFrom4([4]byte(b[16:20]))
 	if ihl >= 20 && len(b) >= ihl+8 && b[9] == 17 && binary.BigEndian.Uint16(b[ihl+2:ihl+4]) == x.cremPt && x.local[dst] {
 		g.xdpCREM(b, ihl)
-		return
+		return false
 	}
 	g.c.rx[kindTun].Add(1)
 	g.c.rxBytes[kindTun].Add(uint64(len(b)))
-	q := g.getPkt(len(b))
-	q.n = copy(q.buf, b)
-	g.tunDispatch(q)
+	i := fr.Addr / xdpFrameSize
+	if i >= uint64(len(f.frames)) {
+		q := g.getPkt(len(b)) // not a frame of the UMEM: cannot happen, but copy rather than fail
+		q.n = copy(q.buf, b)
+		g.tunDispatch(q)
+		return false
+	}
+	xf := &f.frames[i]
+	xf.addr = fr.Addr
+	xf.buf, xf.n = b, len(b)
+	g.tunDispatch(&xf.pkt)
+	return true
 }
 
 // xdpCREM hands on a CREM datagram addressed to this host, taken at XDP before netfilter: only

@@ -124,6 +124,10 @@ func newSocket(cfg SocketConfig, needWakeup bool) (_ *Socket, err error) {
 			return nil, err
 		}
 	}
+	// In copy mode the kernel sends at most 32 frames a kick unless told more (Linux 6.17,
+	// XDP_MAX_TX_SKB_BUDGET): a whole ring's worth, so that one kick sends a batch. Older
+	// kernels refuse the option and Flush kicks again.
+	_ = unix.SetsockoptInt(fd, unix.SOL_XDP, unix.XDP_MAX_TX_SKB_BUDGET, n)
 	// Half the frames to the fill ring, half for transmitting.
 	for i := 0; i < n; i++ {
 		*s.fill.addr(s.fill.prod) = uint64(i) * s.frameSize
@@ -241,6 +245,15 @@ func (s *Socket) Release(frames []Frame) {
 		s.fill.prod++
 		frames[i] = Frame{}
 	}
+	atomic.StoreUint32(s.fill.producer, s.fill.prod)
+}
+
+// ReleaseAddr gives one received frame back to the kernel (the fill ring), by the Addr Receive
+// gave it: for a caller that hands frames on one by one and gives each back when it is done
+// with it. Each frame must be released once, by Release or ReleaseAddr.
+func (s *Socket) ReleaseAddr(addr uint64) {
+	*s.fill.addr(s.fill.prod) = addr &^ (s.frameSize - 1)
+	s.fill.prod++
 	atomic.StoreUint32(s.fill.producer, s.fill.prod)
 }
 

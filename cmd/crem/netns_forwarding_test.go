@@ -240,6 +240,9 @@ func (c *netnsChain) startGateways(bin string, extra ...string) [2]*nsGateway {
 		ifs := ""
 		if xdpFlags {
 			ifs = fmt.Sprintf("lan = %q\nwan = %q\n", lan, wan)
+			if a := os.Getenv("CREM_NETNS_XDP_ATTACH"); a != "" { // driver or generic (auto: driver on veth)
+				ifs += fmt.Sprintf("xdp_attach = %q\n", a)
+			}
 		}
 		f := filepath.Join(c.dir, name+".toml")
 		os.WriteFile(f, []byte(fmt.Sprintf(`crem_address = "%s:%d"
@@ -510,7 +513,7 @@ func (c *netnsChain) blast(name string, d time.Duration, gws []*nsGateway, sende
 			if i < 2 {
 				m.superRead[i] = m1["crem_gateway_tun_gso_packets_total"] - m0[i]["crem_gateway_tun_gso_packets_total"]
 				m.coalesced[i] = m1["crem_gateway_tun_coalesced_total"] - m0[i]["crem_gateway_tun_coalesced_total"]
-				for _, k := range []string{"kernel_rx_ring_full", "kernel_rx_dropped", "kernel_fill_ring_empty", "tx_ring_full", "fill_empty"} {
+				for _, k := range []string{"kernel_rx_ring_full", "kernel_rx_dropped", "kernel_fill_ring_empty", "tx_ring_full", "fill_empty", "tx_frames", "wakeups"} {
 					for _, side := range []string{"lan", "wan"} {
 						name := "crem_gateway_xdp_" + k + "_" + side + "_total"
 						if v := m1[name] - m0[i][name]; v > 0 {
