@@ -559,6 +559,7 @@ func parseResult(out string, r *blastResult) error {
 //
 // CREM_NETNS_CREM names the crem binary (default: this test binary as crem),
 // CREM_NETNS_BASELINE a second one measured in the same turns (say main's, as "baseline"),
+// with the flags CREM_NETNS_BASELINE_FLAGS (say "--tun-datapath xdp"),
 // CREM_NETNS_GATEWAY_FLAGS flags for this tree's gateways (e.g. --tun-offload off),
 // CREM_NETNS_ONLY the configurations to run beside the kernel (crem-raw, crem-dev, xdp,
 // baseline; with xdp among them every configuration forwards packets of 2 KiB of payload over
@@ -586,7 +587,7 @@ func TestNetnsForwarding(t *testing.T) {
 	}
 	configs = append(configs, config{"xdp", bin, append([]string{"--tun-datapath", "xdp"}, flags...)})
 	if b := os.Getenv("CREM_NETNS_BASELINE"); b != "" {
-		configs = append(configs, config{"baseline", b, nil})
+		configs = append(configs, config{"baseline", b, strings.Fields(os.Getenv("CREM_NETNS_BASELINE_FLAGS"))})
 	}
 	if only := os.Getenv("CREM_NETNS_ONLY"); only != "" { // say "crem-dev,baseline"
 		configs = slices.DeleteFunc(configs, func(c config) bool { return !slices.Contains(strings.Split(only, ","), c.name) })
@@ -606,7 +607,8 @@ func TestNetnsForwarding(t *testing.T) {
 		results["kernel"] = append(results["kernel"], m)
 		t.Logf("run %d %s", run+1, m.line())
 		for _, cf := range configs {
-			routed := cf.name != "xdp" // the xdp data path needs no TUN device nor policy routing
+			// The xdp data path needs no TUN device nor policy routing.
+			routed := cf.name != "xdp" && !slices.Contains(cf.flags, "xdp")
 			c.tunRouting(routed)
 			gws := c.startGateways(cf.bin, cf.flags...)
 			// Warm: the CSF's session and its blocks, the CRF's window.
