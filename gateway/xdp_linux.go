@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"os"
 	"path/filepath"
 	"sync"
 	"sync/atomic"
@@ -204,10 +205,17 @@ func (g *Gateway) xdpSay() {
 }
 
 // xdpLoop reads both interfaces' sockets in one goroutine, batch by batch, until the gateway
-// stops; it waits in poll when both rings are empty.
+// stops. When both rings are empty it waits in Go's poller (an epoll instance holding both
+// sockets, itself registered with the poller), not in a blocking poll: a thread blocked in a
+// system call has its P handed to another thread by the scheduler, a wakeup and a context
+// switch each time the rings run dry.
 func (g *Gateway) xdpLoop() error {
 	x := g.xdp
-	pfd := []unix.PollFd{{Fd: int32(x.ifs[0].s.FD()), Events: unix.POLLIN}, {Fd: int32(x.ifs[1].s.FD()), Events: unix.POLLIN}}
+	wait, err := newXDPWaiter(x)
+	if err != nil {
+		return err
+	}
+	defer wait.close()
 	frames := make([]xdp.Frame, 64)
 	for {
 		select {
@@ -220,12 +228,63 @@ func (g *Gateway) xdpLoop() error {
 			got += g.xdpReceive(f, frames)
 		}
 		if got == 0 {
-			if _, err := unix.Poll(pfd, 20); err != nil && err != unix.EINTR {
-				return fmt.Errorf("gateway: xdp: poll: %w", err)
+			if err := wait.wait(20 * time.Millisecond); err != nil {
+				return err
 			}
 		}
 	}
 }
+
+// xdpWaiter waits for frames on the RX rings of both sockets in Go's poller.
+type xdpWaiter struct {
+	x    *xdpPath
+	ep   *os.File
+	rc   syscall.RawConn
+	evs  [2]unix.EpollEvent
+	stop func(fd uintptr) bool
+}
+
+func newXDPWaiter(x *xdpPath) (*xdpWaiter, error) {
+	fd, err := unix.EpollCreate1(unix.EPOLL_CLOEXEC)
+	if err != nil {
+		return nil, fmt.Errorf("gateway: xdp: epoll: %w", err)
+	}
+	for _, f := range x.ifs {
+		ev := unix.EpollEvent{Events: unix.EPOLLIN, Fd: int32(f.s.FD())}
+		if err := unix.EpollCtl(fd, unix.EPOLL_CTL_ADD, f.s.FD(), &ev); err != nil {
+			unix.Close(fd)
+			return nil, fmt.Errorf("gateway: xdp: epoll: %w", err)
+		}
+	}
+	if err := unix.SetNonblock(fd, true); err != nil {
+		unix.Close(fd)
+		return nil, fmt.Errorf("gateway: xdp: epoll: %w", err)
+	}
+	w := &xdpWaiter{x: x, ep: os.NewFile(uintptr(fd), "xdp-epoll")} // non-blocking: in the poller
+	if w.rc, err = w.ep.SyscallConn(); err != nil {
+		w.ep.Close()
+		return nil, fmt.Errorf("gateway: xdp: epoll: %w", err)
+	}
+	// Done waiting when a socket is ready. The epoll instance's own ready list is emptied
+	// here (a socket with nothing to read leaves it), so that the poller hears of the next
+	// frame: the sockets' wakeups reach it through the instance.
+	w.stop = func(fd uintptr) bool {
+		n, _ := unix.EpollWait(int(fd), w.evs[:], 0)
+		return n > 0
+	}
+	return w, nil
+}
+
+// wait returns when a ring may hold frames or after timeout.
+func (w *xdpWaiter) wait(timeout time.Duration) error {
+	w.ep.SetReadDeadline(time.Now().Add(timeout))
+	if err := w.rc.Read(w.stop); err != nil && !errors.Is(err, os.ErrDeadlineExceeded) {
+		return fmt.Errorf("gateway: xdp: waiting for frames: %w", err)
+	}
+	return nil
+}
+
+func (w *xdpWaiter) close() { w.ep.Close() }
 
 // xdpReceive takes one batch off f's RX ring and hands each frame's packet on.
 func (g *Gateway) xdpReceive(f *xdpIf, frames []xdp.Frame) int {

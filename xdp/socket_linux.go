@@ -330,9 +330,14 @@ func (s *Socket) Flush() error {
 
 // kick is sendto or recvfrom with no data: the kernel's wakeup. EAGAIN, EBUSY and ENOBUFS say
 // the kernel is busy (busy true); ENETDOWN and the like are errors.
+//
+// It never blocks (MSG_DONTWAIT), so it is a raw system call, which Go's scheduler does not
+// see: in copy mode a kick is where the kernel sends the frames (on veth the peer's receive
+// runs inside it too), long enough that the scheduler would hand the caller's P to another
+// thread during most kicks, a wakeup and a context switch each.
 func (s *Socket) kick(trap uintptr) (busy bool, err error) {
 	s.st.Wakeups++
-	_, _, e := unix.Syscall6(trap, uintptr(s.fd), 0, 0, unix.MSG_DONTWAIT, 0, 0)
+	_, _, e := unix.RawSyscall6(trap, uintptr(s.fd), 0, 0, unix.MSG_DONTWAIT, 0, 0)
 	switch e {
 	case 0:
 		return false, nil
