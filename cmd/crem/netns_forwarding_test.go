@@ -565,7 +565,8 @@ func parseResult(out string, r *blastResult) error {
 // baseline; with xdp among them every configuration forwards packets of 2 KiB of payload over
 // links of MTU 3000, which an AF_XDP frame holds),
 // CREM_NETNS_GRO=1 turns GRO on at the receiving interfaces (with UDP GRO of forwarded
-// traffic). A benchmark, so run only with CREM_NETNS_BENCH=1 (root, iproute2, /dev/net/tun);
+// traffic), CREM_NETNS_XDP_ATTACH = driver or generic the xdp data path's tun.xdp_attach
+// (auto, hence driver on veth, when unset). A benchmark, so run only with CREM_NETNS_BENCH=1 (root, iproute2, /dev/net/tun);
 // scripts/netns-forwarding.sh runs it. The goal it reports against: CREM delivers at least
 // half the kernel's packet rate.
 func TestNetnsForwarding(t *testing.T) {
