@@ -165,6 +165,10 @@ func (g *Gateway) putPkt(p *pkt) {
 		g.gro.release(gb)
 		return
 	}
+	if xf := p.xf; xf != nil {
+		xf.release()
+		return
+	}
 	if cap(p.buf) == smallSize {
 		g.small.put(p)
 	} else {

@@ -141,7 +141,8 @@ const bufSize = 9216
 
 type pkt struct {
 	buf  []byte
-	gro  *groBuf // set: buf lies in a shared coalesced receive buffer (buffers.go)
+	gro  *groBuf   // set: buf lies in a shared coalesced receive buffer (buffers.go)
+	xf   *xdpFrame // set: buf lies in a received AF_XDP frame, given back with the packet (xdp_linux.go)
 	n    int
 	from netip.AddrPort
 	kind uint8

@@ -60,10 +60,15 @@ func (sh *shard) getPkt(n int) *pkt {
 }
 
 // putPkt gives a buffer back: to the shard's stock, or, for a datagram of a coalesced receive,
-// to its shared buffer. Under sh.mu.
+// to its shared buffer, or, for a packet in a received AF_XDP frame, the frame to the kernel.
+// Under sh.mu.
 func (sh *shard) putPkt(p *pkt) {
 	if gb := p.gro; gb != nil {
 		sh.g.gro.release(gb)
+		return
+	}
+	if xf := p.xf; xf != nil {
+		xf.release()
 		return
 	}
 	p.n, p.ce, p.from = 0, false, netip.AddrPort{}

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"os"
 	"path/filepath"
 	"sync"
 	"sync/atomic"
@@ -61,6 +62,32 @@ type xdpIf struct {
 	queue int
 
 	rxFrames, txFrames, ringFull atomic.Uint64
+
+	// frames are the packet headers of the received frames handed on in place, one per UMEM
+	// frame (by its address), so that handing one on allocates nothing.
+	frames []xdpFrame
+}
+
+// xdpFrame is a packet handed on in the AF_XDP frame it arrived in: its pkt's buf is the frame's
+// IP packet, in place in the UMEM, and giving the pkt back (putPkt) gives the frame back to the
+// kernel's fill ring. The frame stays the shard's until then: a packet the shard sends on leaves
+// from it (copied onto the TX ring) without a copy of its own.
+type xdpFrame struct {
+	pkt
+	f    *xdpIf
+	addr uint64
+}
+
+// release gives the frame back to the kernel (nothing after the socket closed: the shards have
+// stopped by then and the UMEM is gone).
+func (xf *xdpFrame) release() {
+	f := xf.f
+	xf.pkt = pkt{xf: xf}
+	f.mu.Lock()
+	if f.s != nil {
+		f.s.ReleaseAddr(xf.addr)
+	}
+	f.mu.Unlock()
 }
 
 // xdpFrameSize is the UMEM frame: the longest frame copy mode receives is this less the
@@ -94,7 +121,10 @@ func openXDP(r *resolved, cremPort uint16) (_ *xdpPath, err error) {
 			return nil, fmt.Errorf("gateway: xdp: %s has MTU %d: an AF_XDP frame holds at most %d octets of IP packet; lower the MTU or set tun.datapath = \"tun\"",
 				name, ifc.MTU, xdpMaxFrame-14)
 		}
-		f := &xdpIf{name: name, index: ifc.Index, mtu: ifc.MTU}
+		f := &xdpIf{name: name, index: ifc.Index, mtu: ifc.MTU, frames: make([]xdpFrame, xdpFrames)}
+		for j := range f.frames {
+			f.frames[j] = xdpFrame{f: f, pkt: pkt{xf: &f.frames[j]}}
+		}
 		copy(f.mac[:], ifc.HardwareAddr)
 		x.ifs[i] = f
 		if f.prog, err = xdp.LoadProgram(roce.UDPPort, cremPort); err != nil {
@@ -175,10 +205,17 @@ func (g *Gateway) xdpSay() {
 }
 
 // xdpLoop reads both interfaces' sockets in one goroutine, batch by batch, until the gateway
-// stops; it waits in poll when both rings are empty.
+// stops. When both rings are empty it waits in Go's poller (an epoll instance holding both
+// sockets, itself registered with the poller), not in a blocking poll: a thread blocked in a
+// system call has its P handed to another thread by the scheduler, a wakeup and a context
+// switch each time the rings run dry.
 func (g *Gateway) xdpLoop() error {
 	x := g.xdp
-	pfd := []unix.PollFd{{Fd: int32(x.ifs[0].s.FD()), Events: unix.POLLIN}, {Fd: int32(x.ifs[1].s.FD()), Events: unix.POLLIN}}
+	wait, err := newXDPWaiter(x)
+	if err != nil {
+		return err
+	}
+	defer wait.close()
 	frames := make([]xdp.Frame, 64)
 	for {
 		select {
@@ -191,12 +228,63 @@ func (g *Gateway) xdpLoop() error {
 			got += g.xdpReceive(f, frames)
 		}
 		if got == 0 {
-			if _, err := unix.Poll(pfd, 20); err != nil && err != unix.EINTR {
-				return fmt.Errorf("gateway: xdp: poll: %w", err)
+			if err := wait.wait(20 * time.Millisecond); err != nil {
+				return err
 			}
 		}
 	}
 }
+
+// xdpWaiter waits for frames on the RX rings of both sockets in Go's poller.
+type xdpWaiter struct {
+	x    *xdpPath
+	ep   *os.File
+	rc   syscall.RawConn
+	evs  [2]unix.EpollEvent
+	stop func(fd uintptr) bool
+}
+
+func newXDPWaiter(x *xdpPath) (*xdpWaiter, error) {
+	fd, err := unix.EpollCreate1(unix.EPOLL_CLOEXEC)
+	if err != nil {
+		return nil, fmt.Errorf("gateway: xdp: epoll: %w", err)
+	}
+	for _, f := range x.ifs {
+		ev := unix.EpollEvent{Events: unix.EPOLLIN, Fd: int32(f.s.FD())}
+		if err := unix.EpollCtl(fd, unix.EPOLL_CTL_ADD, f.s.FD(), &ev); err != nil {
+			unix.Close(fd)
+			return nil, fmt.Errorf("gateway: xdp: epoll: %w", err)
+		}
+	}
+	if err := unix.SetNonblock(fd, true); err != nil {
+		unix.Close(fd)
+		return nil, fmt.Errorf("gateway: xdp: epoll: %w", err)
+	}
+	w := &xdpWaiter{x: x, ep: os.NewFile(uintptr(fd), "xdp-epoll")} // non-blocking: in the poller
+	if w.rc, err = w.ep.SyscallConn(); err != nil {
+		w.ep.Close()
+		return nil, fmt.Errorf("gateway: xdp: epoll: %w", err)
+	}
+	// Done waiting when a socket is ready. The epoll instance's own ready list is emptied
+	// here (a socket with nothing to read leaves it), so that the poller hears of the next
+	// frame: the sockets' wakeups reach it through the instance.
+	w.stop = func(fd uintptr) bool {
+		n, _ := unix.EpollWait(int(fd), w.evs[:], 0)
+		return n > 0
+	}
+	return w, nil
+}
+
+// wait returns when a ring may hold frames or after timeout.
+func (w *xdpWaiter) wait(timeout time.Duration) error {
+	w.ep.SetReadDeadline(time.Now().Add(timeout))
+	if err := w.rc.Read(w.stop); err != nil && !errors.Is(err, os.ErrDeadlineExceeded) {
+		return fmt.Errorf("gateway: xdp: waiting for frames: %w", err)
+	}
+	return nil
+}
+
+func (w *xdpWaiter) close() { w.ep.Close() }
 
 // xdpReceive takes one batch off f's RX ring and hands each frame's packet on.
 func (g *Gateway) xdpReceive(f *xdpIf, frames []xdp.Frame) int {
@@ -211,23 +299,31 @@ func (g *Gateway) xdpReceive(f *xdpIf, frames []xdp.Frame) int {
 		return 0
 	}
 	f.rxFrames.Add(uint64(n))
+	done := 0 // the frames given back here, the others handed on in place
 	for _, fr := range frames[:n] {
-		g.xdpTake(fr.Data)
+		if !g.xdpTake(f, fr) {
+			frames[done] = fr
+			done++
+		}
 	}
 	f.mu.Lock()
-	f.s.Release(frames[:n])
+	if f.s != nil {
+		f.s.Release(frames[:done])
+	}
 	f.mu.Unlock()
 	return n
 }
 
-// xdpTake hands on the IP packet of one received frame: to the CREM handling when it is a
-// CREM datagram addressed to this host, else to the shard of its address pair as a packet
-// read from the TUN device would be.
-func (g *Gateway) xdpTake(frame []byte) {
+// xdpTake hands on the IP packet of one received frame of f: to the CREM handling (a copy) when
+// it is a CREM datagram addressed to this host, else, in place in its frame, to the shard of
+// its address pair as a packet read from the TUN device would be. It reports whether the frame
+// went on with the packet (the shard gives it back); false: the caller gives it back.
+func (g *Gateway) xdpTake(f *xdpIf, fr xdp.Frame) bool {
 	x := g.xdp
+	frame := fr.Data
 	if len(frame) < 14+20 || binary.BigEndian.Uint16(frame[12:14]) != 0x0800 || frame[14]>>4 != 4 {
 		x.notIPv4.Add(1) // the program takes IPv6 too; TUN mode carries IPv4 only
-		return
+		return false
 	}
 	b := frame[14:]
 	if tl := int(binary.BigEndian.Uint16(b[2:4])); tl >= 20 && tl < len(b) {
@@ -235,19 +331,28 @@ func (g *Gateway) xdpTake(frame []byte) {
 	}
 	if len(b) > bufSize {
 		x.tooLong.Add(1)
-		return
+		return false
 	}
 	ihl := int(b[0]&0x0f) * 4
 	dst := netip.AddrFrom4([4]byte(b[16:20]))
 	if ihl >= 20 && len(b) >= ihl+8 && b[9] == 17 && binary.BigEndian.Uint16(b[ihl+2:ihl+4]) == x.cremPt && x.local[dst] {
 		g.xdpCREM(b, ihl)
-		return
+		return false
 	}
 	g.c.rx[kindTun].Add(1)
 	g.c.rxBytes[kindTun].Add(uint64(len(b)))
-	q := g.getPkt(len(b))
-	q.n = copy(q.buf, b)
-	g.tunDispatch(q)
+	i := fr.Addr / xdpFrameSize
+	if i >= uint64(len(f.frames)) {
+		q := g.getPkt(len(b)) // not a frame of the UMEM: cannot happen, but copy rather than fail
+		q.n = copy(q.buf, b)
+		g.tunDispatch(q)
+		return false
+	}
+	xf := &f.frames[i]
+	xf.addr = fr.Addr
+	xf.buf, xf.n = b, len(b)
+	g.tunDispatch(&xf.pkt)
+	return true
 }
 
 // xdpCREM hands on a CREM datagram addressed to this host, taken at XDP before netfilter: only

@@ -16,6 +16,11 @@ func openXDP(r *resolved, cremPort uint16) (*xdpPath, error) {
 
 func openRawTun(r *resolved) (*tunPath, error) { return openTun(r) }
 
+// xdpFrame is a packet in a received AF_XDP frame; there are none here.
+type xdpFrame struct{}
+
+func (xf *xdpFrame) release() {}
+
 func (x *xdpPath) close()                          {}
 func (x *xdpPath) addCounters(m map[string]uint64) {}
 

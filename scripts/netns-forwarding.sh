@@ -14,7 +14,8 @@
 #   forwarding mode=raw|device|xdp pps=N kernel_pps=M ratio=R cpu_us_per_pkt=C
 #
 # Settings (environment): CREM_NETNS_RUNS (3), CREM_NETNS_SECONDS (3),
-# CREM_NETNS_GATEWAY_FLAGS (e.g. "--tun-offload off", for this tree's gateways only).
+# CREM_NETNS_GATEWAY_FLAGS (e.g. "--tun-offload off", for this tree's gateways only),
+# CREM_NETNS_XDP_ATTACH (driver or generic XDP for the xdp data path; driver on veth by default).
 # Needs root, iproute2, /dev/net/tun, Go, and for the xdp data path Linux 5.9 with BPF. The namespaces are the test's (crem-f{s,a,b,r,w,x}-PID)
 # and are removed when it ends; any left by a killed run are removed here.
 set -eu

@@ -18,10 +18,13 @@
 // A Socket owns a UMEM of SocketConfig.Frames frames of 2048 or 4096 octets (anonymous memory,
 // mapped once): half wait on the fill ring for the kernel to receive into, half are kept for
 // transmitting. Receive hands the caller a batch of received frames as slices into the UMEM;
-// the caller reads (or rewrites) them in place and gives them back with Release. Transmit
+// the caller reads (or rewrites) them in place and gives them back with Release, or one by one
+// and in any order with ReleaseAddr (a caller that hands frames on and gets them back later).
+// Transmit
 // copies whole Ethernet frames (TransmitJoined: a header and a packet given apart, joined as
 // they are copied) into free transmit frames, posts them on the TX ring and kicks
-// the kernel when it asks to be kicked (XDP_USE_NEED_WAKEUP); frames come back through the
+// the kernel when it asks to be kicked (XDP_USE_NEED_WAKEUP; in copy mode one kick sends the
+// whole ring on Linux 6.17 and later, XDP_MAX_TX_SKB_BUDGET, 32 frames before); frames come back through the
 // completion ring (Reclaim, also done by Transmit). Stats counts each outcome: frames received
 // and sent, receive calls that found the fill ring empty, transmit calls cut short by a full
 // ring, completions, wakeups, and the kernel's own XDP_STATISTICS (frames dropped, invalid

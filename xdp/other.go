@@ -64,6 +64,9 @@ func (s *Socket) Receive(frames []Frame) int { return 0 }
 // Release does nothing.
 func (s *Socket) Release(frames []Frame) {}
 
+// ReleaseAddr does nothing.
+func (s *Socket) ReleaseAddr(addr uint64) {}
+
 // Transmit returns ErrNeedsLinux.
 func (s *Socket) Transmit(pkts [][]byte) (int, error) { return 0, ErrNeedsLinux }
 

@@ -124,6 +124,10 @@ func newSocket(cfg SocketConfig, needWakeup bool) (_ *Socket, err error) {
 			return nil, err
 		}
 	}
+	// In copy mode the kernel sends at most 32 frames a kick unless told more (Linux 6.17,
+	// XDP_MAX_TX_SKB_BUDGET): a whole ring's worth, so that one kick sends a batch. Older
+	// kernels refuse the option and Flush kicks again.
+	_ = unix.SetsockoptInt(fd, unix.SOL_XDP, unix.XDP_MAX_TX_SKB_BUDGET, n)
 	// Half the frames to the fill ring, half for transmitting.
 	for i := 0; i < n; i++ {
 		*s.fill.addr(s.fill.prod) = uint64(i) * s.frameSize
@@ -244,6 +248,15 @@ func (s *Socket) Release(frames []Frame) {
 	atomic.StoreUint32(s.fill.producer, s.fill.prod)
 }
 
+// ReleaseAddr gives one received frame back to the kernel (the fill ring), by the Addr Receive
+// gave it: for a caller that hands frames on one by one and gives each back when it is done
+// with it. Each frame must be released once, by Release or ReleaseAddr.
+func (s *Socket) ReleaseAddr(addr uint64) {
+	*s.fill.addr(s.fill.prod) = addr &^ (s.frameSize - 1)
+	s.fill.prod++
+	atomic.StoreUint32(s.fill.producer, s.fill.prod)
+}
+
 // ErrFrameTooLong is Transmit's answer to a packet longer than a UMEM frame.
 var ErrFrameTooLong = errors.New("xdp: packet longer than a UMEM frame")
 
@@ -317,9 +330,14 @@ func (s *Socket) Flush() error {
 
 // kick is sendto or recvfrom with no data: the kernel's wakeup. EAGAIN, EBUSY and ENOBUFS say
 // the kernel is busy (busy true); ENETDOWN and the like are errors.
+//
+// It never blocks (MSG_DONTWAIT), so it is a raw system call, which Go's scheduler does not
+// see: in copy mode a kick is where the kernel sends the frames (on veth the peer's receive
+// runs inside it too), long enough that the scheduler would hand the caller's P to another
+// thread during most kicks, a wakeup and a context switch each.
 func (s *Socket) kick(trap uintptr) (busy bool, err error) {
 	s.st.Wakeups++
-	_, _, e := unix.Syscall6(trap, uintptr(s.fd), 0, 0, unix.MSG_DONTWAIT, 0, 0)
+	_, _, e := unix.RawSyscall6(trap, uintptr(s.fd), 0, 0, unix.MSG_DONTWAIT, 0, 0)
 	switch e {
 	case 0:
 		return false, nil

@@ -240,6 +240,9 @@ func (c *netnsChain) startGateways(bin string, extra ...string) [2]*nsGateway {
 		ifs := ""
 		if xdpFlags {
 			ifs = fmt.Sprintf("lan = %q\nwan = %q\n", lan, wan)
+			if a := os.Getenv("CREM_NETNS_XDP_ATTACH"); a != "" { // driver or generic (auto: driver on veth)
+				ifs += fmt.Sprintf("xdp_attach = %q\n", a)
+			}
 		}
 		f := filepath.Join(c.dir, name+".toml")
 		os.WriteFile(f, []byte(fmt.Sprintf(`crem_address = "%s:%d"
@@ -510,7 +513,7 @@ func (c *netnsChain) blast(name string, d time.Duration, gws []*nsGateway, sende
 			if i < 2 {
 				m.superRead[i] = m1["crem_gateway_tun_gso_packets_total"] - m0[i]["crem_gateway_tun_gso_packets_total"]
 				m.coalesced[i] = m1["crem_gateway_tun_coalesced_total"] - m0[i]["crem_gateway_tun_coalesced_total"]
-				for _, k := range []string{"kernel_rx_ring_full", "kernel_rx_dropped", "kernel_fill_ring_empty", "tx_ring_full", "fill_empty"} {
+				for _, k := range []string{"kernel_rx_ring_full", "kernel_rx_dropped", "kernel_fill_ring_empty", "tx_ring_full", "fill_empty", "tx_frames", "wakeups"} {
 					for _, side := range []string{"lan", "wan"} {
 						name := "crem_gateway_xdp_" + k + "_" + side + "_total"
 						if v := m1[name] - m0[i][name]; v > 0 {
@@ -556,12 +559,14 @@ func parseResult(out string, r *blastResult) error {
 //
 // CREM_NETNS_CREM names the crem binary (default: this test binary as crem),
 // CREM_NETNS_BASELINE a second one measured in the same turns (say main's, as "baseline"),
+// with the flags CREM_NETNS_BASELINE_FLAGS (say "--tun-datapath xdp"),
 // CREM_NETNS_GATEWAY_FLAGS flags for this tree's gateways (e.g. --tun-offload off),
 // CREM_NETNS_ONLY the configurations to run beside the kernel (crem-raw, crem-dev, xdp,
 // baseline; with xdp among them every configuration forwards packets of 2 KiB of payload over
 // links of MTU 3000, which an AF_XDP frame holds),
 // CREM_NETNS_GRO=1 turns GRO on at the receiving interfaces (with UDP GRO of forwarded
-// traffic). A benchmark, so run only with CREM_NETNS_BENCH=1 (root, iproute2, /dev/net/tun);
+// traffic), CREM_NETNS_XDP_ATTACH = driver or generic the xdp data path's tun.xdp_attach
+// (auto, hence driver on veth, when unset). A benchmark, so run only with CREM_NETNS_BENCH=1 (root, iproute2, /dev/net/tun);
 // scripts/netns-forwarding.sh runs it. The goal it reports against: CREM delivers at least
 // half the kernel's packet rate.
 func TestNetnsForwarding(t *testing.T) {
@@ -583,7 +588,7 @@ func TestNetnsForwarding(t *testing.T) {
 	}
 	configs = append(configs, config{"xdp", bin, append([]string{"--tun-datapath", "xdp"}, flags...)})
 	if b := os.Getenv("CREM_NETNS_BASELINE"); b != "" {
-		configs = append(configs, config{"baseline", b, nil})
+		configs = append(configs, config{"baseline", b, strings.Fields(os.Getenv("CREM_NETNS_BASELINE_FLAGS"))})
 	}
 	if only := os.Getenv("CREM_NETNS_ONLY"); only != "" { // say "crem-dev,baseline"
 		configs = slices.DeleteFunc(configs, func(c config) bool { return !slices.Contains(strings.Split(only, ","), c.name) })
@@ -603,7 +608,8 @@ func TestNetnsForwarding(t *testing.T) {
 		results["kernel"] = append(results["kernel"], m)
 		t.Logf("run %d %s", run+1, m.line())
 		for _, cf := range configs {
-			routed := cf.name != "xdp" // the xdp data path needs no TUN device nor policy routing
+			// The xdp data path needs no TUN device nor policy routing.
+			routed := cf.name != "xdp" && !slices.Contains(cf.flags, "xdp")
 			c.tunRouting(routed)
 			gws := c.startGateways(cf.bin, cf.flags...)
 			// Warm: the CSF's session and its blocks, the CRF's window.

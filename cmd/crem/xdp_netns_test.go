@@ -264,8 +264,9 @@ wan = "lo"
 	}
 	logs := &syncBuf{}
 	cmd := startInNetns(t, ns, logs, "gateway", "--config", conf("auto"))
-	if !waitLog(logs, "gateway running") {
-		t.Fatalf("auto: not running: %s", logs.String())
+	// The device's reader says "tun device" as it starts, which may come after "gateway running".
+	if !waitLog(logs, "gateway running") || !waitLog(logs, "tun device") {
+		t.Fatalf("auto: not running on the TUN device: %s", logs.String())
 	}
 	out := logs.String()
 	if !strings.Contains(out, "xdp data path unavailable") || !strings.Contains(out, "nosuch0") || !strings.Contains(out, "tun device") {
