@@ -2,6 +2,7 @@ package fec
 
 import (
 	"fmt"
+	"math/bits"
 
 	"github.com/crem-project/crem/psn"
 )
@@ -80,8 +81,20 @@ func (b *Block) Known() psn.Bitmap { return b.known }
 // Rows returns the held repair rows in arrival order. The slice is the block's own; read only.
 func (b *Block) Rows() []Row { return b.rows }
 
-// checkSource reports whether source j may be added.
+// checkSource reports whether source j may be added: in the block, present and not yet known,
+// tested on one word of the bitmaps; sourceError says what is wrong otherwise.
 func (b *Block) checkSource(j int) error {
+	if uint(j) < uint(b.k) {
+		w, bit := (j>>5)&(len(b.present)-1), uint32(0x80000000)>>uint(j&31)
+		if b.present[w]&^b.known[w]&bit != 0 {
+			return nil
+		}
+	}
+	return b.sourceError(j)
+}
+
+// sourceError is the error of checkSource for a source j it refused.
+func (b *Block) sourceError(j int) error {
 	if b.k == 0 {
 		return fmt.Errorf("fec: source %d before Reset: %w", j, ErrArgs)
 	}
@@ -91,10 +104,7 @@ func (b *Block) checkSource(j int) error {
 	if !b.present.Has(j) {
 		return fmt.Errorf("fec: source position %d is absent in the block: %w", j, ErrSet)
 	}
-	if b.known.Has(j) {
-		return fmt.Errorf("fec: source position %d already known: %w", j, ErrDuplicate)
-	}
-	return nil
+	return fmt.Errorf("fec: source position %d already known: %w", j, ErrDuplicate)
 }
 
 // AddSource records that source j is held. A source already held or restored yields an error
@@ -124,8 +134,8 @@ func (b *Block) checkRepair(i int, over psn.Bitmap) error {
 			return fmt.Errorf("fec: XOR repair over a set other than the present positions (no coded retransmission in scheme 2): %w", ErrSet)
 		}
 	}
-	if err := CheckIndex(i, b.k); err != nil {
-		return err
+	if i < 0 || i+b.k > MaxK {
+		return CheckIndex(i, b.k)
 	}
 	if over.Empty() {
 		return fmt.Errorf("fec: repair %d over an empty set: %w", i, ErrSet)
@@ -184,13 +194,17 @@ func (b *Block) Plan(dst []int) ([]int, Status, error) {
 		slot[b.rows[r].Index] = uint8(r)
 	}
 	n := 0
-	b.held.Each(func(i int) {
-		r := int(slot[i])
-		if n < s.U && b.rows[r].Over.Contains(&s.Unknown) {
-			dst = append(dst, r)
-			n++
+	for w, v := range b.held {
+		for v != 0 && n < s.U {
+			lz := bits.LeadingZeros32(v)
+			v &^= 0x80000000 >> uint(lz)
+			r := int(slot[w<<5|lz])
+			if b.rows[r].Over.Contains(&s.Unknown) {
+				dst = append(dst, r)
+				n++
+			}
 		}
-	})
+	}
 	return dst, s, nil
 }
 

@@ -65,33 +65,40 @@ func CauchyRows(k int, idx ...int) ([][]byte, error) {
 //
 // Repair Indices must be distinct and valid for the block, positions distinct.
 func cauchyInverse(inv []byte, lg, lh []int, rows, cols []int) {
-	// In logarithms, so the products and quotients are sums and differences mod 255.
+	// In logarithms, so the products and quotients are sums and differences mod 255. Each
+	// sum runs over one slice at a time, so that only the table lookups remain in the loops.
 	u := len(rows)
-	lg, lh, inv = lg[:u], lh[:u], inv[:u*u]
+	cols, lg, lh, inv = cols[:u], lg[:u], lh[:u], inv[:u*u]
 	for r, i := range rows {
 		xr := byte(255 - i)
-		s := 0
-		for l := range u {
-			s += int(gfLog[xr^byte(cols[l])]) + 255 - int(gfLog[xr^byte(255-rows[l])])
+		s := 255 * u // the term l = r of the second sum is log(0) = 0: 255 makes it a multiple of 255
+		for _, y := range cols {
+			s += int(gfLog[xr^byte(y)])
 		}
-		// The term l = r added 255 - log(0) = 255, a multiple of 255.
+		for _, i2 := range rows {
+			s -= int(gfLog[xr^byte(255-i2)])
+		}
 		lg[r] = s % 255
 	}
 	for c, y := range cols {
 		yc := byte(y)
-		s := 0
-		for l := range u {
-			s += int(gfLog[yc^byte(255-rows[l])]) + 255 - int(gfLog[yc^byte(cols[l])])
+		s := 255 * u // likewise the term l = c
+		for _, i := range rows {
+			s += int(gfLog[yc^byte(255-i)])
+		}
+		for _, y2 := range cols {
+			s -= int(gfLog[yc^byte(y2)])
 		}
 		lh[c] = s % 255
 	}
 	for c, y := range cols {
 		yc := byte(y)
 		row := inv[c*u : (c+1)*u]
+		base := lh[c] + 255
 		for r, i := range rows {
 			// A[r][c] = 1/(x_r + y_c): its logarithm is the negated one of x_r + y_c. The sum
 			// is below 765, the length of gfExp.
-			row[r] = gfExp[lg[r]+lh[c]+255-int(gfLog[byte(255-i)^yc])]
+			row[r] = gfExp[base+lg[r]-int(gfLog[byte(255-i)^yc])]
 		}
 	}
 }

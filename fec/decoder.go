@@ -71,6 +71,7 @@ func (d *Decoder) Reset(s Scheme, k, T int, present psn.Bitmap) error {
 	if err := CheckT(T); err != nil {
 		return err
 	}
+	prevK := d.blk.k
 	if err := d.blk.Reset(s, k, present); err != nil {
 		return err
 	}
@@ -79,8 +80,10 @@ func (d *Decoder) Reset(s Scheme, k, T int, present psn.Bitmap) error {
 	d.srcs.reset(k, T)
 	d.reps.reset(0, T)
 	d.mids.reset(0, T)
-	d.refs.Each(func(j int) { d.ref[j] = nil }) // let the caller's buffers go
-	d.refs = psn.Bitmap{}
+	if !d.refs.Empty() {
+		clear(d.ref[:prevK]) // let the caller's buffers go; only the last block's k can hold one
+		d.refs = psn.Bitmap{}
+	}
 	return nil
 }
 
@@ -339,13 +342,15 @@ func (d *Decoder) gatherInputs(pos, plan []int, L int) (same bool) {
 	d.ins, d.pre = d.ins[:nin], grow(d.pre, 2*nin)
 	ins, pre := d.ins, d.pre
 	same = true
+	pre = pre[:2*nin]
 	for t, j := range pos {
 		var h, l byte
-		if pl := d.ref[j]; d.refs.Has(j) && len(pl) == L {
+		byRef := d.refs.Has(j)
+		if pl := d.ref[j]; byRef && len(pl) == L {
 			ins[t] = pl
 			h, l = byte(L>>8), byte(L)
 		} else {
-			if d.refs.Has(j) {
+			if byRef {
 				d.buildRef(j) // a short payload does not fill the columns: pad it
 			}
 			s := d.src[j]

@@ -275,7 +275,11 @@ func (s *fusedScratch) gather(from *fusedScratch, cols []int) {
 			src := from.mat[first*from.nin : (first+w)*from.nin]
 			dst := s.mat[first*nin : (first+w)*nin]
 			for t, i := range cols {
-				copy(dst[t*w:(t+1)*w], src[i*w:(i+1)*w])
+				// A few words per input: a loop, not a call to memmove each.
+				to, fr := dst[t*w:(t+1)*w], src[i*w:(i+1)*w]
+				for o := range to {
+					to[o] = fr[o]
+				}
 			}
 			continue
 		}
