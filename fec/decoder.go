@@ -502,7 +502,7 @@ func (d *Decoder) twoStagePays(k Kernels, plan []int) bool {
 func (d *Decoder) shareSet(plan []int) bool {
 	over := &d.blk.rows[plan[0]].Over
 	for _, r := range plan[1:] {
-		if d.blk.rows[r].Over != *over {
+		if !d.blk.rows[r].Over.Equal(over) {
 			return false
 		}
 	}

@@ -233,16 +233,32 @@ func (s *fusedScratch) mul(in, out [][]byte, n int) {
 	if !s.prepared || n <= 0 || (n%64 != 0 && s.k != KernelsGFNI) || len(in) != s.nin || len(out) != s.nout {
 		panic("fec: fusedScratch.mul: bad shape")
 	}
+	// The shortest operand, found without a branch per operand.
+	short := n
 	for _, b := range in {
-		if len(b) < n {
-			panic("fec: fusedScratch.mul: short input")
-		}
+		short = min(short, len(b))
 	}
 	for _, b := range out {
-		if len(b) < n {
-			panic("fec: fusedScratch.mul: short output")
-		}
+		short = min(short, len(b))
 	}
+	if short < n {
+		panic("fec: fusedScratch.mul: short operand")
+	}
+	s.run(in, out, n)
+}
+
+// mulChecked is mul for a caller that has itself checked every in[i] and out[o] to hold at
+// least n octets (Encode, at its API edge): the guard keeps only the checks of the shape,
+// which cost the same whatever the number of operands.
+func (s *fusedScratch) mulChecked(in, out [][]byte, n int) {
+	if !s.prepared || n <= 0 || (n%64 != 0 && s.k != KernelsGFNI) || len(in) != s.nin || len(out) != s.nout {
+		panic("fec: fusedScratch.mul: bad shape")
+	}
+	s.run(in, out, n)
+}
+
+// run calls the kernels, one pass per maxOut outputs; the operands are checked.
+func (s *fusedScratch) run(in, out [][]byte, n int) {
 	nin, step := s.nin, maxOut(s.k)
 	for first := 0; first < len(out); first += step {
 		outs := out[first:min(len(out), first+step)]

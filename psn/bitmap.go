@@ -100,6 +100,15 @@ func (b Bitmap) Or(o Bitmap) Bitmap {
 	return b
 }
 
+// Equal reports whether b and o hold the same positions, word by word without a call.
+func (b *Bitmap) Equal(o *Bitmap) bool {
+	var x uint32
+	for i := range b {
+		x |= b[i] ^ o[i]
+	}
+	return x == 0
+}
+
 // Contains reports whether every position of o is in b.
 func (b *Bitmap) Contains(o *Bitmap) bool {
 	for i := range b {
