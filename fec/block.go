@@ -45,6 +45,7 @@ type Block struct {
 	known   psn.Bitmap
 	held    psn.Bitmap // Repair Indices held
 	rows    []Row
+	sorted  bool // rows are in ascending Repair Index order, as ordinary repair arrives
 }
 
 // Reset starts a new block of k positions with the given present positions, reusing storage.
@@ -63,6 +64,7 @@ func (b *Block) Reset(s Scheme, k int, present psn.Bitmap) error {
 	b.scheme, b.k, b.present = s, k, present
 	b.known, b.held = psn.Bitmap{}, psn.Bitmap{}
 	b.rows = b.rows[:0]
+	b.sorted = true
 	return nil
 }
 
@@ -158,6 +160,9 @@ func (b *Block) AddRepair(i int, over psn.Bitmap) error {
 		return err
 	}
 	b.held.Set(i)
+	if n := len(b.rows); n > 0 && b.rows[n-1].Index > i {
+		b.sorted = false
+	}
 	b.rows = append(b.rows, Row{Index: i, Over: over})
 	return nil
 }
@@ -178,18 +183,40 @@ func (b *Block) Status() Status {
 // Plan appends to dst the rows (indices into Rows) that solve the unknowns, in ascending
 // Repair Index order, and returns them with the status. When the block is not solvable it
 // returns the status and an error wrapping ErrNotSolvable that names what is missing.
+//
+// It takes the status in the same pass over the rows as the choice: the lowest indices first,
+// as ordinary rows are 0..m-1 and the solve then tends to meet the same few row sets. Rows that
+// arrived in ascending index order are taken in that order; others are sorted (planSorted).
 func (b *Block) Plan(dst []int) ([]int, Status, error) {
-	s := b.Status()
+	start := len(dst)
+	s := Status{Unknown: b.present.AndNot(b.known), Held: len(b.rows)}
+	s.U = s.Unknown.Count()
+	for r := range b.rows {
+		if b.rows[r].Over.Contains(&s.Unknown) {
+			s.Usable++
+			if b.sorted && s.Usable <= s.U {
+				dst = append(dst, r)
+			}
+		}
+	}
+	s.Missing = max(0, s.U-s.Usable)
 	if s.U == 0 {
-		return dst, s, nil
+		return dst[:start], s, nil
 	}
 	if s.Missing > 0 {
-		return dst, s, fmt.Errorf("fec: %d unknown sources %v, %d usable repair symbols: %d more needed: %w",
+		return dst[:start], s, fmt.Errorf("fec: %d unknown sources %v, %d usable repair symbols: %d more needed: %w",
 			s.U, s.Unknown.Positions(nil), s.Usable, s.Missing, ErrNotSolvable)
 	}
-	// The lowest indices first: ordinary rows are 0..m-1, so the solve tends to meet the same
-	// few row sets.
-	var slot [MaxK]uint8
+	if !b.sorted {
+		dst = b.planSorted(dst, &s)
+	}
+	return dst, s, nil
+}
+
+// planSorted appends to dst the first s.U usable rows in ascending Repair Index order, for rows
+// that did not arrive in that order.
+func (b *Block) planSorted(dst []int, s *Status) []int {
+	var slot [MaxK + 1]uint8
 	for r := range b.rows {
 		slot[b.rows[r].Index] = uint8(r)
 	}
@@ -205,7 +232,7 @@ func (b *Block) Plan(dst []int) ([]int, Status, error) {
 			}
 		}
 	}
-	return dst, s, nil
+	return dst
 }
 
 // Restore marks every unknown source as restored once the block is solvable, and returns them.

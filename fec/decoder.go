@@ -111,16 +111,24 @@ func (d *Decoder) AddSource(j int, payload []byte) error {
 // when it decodes, so the caller must leave it unchanged until the next Reset. A receiver that
 // holds its packets until the block ends anyway saves a copy of every packet.
 func (d *Decoder) AddSourceRef(j int, payload []byte) error {
+	// checkSource's test on one word, here so that the call is made only for an error.
+	b := &d.blk
+	w, bit := (j>>5)&(len(b.known)-1), uint32(0x80000000)>>uint(j&31)
+	if uint(j) >= uint(b.k) || b.present[w]&^b.known[w]&bit == 0 || len(payload) > d.symLen-2 {
+		return d.sourceRefError(j, payload)
+	}
+	d.ref[j] = payload
+	d.refs[w] |= bit
+	b.known[w] |= bit
+	return nil
+}
+
+// sourceRefError is the error of AddSourceRef for source j and its payload.
+func (d *Decoder) sourceRefError(j int, payload []byte) error {
 	if err := d.blk.checkSource(j); err != nil {
 		return err
 	}
-	if len(payload) > d.symLen-2 {
-		return fmt.Errorf("fec: source %d: payload of %d octets with T = %d: %w", j, len(payload), d.symLen, ErrPayloadLong)
-	}
-	d.ref[j] = payload
-	d.refs.Set(j)
-	d.blk.known.Set(j) // checked above (checkSource)
-	return nil
+	return fmt.Errorf("fec: source %d: payload of %d octets with T = %d: %w", j, len(payload), d.symLen, ErrPayloadLong)
 }
 
 // AddSourceSymbol records a whole source symbol for position j: a Source Copy repair symbol

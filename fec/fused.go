@@ -290,13 +290,7 @@ func (s *fusedScratch) gather(from *fusedScratch, cols []int) {
 		if from.k == KernelsGFNI {
 			src := from.mat[first*from.nin : (first+w)*from.nin]
 			dst := s.mat[first*nin : (first+w)*nin]
-			for t, i := range cols {
-				// A few words per input: a loop, not a call to memmove each.
-				to, fr := dst[t*w:(t+1)*w], src[i*w:(i+1)*w]
-				for o := range to {
-					to[o] = fr[o]
-				}
-			}
+			gatherMat(dst, src, cols, w)
 			continue
 		}
 		src := from.tbl[first*from.nin*32 : (first+w)*from.nin*32]
@@ -306,4 +300,27 @@ func (s *fusedScratch) gather(from *fusedScratch, cols []int) {
 		}
 	}
 	s.k, s.nin, s.nout, s.prepared = from.k, nin, nout, true
+}
+
+// gatherMat copies the w matrices of input cols[t] of src to input t of dst: a few words per
+// input, moved as one array where w is 4 or 8 (4 or 8 outputs) rather than by a call to
+// memmove each.
+func gatherMat(dst, src []uint64, cols []int, w int) {
+	switch w {
+	case 4:
+		for t, i := range cols {
+			*(*[4]uint64)(dst[4*t:]) = *(*[4]uint64)(src[4*i:])
+		}
+	case 8:
+		for t, i := range cols {
+			*(*[8]uint64)(dst[8*t:]) = *(*[8]uint64)(src[8*i:])
+		}
+	default:
+		for t, i := range cols {
+			to, fr := dst[t*w:(t+1)*w], src[i*w:(i+1)*w]
+			for o := range to {
+				to[o] = fr[o]
+			}
+		}
+	}
 }
