@@ -3,6 +3,7 @@ package fec
 import (
 	"encoding/binary"
 	"fmt"
+	"math/bits"
 
 	"github.com/crem-project/crem/psn"
 )
@@ -352,19 +353,8 @@ func (d *Decoder) gatherInputs(pos, plan []int, L int) (same bool) {
 	same = true
 	pre = pre[:2*nin]
 	for t, j := range pos {
-		var h, l byte
-		byRef := d.refs.Has(j)
-		if pl := d.ref[j]; byRef && len(pl) == L {
-			ins[t] = pl
-			h, l = byte(L>>8), byte(L)
-		} else {
-			if byRef {
-				d.buildRef(j) // a short payload does not fill the columns: pad it
-			}
-			s := d.src[j]
-			ins[t] = s[2:]
-			h, l = s[0], s[1]
-		}
+		in, h, l := d.knownInput(j, L)
+		ins[t] = in
 		pre[2*t], pre[2*t+1] = h, l
 		same = same && h == pre[0] && l == pre[1]
 	}
@@ -373,6 +363,67 @@ func (d *Decoder) gatherInputs(pos, plan []int, L int) (same bool) {
 		ins[nk+n] = s[2:]
 		pre[2*(nk+n)], pre[2*(nk+n)+1] = s[0], s[1]
 	}
+	return same
+}
+
+// knownInput returns the input of the fused solve for known source j, from octet 2 of its
+// symbol, and the symbol's length prefix: a payload held by reference that fills the T - 2
+// octets is the input as it stands; a shorter one is first built into a symbol of the
+// Decoder's own, as Symbol would.
+func (d *Decoder) knownInput(j, L int) (in []byte, h, l byte) {
+	byRef := d.refs.Has(j)
+	if pl := d.ref[j]; byRef && len(pl) == L {
+		return pl, byte(L >> 8), byte(L)
+	}
+	if byRef {
+		d.buildRef(j) // a short payload does not fill the columns: pad it
+	}
+	s := d.src[j]
+	return s[2:], s[0], s[1]
+}
+
+// gatherKnown is the two-stage solve's walk over the known positions of L on the GFNI path,
+// with at most gfniMaxOut outputs (one pass of the kernels): in one pass over the set it lists
+// them in d.pos, copies their columns of the row plan's matrices into d.s1 (as gather does),
+// and lists their inputs and prefixes followed by the planned rows' (as gatherInputs does).
+// It reports whether every known source has the first one's prefix.
+func (d *Decoder) gatherKnown(rp *rowPlan, known *psn.Bitmap, plan []int, L int) (same bool) {
+	u, nk := len(plan), known.Count()
+	nin := nk + u
+	from, s := &rp.scratch, &d.s1
+	if cap(s.mat) < nin*u {
+		s.mat = make([]uint64, nin*u)
+	}
+	if cap(d.ins) < nin {
+		d.ins = make([][]byte, nin)
+	}
+	mat, fmat := s.mat[:nin*u], from.mat
+	d.ins, d.pre, d.pos = d.ins[:nin], grow(d.pre, 2*nin), d.pos[:0]
+	ins, pre := d.ins, d.pre[:2*nin]
+	same = true
+	t := 0
+	for w, v := range known {
+		for v != 0 {
+			lz := bits.LeadingZeros32(v)
+			v &^= 0x80000000 >> uint(lz)
+			j := w<<5 | lz
+			d.pos = append(d.pos, j)
+			moveMats(mat[t*u:(t+1)*u], fmat[j*u:(j+1)*u])
+			in, h, l := d.knownInput(j, L)
+			ins[t] = in
+			pre[2*t], pre[2*t+1] = h, l
+			same = same && h == pre[0] && l == pre[1]
+			t++
+		}
+	}
+	for n, r := range plan {
+		i := rp.blockK + n
+		moveMats(mat[(nk+n)*u:(nk+n+1)*u], fmat[i*u:(i+1)*u])
+		sym := d.rep[r]
+		ins[nk+n] = sym[2:]
+		pre[2*(nk+n)], pre[2*(nk+n)+1] = sym[0], sym[1]
+	}
+	s.k, s.nin, s.nout, s.prepared = from.k, nin, u, true
 	return same
 }
 
@@ -535,13 +586,18 @@ func (d *Decoder) solveTwoStage(k Kernels, plan []int, unknown *psn.Bitmap) {
 	rp := d.rowPlan(k, d.blk.k, d.idx, &over)
 	d.cols = unknown.Positions(d.cols[:0])
 	known := over.AndNot(*unknown)
-	d.pos = known.Positions(d.pos[:0])
-	d.gcols = append(d.gcols[:0], d.pos...)
-	for n := range u {
-		d.gcols = append(d.gcols, d.blk.k+n)
+	var same bool
+	if k == KernelsGFNI && u <= gfniMaxOut {
+		same = d.gatherKnown(rp, &known, plan, L)
+	} else {
+		d.pos = known.Positions(d.pos[:0])
+		d.gcols = append(d.gcols[:0], d.pos...)
+		for n := range u {
+			d.gcols = append(d.gcols, d.blk.k+n)
+		}
+		d.s1.gather(&rp.scratch, d.gcols)
+		same = d.gatherInputs(d.pos, plan, L)
 	}
-	d.s1.gather(&rp.scratch, d.gcols)
-	same := d.gatherInputs(d.pos, plan, L)
 	d.dst = d.dst[:0]
 	for n := range u {
 		if n == len(d.mid) {

@@ -302,25 +302,24 @@ func (s *fusedScratch) gather(from *fusedScratch, cols []int) {
 	s.k, s.nin, s.nout, s.prepared = from.k, nin, nout, true
 }
 
-// gatherMat copies the w matrices of input cols[t] of src to input t of dst: a few words per
-// input, moved as one array where w is 4 or 8 (4 or 8 outputs) rather than by a call to
-// memmove each.
+// gatherMat copies the w matrices of input cols[t] of src to input t of dst (moveMats).
 func gatherMat(dst, src []uint64, cols []int, w int) {
-	switch w {
+	for t, i := range cols {
+		moveMats(dst[t*w:(t+1)*w], src[i*w:(i+1)*w])
+	}
+}
+
+// moveMats copies the matrices of one input, a few words: moved as one array where there are
+// 4 or 8 (4 or 8 outputs) rather than by a call to memmove.
+func moveMats(dst, src []uint64) {
+	switch len(dst) {
 	case 4:
-		for t, i := range cols {
-			*(*[4]uint64)(dst[4*t:]) = *(*[4]uint64)(src[4*i:])
-		}
+		*(*[4]uint64)(dst) = *(*[4]uint64)(src)
 	case 8:
-		for t, i := range cols {
-			*(*[8]uint64)(dst[8*t:]) = *(*[8]uint64)(src[8*i:])
-		}
+		*(*[8]uint64)(dst) = *(*[8]uint64)(src)
 	default:
-		for t, i := range cols {
-			to, fr := dst[t*w:(t+1)*w], src[i*w:(i+1)*w]
-			for o := range to {
-				to[o] = fr[o]
-			}
+		for o := range dst {
+			dst[o] = src[o]
 		}
 	}
 }
