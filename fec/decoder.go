@@ -405,11 +405,22 @@ func (d *Decoder) gatherKnown(rp *rowPlan, known *psn.Bitmap, plan []int, L int)
 	for w, v := range known {
 		for v != 0 {
 			lz := bits.LeadingZeros32(v)
-			v &^= 0x80000000 >> uint(lz)
+			bit := uint32(0x80000000) >> uint(lz)
+			v &^= bit
 			j := w<<5 | lz
 			d.pos = append(d.pos, j)
-			moveMats(mat[t*u:(t+1)*u], fmat[j*u:(j+1)*u])
-			in, h, l := d.knownInput(j, L)
+			if u == 4 {
+				*(*[4]uint64)(mat[4*t:]) = *(*[4]uint64)(fmat[4*j:])
+			} else {
+				moveMats(mat[t*u:(t+1)*u], fmat[j*u:(j+1)*u])
+			}
+			var in []byte
+			var h, l byte
+			if pl := d.ref[j]; d.refs[w]&bit != 0 && len(pl) == L {
+				in, h, l = pl, byte(L>>8), byte(L) // knownInput's common case, inline
+			} else {
+				in, h, l = d.knownInput(j, L)
+			}
 			ins[t] = in
 			pre[2*t], pre[2*t+1] = h, l
 			same = same && h == pre[0] && l == pre[1]
