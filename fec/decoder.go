@@ -383,10 +383,10 @@ func (d *Decoder) knownInput(j, L int) (in []byte, h, l byte) {
 }
 
 // gatherKnown is the two-stage solve's walk over the known positions of L on the GFNI path,
-// with at most gfniMaxOut outputs (one pass of the kernels): in one pass over the set it lists
-// them in d.pos, copies their columns of the row plan's matrices into d.s1 (as gather does),
-// and lists their inputs and prefixes followed by the planned rows' (as gatherInputs does).
-// It reports whether every known source has the first one's prefix.
+// with at most gfniMaxOut outputs (one pass of the kernels): in one pass over the set it copies
+// their columns of the row plan's matrices into d.s1 (as gather does) and lists their inputs
+// and prefixes followed by the planned rows' (as gatherInputs does). It reports whether every
+// known source has the first one's prefix; only when not does the caller list the positions.
 func (d *Decoder) gatherKnown(rp *rowPlan, known *psn.Bitmap, plan []int, L int) (same bool) {
 	u, nk := len(plan), known.Count()
 	nin := nk + u
@@ -398,7 +398,7 @@ func (d *Decoder) gatherKnown(rp *rowPlan, known *psn.Bitmap, plan []int, L int)
 		d.ins = make([][]byte, nin)
 	}
 	mat, fmat := s.mat[:nin*u], from.mat
-	d.ins, d.pre, d.pos = d.ins[:nin], grow(d.pre, 2*nin), d.pos[:0]
+	d.ins, d.pre = d.ins[:nin], grow(d.pre, 2*nin)
 	ins, pre := d.ins, d.pre[:2*nin]
 	same = true
 	t := 0
@@ -408,7 +408,6 @@ func (d *Decoder) gatherKnown(rp *rowPlan, known *psn.Bitmap, plan []int, L int)
 			bit := uint32(0x80000000) >> uint(lz)
 			v &^= bit
 			j := w<<5 | lz
-			d.pos = append(d.pos, j)
 			if u == 4 {
 				*(*[4]uint64)(mat[4*t:]) = *(*[4]uint64)(fmat[4*j:])
 			} else {
@@ -600,6 +599,10 @@ func (d *Decoder) solveTwoStage(k Kernels, plan []int, unknown *psn.Bitmap) {
 	var same bool
 	if k == KernelsGFNI && u <= gfniMaxOut {
 		same = d.gatherKnown(rp, &known, plan, L)
+		d.pos = d.pos[:0]
+		if !same {
+			d.pos = known.Positions(d.pos) // rowPrefixes's walk, source by source
+		}
 	} else {
 		d.pos = known.Positions(d.pos[:0])
 		d.gcols = append(d.gcols[:0], d.pos...)
@@ -642,9 +645,9 @@ func (d *Decoder) solveTwoStage(k Kernels, plan []int, unknown *psn.Bitmap) {
 // rowPrefixes sets the length prefixes of the first product's outputs d.dst: row r's own plus
 // the sum over the known sources of C(idx[r], j) times their prefixes. When they all have one
 // prefix (same), that is the prefix times the sum of the row's coefficients over L less those
-// of the unknowns.
+// of the unknowns; otherwise d.pos lists the known positions in the order of the inputs.
 func (d *Decoder) rowPrefixes(rp *rowPlan, same bool) {
-	nk := len(d.pos)
+	nk := len(d.ins) - len(d.dst) // the known sources, listed first
 	nin := rp.blockK + len(rp.idx)
 	for r, b := range d.dst {
 		hi, lo := d.pre[2*(nk+r)], d.pre[2*(nk+r)+1]
