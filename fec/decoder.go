@@ -409,7 +409,9 @@ func (d *Decoder) gatherKnown(rp *rowPlan, known *psn.Bitmap, plan []int, L int)
 			v &^= bit
 			j := w<<5 | lz
 			if u == 4 {
-				*(*[4]uint64)(mat[4*t:]) = *(*[4]uint64)(fmat[4*j:])
+				// Word by word: an array assignment of this size becomes a call to memmove.
+				to, fr := mat[4*t:4*t+4], fmat[4*j:4*j+4]
+				to[0], to[1], to[2], to[3] = fr[0], fr[1], fr[2], fr[3]
 			} else {
 				moveMats(mat[t*u:(t+1)*u], fmat[j*u:(j+1)*u])
 			}

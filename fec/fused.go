@@ -309,17 +309,11 @@ func gatherMat(dst, src []uint64, cols []int, w int) {
 	}
 }
 
-// moveMats copies the matrices of one input, a few words: moved as one array where there are
-// 4 or 8 (4 or 8 outputs) rather than by a call to memmove.
+// moveMats copies the matrices of one input, a few words, word by word rather than by a call
+// to memmove (which copy, and an array assignment of 32 octets or more, become).
 func moveMats(dst, src []uint64) {
-	switch len(dst) {
-	case 4:
-		*(*[4]uint64)(dst) = *(*[4]uint64)(src)
-	case 8:
-		*(*[8]uint64)(dst) = *(*[8]uint64)(src)
-	default:
-		for o := range dst {
-			dst[o] = src[o]
-		}
+	src = src[:len(dst)]
+	for o := range dst {
+		dst[o] = src[o]
 	}
 }
