@@ -2,6 +2,7 @@ package fec
 
 import (
 	"fmt"
+	"math/bits"
 
 	"github.com/crem-project/crem/psn"
 )
@@ -44,6 +45,7 @@ type Block struct {
 	known   psn.Bitmap
 	held    psn.Bitmap // Repair Indices held
 	rows    []Row
+	sorted  bool // rows are in ascending Repair Index order, as ordinary repair arrives
 }
 
 // Reset starts a new block of k positions with the given present positions, reusing storage.
@@ -62,6 +64,7 @@ func (b *Block) Reset(s Scheme, k int, present psn.Bitmap) error {
 	b.scheme, b.k, b.present = s, k, present
 	b.known, b.held = psn.Bitmap{}, psn.Bitmap{}
 	b.rows = b.rows[:0]
+	b.sorted = true
 	return nil
 }
 
@@ -80,8 +83,20 @@ func (b *Block) Known() psn.Bitmap { return b.known }
 // Rows returns the held repair rows in arrival order. The slice is the block's own; read only.
 func (b *Block) Rows() []Row { return b.rows }
 
-// checkSource reports whether source j may be added.
+// checkSource reports whether source j may be added: in the block, present and not yet known,
+// tested on one word of the bitmaps; sourceError says what is wrong otherwise.
 func (b *Block) checkSource(j int) error {
+	if uint(j) < uint(b.k) {
+		w, bit := (j>>5)&(len(b.present)-1), uint32(0x80000000)>>uint(j&31)
+		if b.present[w]&^b.known[w]&bit != 0 {
+			return nil
+		}
+	}
+	return b.sourceError(j)
+}
+
+// sourceError is the error of checkSource for a source j it refused.
+func (b *Block) sourceError(j int) error {
 	if b.k == 0 {
 		return fmt.Errorf("fec: source %d before Reset: %w", j, ErrArgs)
 	}
@@ -91,10 +106,7 @@ func (b *Block) checkSource(j int) error {
 	if !b.present.Has(j) {
 		return fmt.Errorf("fec: source position %d is absent in the block: %w", j, ErrSet)
 	}
-	if b.known.Has(j) {
-		return fmt.Errorf("fec: source position %d already known: %w", j, ErrDuplicate)
-	}
-	return nil
+	return fmt.Errorf("fec: source position %d already known: %w", j, ErrDuplicate)
 }
 
 // AddSource records that source j is held. A source already held or restored yields an error
@@ -124,8 +136,8 @@ func (b *Block) checkRepair(i int, over psn.Bitmap) error {
 			return fmt.Errorf("fec: XOR repair over a set other than the present positions (no coded retransmission in scheme 2): %w", ErrSet)
 		}
 	}
-	if err := CheckIndex(i, b.k); err != nil {
-		return err
+	if i < 0 || i+b.k > MaxK {
+		return CheckIndex(i, b.k)
 	}
 	if over.Empty() {
 		return fmt.Errorf("fec: repair %d over an empty set: %w", i, ErrSet)
@@ -148,6 +160,9 @@ func (b *Block) AddRepair(i int, over psn.Bitmap) error {
 		return err
 	}
 	b.held.Set(i)
+	if n := len(b.rows); n > 0 && b.rows[n-1].Index > i {
+		b.sorted = false
+	}
 	b.rows = append(b.rows, Row{Index: i, Over: over})
 	return nil
 }
@@ -168,30 +183,56 @@ func (b *Block) Status() Status {
 // Plan appends to dst the rows (indices into Rows) that solve the unknowns, in ascending
 // Repair Index order, and returns them with the status. When the block is not solvable it
 // returns the status and an error wrapping ErrNotSolvable that names what is missing.
+//
+// It takes the status in the same pass over the rows as the choice: the lowest indices first,
+// as ordinary rows are 0..m-1 and the solve then tends to meet the same few row sets. Rows that
+// arrived in ascending index order are taken in that order; others are sorted (planSorted).
 func (b *Block) Plan(dst []int) ([]int, Status, error) {
-	s := b.Status()
+	start := len(dst)
+	s := Status{Unknown: b.present.AndNot(b.known), Held: len(b.rows)}
+	s.U = s.Unknown.Count()
+	for r := range b.rows {
+		if b.rows[r].Over.Contains(&s.Unknown) {
+			s.Usable++
+			if b.sorted && s.Usable <= s.U {
+				dst = append(dst, r)
+			}
+		}
+	}
+	s.Missing = max(0, s.U-s.Usable)
 	if s.U == 0 {
-		return dst, s, nil
+		return dst[:start], s, nil
 	}
 	if s.Missing > 0 {
-		return dst, s, fmt.Errorf("fec: %d unknown sources %v, %d usable repair symbols: %d more needed: %w",
+		return dst[:start], s, fmt.Errorf("fec: %d unknown sources %v, %d usable repair symbols: %d more needed: %w",
 			s.U, s.Unknown.Positions(nil), s.Usable, s.Missing, ErrNotSolvable)
 	}
-	// The lowest indices first: ordinary rows are 0..m-1, so the solve tends to meet the same
-	// few row sets.
-	var slot [MaxK]uint8
+	if !b.sorted {
+		dst = b.planSorted(dst, &s)
+	}
+	return dst, s, nil
+}
+
+// planSorted appends to dst the first s.U usable rows in ascending Repair Index order, for rows
+// that did not arrive in that order.
+func (b *Block) planSorted(dst []int, s *Status) []int {
+	var slot [MaxK + 1]uint8
 	for r := range b.rows {
 		slot[b.rows[r].Index] = uint8(r)
 	}
 	n := 0
-	b.held.Each(func(i int) {
-		r := int(slot[i])
-		if n < s.U && b.rows[r].Over.Contains(&s.Unknown) {
-			dst = append(dst, r)
-			n++
+	for w, v := range b.held {
+		for v != 0 && n < s.U {
+			lz := bits.LeadingZeros32(v)
+			v &^= 0x80000000 >> uint(lz)
+			r := int(slot[w<<5|lz])
+			if b.rows[r].Over.Contains(&s.Unknown) {
+				dst = append(dst, r)
+				n++
+			}
 		}
-	})
-	return dst, s, nil
+	}
+	return dst
 }
 
 // Restore marks every unknown source as restored once the block is solvable, and returns them.

@@ -2,6 +2,8 @@ package fec
 
 import (
 	"errors"
+	"math/rand/v2"
+	"slices"
 	"testing"
 
 	"github.com/crem-project/crem/psn"
@@ -164,5 +166,63 @@ func TestBlockRefusesBadInput(t *testing.T) {
 	}
 	if err := b.AddSource(1); err != nil {
 		t.Errorf("Source Copy block takes sources: %v", err)
+	}
+}
+
+// TestBlockPlanTakesLowestUsableIndices: whatever order the repair rows arrive in, and whatever
+// sets they cover, Plan returns the status Status gives and the first u usable rows in
+// ascending Repair Index order.
+func TestBlockPlanTakesLowestUsableIndices(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 5))
+	for range 3000 {
+		k := 1 + rng.IntN(40)
+		var b Block
+		if err := b.Reset(SchemeCauchy, k, psn.FirstK(k)); err != nil {
+			t.Fatal(err)
+		}
+		for j := range k {
+			if rng.IntN(3) > 0 {
+				if err := b.AddSource(j); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		for _, i := range rng.Perm(12)[:rng.IntN(12)] {
+			over := psn.FirstK(k)
+			if rng.IntN(3) == 0 {
+				over.Clear(rng.IntN(k))
+			}
+			if over.Empty() {
+				continue
+			}
+			if err := b.AddRepair(i, over); err != nil {
+				t.Fatal(err)
+			}
+		}
+		st := b.Status()
+		plan, s, err := b.Plan(nil)
+		if s != st {
+			t.Fatalf("Plan's status %+v, Status %+v", s, st)
+		}
+		var want []int
+		for i := range MaxK {
+			for r, row := range b.Rows() {
+				if row.Index == i && row.Over.Contains(&st.Unknown) && len(want) < st.U {
+					want = append(want, r)
+				}
+			}
+		}
+		switch {
+		case st.U == 0:
+			want = nil
+		case !st.Solvable():
+			want = nil
+			if !errors.Is(err, ErrNotSolvable) {
+				t.Fatalf("Plan of an unsolvable block: %v", err)
+			}
+		}
+		if len(plan) != len(want) || (len(want) > 0 && !slices.Equal(plan, want)) {
+			t.Fatalf("plan %v, want %v (rows %v, status %+v)", plan, want, b.Rows(), st)
+		}
 	}
 }

@@ -65,33 +65,46 @@ func CauchyRows(k int, idx ...int) ([][]byte, error) {
 //
 // Repair Indices must be distinct and valid for the block, positions distinct.
 func cauchyInverse(inv []byte, lg, lh []int, rows, cols []int) {
-	// In logarithms, so the products and quotients are sums and differences mod 255.
+	// In logarithms, so the products and quotients are sums and differences mod 255. The
+	// logarithm of x_r + y_c enters g_r, h_c and inv[c][r]: it is looked up once, and kept in
+	// inv until the last loop. The terms x_r + x_l and y_c + y_l are symmetric: once per pair.
 	u := len(rows)
-	lg, lh, inv = lg[:u], lh[:u], inv[:u*u]
-	for r, i := range rows {
-		xr := byte(255 - i)
-		s := 0
-		for l := range u {
-			s += int(gfLog[xr^byte(cols[l])]) + 255 - int(gfLog[xr^byte(255-rows[l])])
-		}
-		// The term l = r added 255 - log(0) = 255, a multiple of 255.
-		lg[r] = s % 255
-	}
-	for c, y := range cols {
-		yc := byte(y)
-		s := 0
-		for l := range u {
-			s += int(gfLog[yc^byte(255-rows[l])]) + 255 - int(gfLog[yc^byte(cols[l])])
-		}
-		lh[c] = s % 255
-	}
+	lg, lh, inv = lg[:len(rows)], lh[:len(cols)], inv[:u*u]
+	clear(lg)
 	for c, y := range cols {
 		yc := byte(y)
 		row := inv[c*u : (c+1)*u]
+		h := 0
 		for r, i := range rows {
-			// A[r][c] = 1/(x_r + y_c): its logarithm is the negated one of x_r + y_c. The sum
-			// is below 765, the length of gfExp.
-			row[r] = gfExp[lg[r]+lh[c]+255-int(gfLog[byte(255-i)^yc])]
+			l := gfLog[byte(255-i)^yc]
+			row[r] = l
+			lg[r] += int(l)
+			h += int(l)
+		}
+		lh[c] = h
+	}
+	for a := range u {
+		for b := a + 1; b < u; b++ {
+			lx := int(gfLog[byte(rows[a])^byte(rows[b])]) // (255 - i) + (255 - i') = i + i'
+			ly := int(gfLog[byte(cols[a])^byte(cols[b])])
+			lg[a], lg[b] = lg[a]-lx, lg[b]-lx
+			lh[a], lh[b] = lh[a]-ly, lh[b]-ly
+		}
+	}
+	// Each sum is above -255 u: 255 u more makes it positive without changing it mod 255.
+	for r := range lg {
+		lg[r] = (lg[r] + 255*u) % 255
+	}
+	for c := range lh {
+		lh[c] = (lh[c] + 255*u) % 255
+	}
+	for c := range lh {
+		row := inv[c*u : (c+1)*u]
+		base := lh[c] + 255
+		for r := range row {
+			// A[r][c] = 1/(x_r + y_c): its logarithm is the negated one of x_r + y_c, held in
+			// row[r]. The sum is below 765, the length of gfExp.
+			row[r] = gfExp[base+lg[r]-int(row[r])]
 		}
 	}
 }

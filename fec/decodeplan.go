@@ -50,13 +50,26 @@ func (d *Decoder) planKey(plan []int) {
 // made the most recently used, or nil.
 func (d *Decoder) findPlan(k Kernels, unknown *psn.Bitmap) *decodePlan {
 	for n, p := range d.plans {
-		if p.k == k && p.unknown == *unknown && slices.Equal(p.idx, d.idx) && slices.Equal(p.overs, d.overs) {
+		if p.k == k && p.unknown.Equal(unknown) && slices.Equal(p.idx, d.idx) && sameSets(p.overs, d.overs) {
 			copy(d.plans[1:n+1], d.plans[:n])
 			d.plans[0] = p
 			return p
 		}
 	}
 	return nil
+}
+
+// sameSets reports whether a and b hold equal sets in the same order.
+func sameSets(a, b []psn.Bitmap) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for n := range a {
+		if !a[n].Equal(&b[n]) {
+			return false
+		}
+	}
+	return true
 }
 
 // newPlan keeps a plan for family k, the key in d.idx, d.overs and the unknowns, not built yet,
@@ -181,7 +194,7 @@ type rowPlan struct {
 // over the set over, from the cache or built, and makes it the most recently used.
 func (d *Decoder) rowPlan(k Kernels, blockK int, idx []int, over *psn.Bitmap) *rowPlan {
 	for n, p := range d.rplans {
-		if p.k == k && p.blockK == blockK && p.over == *over && slices.Equal(p.idx, idx) {
+		if p.k == k && p.blockK == blockK && p.over.Equal(over) && slices.Equal(p.idx, idx) {
 			copy(d.rplans[1:n+1], d.rplans[:n])
 			d.rplans[0] = p
 			return p

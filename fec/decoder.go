@@ -3,6 +3,7 @@ package fec
 import (
 	"encoding/binary"
 	"fmt"
+	"math/bits"
 
 	"github.com/crem-project/crem/psn"
 )
@@ -71,6 +72,7 @@ func (d *Decoder) Reset(s Scheme, k, T int, present psn.Bitmap) error {
 	if err := CheckT(T); err != nil {
 		return err
 	}
+	prevK := d.blk.k
 	if err := d.blk.Reset(s, k, present); err != nil {
 		return err
 	}
@@ -79,8 +81,10 @@ func (d *Decoder) Reset(s Scheme, k, T int, present psn.Bitmap) error {
 	d.srcs.reset(k, T)
 	d.reps.reset(0, T)
 	d.mids.reset(0, T)
-	d.refs.Each(func(j int) { d.ref[j] = nil }) // let the caller's buffers go
-	d.refs = psn.Bitmap{}
+	if !d.refs.Empty() {
+		clear(d.ref[:prevK]) // let the caller's buffers go; only the last block's k can hold one
+		d.refs = psn.Bitmap{}
+	}
 	return nil
 }
 
@@ -108,16 +112,24 @@ func (d *Decoder) AddSource(j int, payload []byte) error {
 // when it decodes, so the caller must leave it unchanged until the next Reset. A receiver that
 // holds its packets until the block ends anyway saves a copy of every packet.
 func (d *Decoder) AddSourceRef(j int, payload []byte) error {
+	// checkSource's test on one word, here so that the call is made only for an error.
+	b := &d.blk
+	w, bit := (j>>5)&(len(b.known)-1), uint32(0x80000000)>>uint(j&31)
+	if uint(j) >= uint(b.k) || b.present[w]&^b.known[w]&bit == 0 || len(payload) > d.symLen-2 {
+		return d.sourceRefError(j, payload)
+	}
+	d.ref[j] = payload
+	d.refs[w] |= bit
+	b.known[w] |= bit
+	return nil
+}
+
+// sourceRefError is the error of AddSourceRef for source j and its payload.
+func (d *Decoder) sourceRefError(j int, payload []byte) error {
 	if err := d.blk.checkSource(j); err != nil {
 		return err
 	}
-	if len(payload) > d.symLen-2 {
-		return fmt.Errorf("fec: source %d: payload of %d octets with T = %d: %w", j, len(payload), d.symLen, ErrPayloadLong)
-	}
-	d.ref[j] = payload
-	d.refs.Set(j)
-	d.blk.known.Set(j) // checked above (checkSource)
-	return nil
+	return fmt.Errorf("fec: source %d: payload of %d octets with T = %d: %w", j, len(payload), d.symLen, ErrPayloadLong)
 }
 
 // AddSourceSymbol records a whole source symbol for position j: a Source Copy repair symbol
@@ -339,19 +351,10 @@ func (d *Decoder) gatherInputs(pos, plan []int, L int) (same bool) {
 	d.ins, d.pre = d.ins[:nin], grow(d.pre, 2*nin)
 	ins, pre := d.ins, d.pre
 	same = true
+	pre = pre[:2*nin]
 	for t, j := range pos {
-		var h, l byte
-		if pl := d.ref[j]; d.refs.Has(j) && len(pl) == L {
-			ins[t] = pl
-			h, l = byte(L>>8), byte(L)
-		} else {
-			if d.refs.Has(j) {
-				d.buildRef(j) // a short payload does not fill the columns: pad it
-			}
-			s := d.src[j]
-			ins[t] = s[2:]
-			h, l = s[0], s[1]
-		}
+		in, h, l := d.knownInput(j, L)
+		ins[t] = in
 		pre[2*t], pre[2*t+1] = h, l
 		same = same && h == pre[0] && l == pre[1]
 	}
@@ -360,6 +363,79 @@ func (d *Decoder) gatherInputs(pos, plan []int, L int) (same bool) {
 		ins[nk+n] = s[2:]
 		pre[2*(nk+n)], pre[2*(nk+n)+1] = s[0], s[1]
 	}
+	return same
+}
+
+// knownInput returns the input of the fused solve for known source j, from octet 2 of its
+// symbol, and the symbol's length prefix: a payload held by reference that fills the T - 2
+// octets is the input as it stands; a shorter one is first built into a symbol of the
+// Decoder's own, as Symbol would.
+func (d *Decoder) knownInput(j, L int) (in []byte, h, l byte) {
+	byRef := d.refs.Has(j)
+	if pl := d.ref[j]; byRef && len(pl) == L {
+		return pl, byte(L >> 8), byte(L)
+	}
+	if byRef {
+		d.buildRef(j) // a short payload does not fill the columns: pad it
+	}
+	s := d.src[j]
+	return s[2:], s[0], s[1]
+}
+
+// gatherKnown is the two-stage solve's walk over the known positions of L on the GFNI path,
+// with at most gfniMaxOut outputs (one pass of the kernels): in one pass over the set it copies
+// their columns of the row plan's matrices into d.s1 (as gather does) and lists their inputs
+// and prefixes followed by the planned rows' (as gatherInputs does). It reports whether every
+// known source has the first one's prefix; only when not does the caller list the positions.
+func (d *Decoder) gatherKnown(rp *rowPlan, known *psn.Bitmap, plan []int, L int) (same bool) {
+	u, nk := len(plan), known.Count()
+	nin := nk + u
+	from, s := &rp.scratch, &d.s1
+	if cap(s.mat) < nin*u {
+		s.mat = make([]uint64, nin*u)
+	}
+	if cap(d.ins) < nin {
+		d.ins = make([][]byte, nin)
+	}
+	mat, fmat := s.mat[:nin*u], from.mat
+	d.ins, d.pre = d.ins[:nin], grow(d.pre, 2*nin)
+	ins, pre := d.ins, d.pre[:2*nin]
+	same = true
+	t := 0
+	for w, v := range known {
+		for v != 0 {
+			lz := bits.LeadingZeros32(v)
+			bit := uint32(0x80000000) >> uint(lz)
+			v &^= bit
+			j := w<<5 | lz
+			if u == 4 {
+				// Word by word: an array assignment of this size becomes a call to memmove.
+				to, fr := mat[4*t:4*t+4], fmat[4*j:4*j+4]
+				to[0], to[1], to[2], to[3] = fr[0], fr[1], fr[2], fr[3]
+			} else {
+				moveMats(mat[t*u:(t+1)*u], fmat[j*u:(j+1)*u])
+			}
+			var in []byte
+			var h, l byte
+			if pl := d.ref[j]; d.refs[w]&bit != 0 && len(pl) == L {
+				in, h, l = pl, byte(L>>8), byte(L) // knownInput's common case, inline
+			} else {
+				in, h, l = d.knownInput(j, L)
+			}
+			ins[t] = in
+			pre[2*t], pre[2*t+1] = h, l
+			same = same && h == pre[0] && l == pre[1]
+			t++
+		}
+	}
+	for n, r := range plan {
+		i := rp.blockK + n
+		moveMats(mat[(nk+n)*u:(nk+n+1)*u], fmat[i*u:(i+1)*u])
+		sym := d.rep[r]
+		ins[nk+n] = sym[2:]
+		pre[2*(nk+n)], pre[2*(nk+n)+1] = sym[0], sym[1]
+	}
+	s.k, s.nin, s.nout, s.prepared = from.k, nin, u, true
 	return same
 }
 
@@ -497,7 +573,7 @@ func (d *Decoder) twoStagePays(k Kernels, plan []int) bool {
 func (d *Decoder) shareSet(plan []int) bool {
 	over := &d.blk.rows[plan[0]].Over
 	for _, r := range plan[1:] {
-		if d.blk.rows[r].Over != *over {
+		if !d.blk.rows[r].Over.Equal(over) {
 			return false
 		}
 	}
@@ -522,13 +598,22 @@ func (d *Decoder) solveTwoStage(k Kernels, plan []int, unknown *psn.Bitmap) {
 	rp := d.rowPlan(k, d.blk.k, d.idx, &over)
 	d.cols = unknown.Positions(d.cols[:0])
 	known := over.AndNot(*unknown)
-	d.pos = known.Positions(d.pos[:0])
-	d.gcols = append(d.gcols[:0], d.pos...)
-	for n := range u {
-		d.gcols = append(d.gcols, d.blk.k+n)
+	var same bool
+	if k == KernelsGFNI && u <= gfniMaxOut {
+		same = d.gatherKnown(rp, &known, plan, L)
+		d.pos = d.pos[:0]
+		if !same {
+			d.pos = known.Positions(d.pos) // rowPrefixes's walk, source by source
+		}
+	} else {
+		d.pos = known.Positions(d.pos[:0])
+		d.gcols = append(d.gcols[:0], d.pos...)
+		for n := range u {
+			d.gcols = append(d.gcols, d.blk.k+n)
+		}
+		d.s1.gather(&rp.scratch, d.gcols)
+		same = d.gatherInputs(d.pos, plan, L)
 	}
-	d.s1.gather(&rp.scratch, d.gcols)
-	same := d.gatherInputs(d.pos, plan, L)
 	d.dst = d.dst[:0]
 	for n := range u {
 		if n == len(d.mid) {
@@ -562,9 +647,9 @@ func (d *Decoder) solveTwoStage(k Kernels, plan []int, unknown *psn.Bitmap) {
 // rowPrefixes sets the length prefixes of the first product's outputs d.dst: row r's own plus
 // the sum over the known sources of C(idx[r], j) times their prefixes. When they all have one
 // prefix (same), that is the prefix times the sum of the row's coefficients over L less those
-// of the unknowns.
+// of the unknowns; otherwise d.pos lists the known positions in the order of the inputs.
 func (d *Decoder) rowPrefixes(rp *rowPlan, same bool) {
-	nk := len(d.pos)
+	nk := len(d.ins) - len(d.dst) // the known sources, listed first
 	nin := rp.blockK + len(rp.idx)
 	for r, b := range d.dst {
 		hi, lo := d.pre[2*(nk+r)], d.pre[2*(nk+r)+1]

@@ -44,7 +44,7 @@ type encodePlan struct {
 // the most recently used. The indices must be valid for the block.
 func (e *Encoder) plan(k Kernels, indices []int, over *psn.Bitmap) *encodePlan {
 	for n, p := range e.plans {
-		if p.k == k && p.over == *over && slices.Equal(p.indices, indices) {
+		if p.k == k && p.over.Equal(over) && slices.Equal(p.indices, indices) {
 			copy(e.plans[1:n+1], e.plans[:n])
 			e.plans[0] = p
 			return p
@@ -140,7 +140,7 @@ func (e *Encoder) Encode(dst [][]byte, indices []int, over psn.Bitmap, src [][]b
 	}
 	k := resolve(e.kernels)
 	p := e.plan(k, indices, &over)
-	if err := checkLengths(T, p.pos, src); err != nil {
+	if err := checkLengths(T, p.pos, p.whole, src); err != nil {
 		return err
 	}
 	if len(p.pos) == 0 {
@@ -190,7 +190,9 @@ func (e *Encoder) encodeFused(p *encodePlan, dst [][]byte, T int, src [][]byte) 
 		if !p.whole || len(src) != len(p.pos) {
 			ins = e.gather(p, src)
 		}
-		p.scratch.mul(ins, dst, T)
+		// Encode has checked every source of L and every output to hold T octets
+		// (checkEncode, checkLengths): the kernel's guard need only check the shape.
+		p.scratch.mulChecked(ins, dst, T)
 		clear(e.ins) // hold no caller buffer beyond the call
 		e.ins = e.ins[:0]
 		return
@@ -293,8 +295,8 @@ func checkEncode(dst [][]byte, indices []int, over *psn.Bitmap, src [][]byte) (T
 		}
 	}
 	for _, i := range indices {
-		if err := CheckIndex(i, k); err != nil {
-			return 0, err
+		if i < 0 || i+k > MaxK {
+			return 0, CheckIndex(i, k)
 		}
 	}
 	if over.Beyond(k) {
@@ -303,8 +305,23 @@ func checkEncode(dst [][]byte, indices []int, over *psn.Bitmap, src [][]byte) (T
 	return T, nil
 }
 
-// checkLengths reports whether the source at every position of pos holds T octets.
-func checkLengths(T int, pos []int, src [][]byte) error {
+// checkLengths reports whether the source at every position of pos holds T octets. The
+// lengths are compared without a branch each, and the culprit looked for only when one
+// differs; whole says pos is 0, 1, ..., len(pos)-1, read in place.
+func checkLengths(T int, pos []int, whole bool, src [][]byte) error {
+	diff := 0
+	if whole && len(pos) <= len(src) {
+		for _, s := range src[:len(pos)] {
+			diff |= len(s) ^ T
+		}
+	} else {
+		for _, j := range pos {
+			diff |= len(src[j]) ^ T
+		}
+	}
+	if diff == 0 {
+		return nil
+	}
 	for _, j := range pos {
 		if len(src[j]) != T {
 			return fmt.Errorf("fec: source symbol %d has %d octets, want T = %d: %w", j, len(src[j]), T, ErrSymbolLength)

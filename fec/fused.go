@@ -233,16 +233,32 @@ func (s *fusedScratch) mul(in, out [][]byte, n int) {
 	if !s.prepared || n <= 0 || (n%64 != 0 && s.k != KernelsGFNI) || len(in) != s.nin || len(out) != s.nout {
 		panic("fec: fusedScratch.mul: bad shape")
 	}
+	// The shortest operand, found without a branch per operand.
+	short := n
 	for _, b := range in {
-		if len(b) < n {
-			panic("fec: fusedScratch.mul: short input")
-		}
+		short = min(short, len(b))
 	}
 	for _, b := range out {
-		if len(b) < n {
-			panic("fec: fusedScratch.mul: short output")
-		}
+		short = min(short, len(b))
 	}
+	if short < n {
+		panic("fec: fusedScratch.mul: short operand")
+	}
+	s.run(in, out, n)
+}
+
+// mulChecked is mul for a caller that has itself checked every in[i] and out[o] to hold at
+// least n octets (Encode, at its API edge): the guard keeps only the checks of the shape,
+// which cost the same whatever the number of operands.
+func (s *fusedScratch) mulChecked(in, out [][]byte, n int) {
+	if !s.prepared || n <= 0 || (n%64 != 0 && s.k != KernelsGFNI) || len(in) != s.nin || len(out) != s.nout {
+		panic("fec: fusedScratch.mul: bad shape")
+	}
+	s.run(in, out, n)
+}
+
+// run calls the kernels, one pass per maxOut outputs; the operands are checked.
+func (s *fusedScratch) run(in, out [][]byte, n int) {
 	nin, step := s.nin, maxOut(s.k)
 	for first := 0; first < len(out); first += step {
 		outs := out[first:min(len(out), first+step)]
@@ -274,9 +290,7 @@ func (s *fusedScratch) gather(from *fusedScratch, cols []int) {
 		if from.k == KernelsGFNI {
 			src := from.mat[first*from.nin : (first+w)*from.nin]
 			dst := s.mat[first*nin : (first+w)*nin]
-			for t, i := range cols {
-				copy(dst[t*w:(t+1)*w], src[i*w:(i+1)*w])
-			}
+			gatherMat(dst, src, cols, w)
 			continue
 		}
 		src := from.tbl[first*from.nin*32 : (first+w)*from.nin*32]
@@ -286,4 +300,20 @@ func (s *fusedScratch) gather(from *fusedScratch, cols []int) {
 		}
 	}
 	s.k, s.nin, s.nout, s.prepared = from.k, nin, nout, true
+}
+
+// gatherMat copies the w matrices of input cols[t] of src to input t of dst (moveMats).
+func gatherMat(dst, src []uint64, cols []int, w int) {
+	for t, i := range cols {
+		moveMats(dst[t*w:(t+1)*w], src[i*w:(i+1)*w])
+	}
+}
+
+// moveMats copies the matrices of one input, a few words, word by word rather than by a call
+// to memmove (which copy, and an array assignment of 32 octets or more, become).
+func moveMats(dst, src []uint64) {
+	src = src[:len(dst)]
+	for o := range dst {
+		dst[o] = src[o]
+	}
 }

@@ -60,13 +60,20 @@ func (b *Bitmap) Beyond(k int) bool {
 	if k >= MaxPositions {
 		return false
 	}
-	m := FirstK(k)
-	for i := range b {
-		if b[i]&^m[i] != 0 {
-			return true
-		}
+	if k < 0 {
+		k = 0
 	}
-	return false
+	w := k >> 5
+	// In the word holding position k, the positions below k are the high k mod 32 bits:
+	// shifted out, what is left is at or beyond k. The words after it must be empty.
+	if b[w]<<uint(k&31) != 0 {
+		return true
+	}
+	var rest uint32
+	for _, v := range b[w+1:] {
+		rest |= v
+	}
+	return rest != 0
 }
 
 // And returns the intersection of b and o.
@@ -93,14 +100,22 @@ func (b Bitmap) Or(o Bitmap) Bitmap {
 	return b
 }
 
+// Equal reports whether b and o hold the same positions, word by word without a call.
+func (b *Bitmap) Equal(o *Bitmap) bool {
+	var x uint32
+	for i := range b {
+		x |= b[i] ^ o[i]
+	}
+	return x == 0
+}
+
 // Contains reports whether every position of o is in b.
 func (b *Bitmap) Contains(o *Bitmap) bool {
+	var x uint32 // the words' excess, gathered without a branch each
 	for i := range b {
-		if o[i]&^b[i] != 0 {
-			return false
-		}
+		x |= o[i] &^ b[i]
 	}
-	return true
+	return x == 0
 }
 
 // Each calls f for every set position in ascending order.
@@ -116,8 +131,33 @@ func (b *Bitmap) Each(f func(j int)) {
 
 // Positions appends the set positions in ascending order to dst.
 func (b *Bitmap) Positions(dst []int) []int {
-	b.Each(func(j int) { dst = append(dst, j) })
+	for w, v := range b {
+		for v != 0 {
+			lz := bits.LeadingZeros32(v)
+			dst = append(dst, w<<5|lz)
+			v &^= 0x80000000 >> uint(lz)
+		}
+	}
 	return dst
+}
+
+// Next returns the lowest set position at or above j, or -1 when there is none. A loop
+// `for j := b.Next(0); j >= 0; j = b.Next(j + 1)` visits the set word by word without a call
+// per position of the block.
+func (b *Bitmap) Next(j int) int {
+	if j < 0 {
+		j = 0
+	}
+	for w := j >> 5; w < len(b); w++ {
+		v := b[w]
+		if w == j>>5 {
+			v &= ^uint32(0) >> uint(j&31)
+		}
+		if v != 0 {
+			return w<<5 | bits.LeadingZeros32(v)
+		}
+	}
+	return -1
 }
 
 // Append writes the ceil(k/32) words of a k-position bitmap in network byte order.

@@ -1,6 +1,8 @@
 package psn
 
 import (
+	"math/rand/v2"
+	"slices"
 	"testing"
 
 	"pgregory.net/rapid"
@@ -129,4 +131,39 @@ func TestBitmapRoundTrip(t *testing.T) {
 			t.Fatal("short bitmap accepted")
 		}
 	})
+}
+
+func TestBitmapWordOperationsMatchPositionByPosition(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 11))
+	for range 2000 {
+		var b Bitmap
+		for range rng.IntN(12) {
+			b.Set(rng.IntN(MaxPositions))
+		}
+		var want []int
+		for j := range MaxPositions {
+			if b.Has(j) {
+				want = append(want, j)
+			}
+		}
+		if got := b.Positions(nil); !slices.Equal(got, want) {
+			t.Fatalf("Positions %v, want %v", got, want)
+		}
+		var next []int
+		for j := b.Next(0); j >= 0; j = b.Next(j + 1) {
+			next = append(next, j)
+		}
+		if !slices.Equal(next, want) {
+			t.Fatalf("Next walk %v, want %v", next, want)
+		}
+		for k := -1; k <= MaxPositions+1; k++ {
+			beyond := false
+			for _, j := range want {
+				beyond = beyond || j >= k
+			}
+			if got := b.Beyond(k); got != beyond {
+				t.Fatalf("Beyond(%d) of %v = %v", k, want, got)
+			}
+		}
+	}
 }
