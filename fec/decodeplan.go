@@ -49,14 +49,9 @@ func (d *Decoder) planKey(plan []int) {
 // findPlan returns the kept plan of family k for the key in d.idx, d.overs and the unknowns,
 // made the most recently used, or nil.
 func (d *Decoder) findPlan(k Kernels, unknown *psn.Bitmap) *decodePlan {
-	for n, p := range d.plans {
-		if p.k == k && p.unknown.Equal(unknown) && slices.Equal(p.idx, d.idx) && sameSets(p.overs, d.overs) {
-			copy(d.plans[1:n+1], d.plans[:n])
-			d.plans[0] = p
-			return p
-		}
-	}
-	return nil
+	return d.plans.find(func(p *decodePlan) bool {
+		return p.k == k && p.unknown.Equal(unknown) && slices.Equal(p.idx, d.idx) && sameSets(p.overs, d.overs)
+	})
 }
 
 // sameSets reports whether a and b hold equal sets in the same order.
@@ -75,15 +70,7 @@ func sameSets(a, b []psn.Bitmap) bool {
 // newPlan keeps a plan for family k, the key in d.idx, d.overs and the unknowns, not built yet,
 // as the most recently used; past decodePlans the least recently used one's storage is reused.
 func (d *Decoder) newPlan(k Kernels, unknown *psn.Bitmap) *decodePlan {
-	var p *decodePlan
-	if len(d.plans) < decodePlans {
-		p = new(decodePlan)
-		d.plans = append(d.plans, nil)
-	} else {
-		p = d.plans[len(d.plans)-1]
-	}
-	copy(d.plans[1:], d.plans[:len(d.plans)-1])
-	d.plans[0] = p
+	p := d.plans.push(decodePlans)
 	p.k, p.unknown, p.built = k, *unknown, false
 	p.idx = append(p.idx[:0], d.idx...)
 	p.overs = append(p.overs[:0], d.overs...)
@@ -193,22 +180,12 @@ type rowPlan struct {
 // rowPlan returns the row plan of family k for a block of blockK positions and the rows idx
 // over the set over, from the cache or built, and makes it the most recently used.
 func (d *Decoder) rowPlan(k Kernels, blockK int, idx []int, over *psn.Bitmap) *rowPlan {
-	for n, p := range d.rplans {
-		if p.k == k && p.blockK == blockK && p.over.Equal(over) && slices.Equal(p.idx, idx) {
-			copy(d.rplans[1:n+1], d.rplans[:n])
-			d.rplans[0] = p
-			return p
-		}
+	if p := d.rplans.find(func(p *rowPlan) bool {
+		return p.k == k && p.blockK == blockK && p.over.Equal(over) && slices.Equal(p.idx, idx)
+	}); p != nil {
+		return p
 	}
-	var p *rowPlan
-	if len(d.rplans) < rowPlans {
-		p = new(rowPlan)
-		d.rplans = append(d.rplans, nil)
-	} else {
-		p = d.rplans[len(d.rplans)-1] // the least recently used, its storage reused
-	}
-	copy(d.rplans[1:], d.rplans[:len(d.rplans)-1])
-	d.rplans[0] = p
+	p := d.rplans.push(rowPlans)
 	p.build(k, blockK, idx, over)
 	return p
 }

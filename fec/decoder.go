@@ -43,11 +43,11 @@ type Decoder struct {
 	// The fused solve (solveFused): the plans of the last loss patterns solved, most recently
 	// used first (fusedPlan); inputs and outputs from octet 2 of the symbols, the inputs' length
 	// prefixes, and the tail's scratch.
-	plans       []*decodePlan
-	rplans      []*rowPlan // the row plans of the two-stage solve, most recently used first
-	pos, gcols  []int      // two-stage: the known positions of L, the columns taken from the row plan
-	mid         [][]byte   // two-stage: the u symbols R - C_K S_K
-	mids        symbolSlab // their buffers
+	plans       mru[decodePlan]
+	rplans      mru[rowPlan] // the row plans of the two-stage solve, most recently used first
+	pos, gcols  []int        // two-stage: the known positions of L, the columns taken from the row plan
+	mid         [][]byte     // two-stage: the u symbols R - C_K S_K
+	mids        symbolSlab   // their buffers
 	s1, s2      fusedScratch
 	dst         [][]byte // the outputs' symbols
 	ins, outs   [][]byte

@@ -15,7 +15,7 @@ type Encoder struct {
 	kernels Kernels // as configured; KernelsAuto follows useKernels
 
 	// The plans of the last shapes coded, most recently used first (see plan).
-	plans []*encodePlan
+	plans mru[encodePlan]
 
 	// Inputs and tail scratch of the fused kernels (encodeFused).
 	ins         [][]byte
@@ -43,22 +43,12 @@ type encodePlan struct {
 // plan returns the plan of family k for (indices, over), from the cache or built, and makes it
 // the most recently used. The indices must be valid for the block.
 func (e *Encoder) plan(k Kernels, indices []int, over *psn.Bitmap) *encodePlan {
-	for n, p := range e.plans {
-		if p.k == k && p.over.Equal(over) && slices.Equal(p.indices, indices) {
-			copy(e.plans[1:n+1], e.plans[:n])
-			e.plans[0] = p
-			return p
-		}
+	if p := e.plans.find(func(p *encodePlan) bool {
+		return p.k == k && p.over.Equal(over) && slices.Equal(p.indices, indices)
+	}); p != nil {
+		return p
 	}
-	var p *encodePlan
-	if len(e.plans) < encodePlans {
-		p = new(encodePlan)
-		e.plans = append(e.plans, nil)
-	} else {
-		p = e.plans[len(e.plans)-1] // the least recently used, its storage reused
-	}
-	copy(e.plans[1:], e.plans[:len(e.plans)-1])
-	e.plans[0] = p
+	p := e.plans.push(encodePlans)
 	p.build(k, indices, over)
 	return p
 }
