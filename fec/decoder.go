@@ -305,10 +305,16 @@ func (d *Decoder) solveFused(p *decodePlan, plan []int) {
 	if d.columns(&p.scratch, L) {
 		d.prefixes(p, same)
 	}
+	d.endColumns(T)
+}
+
+// endColumns ends a pass of the fused kernels: the outputs' octets beyond T zero again, and the
+// inputs' list holding no payload beyond the call.
+func (d *Decoder) endColumns(T int) {
 	for _, b := range d.dst {
 		clear(b[T:])
 	}
-	clear(d.ins) // hold no payload beyond the call
+	clear(d.ins)
 	d.ins = d.ins[:0]
 }
 
@@ -625,11 +631,7 @@ func (d *Decoder) solveTwoStage(k Kernels, plan []int, unknown *psn.Bitmap) {
 	if d.columns(&d.s1, L) {
 		d.rowPrefixes(rp, same)
 	}
-	for _, b := range d.dst {
-		clear(b[T:])
-	}
-	clear(d.ins) // hold no payload beyond the call
-	d.ins = d.ins[:0]
+	d.endColumns(T)
 
 	d.inv = grow(d.inv, u*u)
 	d.lg, d.lh = growInts(d.lg, u), growInts(d.lh, u)

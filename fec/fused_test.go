@@ -180,20 +180,7 @@ func TestDecodeFusedAgainstReference(t *testing.T) {
 			if err := d.Reset(SchemeCauchy, k, T, present); err != nil {
 				t.Fatal(err)
 			}
-			add := func(j int) {
-				var err error
-				switch how[j] {
-				case 0:
-					err = d.AddSource(j, blk.payloads[j])
-				case 1:
-					err = d.AddSourceRef(j, blk.payloads[j])
-				default:
-					err = d.AddSourceSymbol(j, blk.src[j])
-				}
-				if err != nil {
-					t.Fatal(err)
-				}
-			}
+			add := func(j int) { addSourceBy(t, d, blk, j, how[j]) }
 			early := present.AndNot(lost).AndNot(late)
 			early.Each(add)
 			for _, r := range rows {
@@ -367,18 +354,7 @@ func TestDecodePlansFollowThePattern(t *testing.T) {
 				if pt.lost.Has(j) {
 					continue
 				}
-				var err error
-				switch rng.IntN(3) {
-				case 0:
-					err = d.AddSource(j, blk.payloads[j])
-				case 1:
-					err = d.AddSourceRef(j, blk.payloads[j])
-				default:
-					err = d.AddSourceSymbol(j, blk.src[j])
-				}
-				if err != nil {
-					t.Fatal(err)
-				}
+				addSourceBy(t, d, blk, j, rng.IntN(3))
 			}
 			for r, i := range pt.idx {
 				over := present
@@ -467,5 +443,24 @@ func TestGFNIPartialColumn(t *testing.T) {
 				checkFusedMul(t, rng, &s, KernelsGFNI, u, nin, n)
 			}
 		}
+	}
+}
+
+// addSourceBy gives d source j of blk one of the three ways a receiver has: way 0 copies the
+// payload (AddSource), 1 holds it by reference (AddSourceRef), 2 copies the whole symbol
+// (AddSourceSymbol).
+func addSourceBy(t *testing.T, d *Decoder, blk *testBlock, j, way int) {
+	t.Helper()
+	var err error
+	switch way {
+	case 0:
+		err = d.AddSource(j, blk.payloads[j])
+	case 1:
+		err = d.AddSourceRef(j, blk.payloads[j])
+	default:
+		err = d.AddSourceSymbol(j, blk.src[j])
+	}
+	if err != nil {
+		t.Fatal(err)
 	}
 }
