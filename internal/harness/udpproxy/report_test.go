@@ -269,6 +269,12 @@ func TestReportOverflowCauseCongestion(t *testing.T) {
 	}
 }
 
+// busySettle is the marking's Settle in tests that count every datagram in its period: on a
+// busy machine the proxy's own loop can hold a datagram for tens of ms beyond the emulated
+// link's delay, which the default Settle (the link's longest delay, at least T/2) does not
+// cover; such a datagram would be counted late, and lost for its period.
+const busySettle = 500 * time.Millisecond
+
 // TestReportMarkingMethod1LostCountPerPeriod: with Alternate Marking, each marking period in
 // which scripted losses fell gives a PATH_REPORT of method 1 whose MP2 entry has exactly the
 // period's losses as Lost Count (the drop log's time gives each drop's period), MP1 Lost
@@ -284,7 +290,7 @@ func TestReportMarkingMethod1LostCountPerPeriod(t *testing.T) {
 		ForwardLink: netem.Config{Loss: mustLoss(t, "script:3,17,18,40,41,55", 1), Delay: time.Millisecond},
 		DropLog:     &log,
 		Report: &ReportConfig{Reporter: reporter.Config{NodeID: 20, Port: csf.port()},
-			Listen: netip.AddrPortFrom(loopback, 0), Marking: period, MarkingDelayThreshold: -1},
+			Listen: netip.AddrPortFrom(loopback, 0), Marking: period, MarkingSettle: busySettle, MarkingDelayThreshold: -1},
 	})
 	c := dialClient(t)
 	const n = 60
@@ -428,7 +434,7 @@ func TestReportSteadyStateAllocs(t *testing.T) {
 	csf := startCSF(t)
 	pr := startProxy(t, Config{Forward: echo.addr().String(), ForwardLink: netem.Config{Delay: time.Millisecond},
 		Report: &ReportConfig{Reporter: reporter.Config{Port: csf.port()}, Drops: true, Marking: 20 * time.Millisecond,
-			MarkingDelayThreshold: -1}})
+			MarkingSettle: busySettle, MarkingDelayThreshold: -1}})
 	c := dialClient(t)
 	msg := rocePacket(t, 7, 1, make([]byte, 1100))
 	buf := make([]byte, 2048)
@@ -593,7 +599,7 @@ func TestReportSurvivesGarbage(t *testing.T) {
 		Forward:     echo.addr().String(),
 		ForwardLink: netem.Config{Loss: mustLoss(t, "0.5", 7)},
 		Report: &ReportConfig{Reporter: reporter.Config{Port: csf.port()}, Listen: netip.AddrPortFrom(loopback, 0),
-			Drops: true, Marking: 20 * time.Millisecond},
+			Drops: true, Marking: 20 * time.Millisecond, MarkingSettle: busySettle},
 	})
 	c := dialClient(t)
 	rng := rand.New(rand.NewPCG(3, 4))
