@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/crem-project/crem/flow"
+	"github.com/crem-project/crem/policy"
 	"github.com/crem-project/crem/psn"
 	"github.com/crem-project/crem/wire"
 )
@@ -506,5 +507,71 @@ func BenchmarkPathReport(b *testing.B) {
 				s.Handle(time.Millisecond, bc.from, msg)
 			}
 		})
+	}
+}
+
+// TestPathReportsNeverTripTheBreaker: the circuit breaker reads the receiver's LOSS_REPORTs
+// only (C11 f). Two virtual seconds of PATH_REPORTs from the listed reporter, every kind a
+// forger can make (congestion, corruption and unknown causes; Lost Counts up to what the flow
+// sent and absurd ones; PSNs of held blocks, of none, and far away), beside LOSS_REPORTs that
+// say nothing was lost: the breaker never opens, m stays, no PARAM_UPDATE and no CLOSE go out.
+// The same LOSS_REPORTs with 20 percent loss do open it, so the check can fail.
+func TestPathReportsNeverTripTheBreaker(t *testing.T) {
+	run := func(lossy bool) *Sender {
+		s, now := fullBlock(t, wire.SchemeCauchy, 8, 2, WithReporters(testReporter))
+		rng := rand.New(rand.NewPCG(5, 6))
+		next := psn.PSN(0x108)
+		for i := range 200 {
+			now += 10 * time.Millisecond
+			for range 10 {
+				s.Observe(now, packet(next, 300))
+				next++
+			}
+			for range 20 {
+				var h wire.HopEntry
+				switch rng.IntN(4) {
+				case 0:
+					h = drops(wire.Cause(rng.IntN(3)), next.Add(-1-rng.IntN(64)), next.Add(-1-rng.IntN(64)))
+				case 1:
+					h = drops(wire.CauseCongestion, next.Add(1<<22+rng.IntN(1<<20)))
+				case 2:
+					h = wire.HopEntry{NodeID: 1, LostCount: uint32(rng.IntN(20)), Cause: wire.CauseCongestion}
+				default:
+					h = wire.HopEntry{NodeID: 1, LostCount: 0xffffffff, Cause: wire.Cause(rng.IntN(3))}
+				}
+				method := wire.MethodNodeDrops
+				if len(h.DroppedPSNs) == 0 {
+					method = wire.MethodAltMark
+				}
+				s.Handle(now, reporterAt, pathReport(t, method, h))
+			}
+			recv := uint32(10)
+			if lossy {
+				recv = 8
+			}
+			lossReport(t, s, now, 10, recv, 0, 0, 10*time.Millisecond)
+			if s.Tick(now); i%50 == 49 {
+				for _, msg := range drain(s) {
+					switch msg.(type) {
+					case *wire.ParamUpdate, *wire.Close:
+						t.Fatalf("a %T after %d PATH_REPORTs", msg, s.Stats().PathReports)
+					}
+				}
+			}
+		}
+		return s
+	}
+	s := run(false)
+	st := s.Stats()
+	if st.BreakerTrips != 0 || s.BreakerState() != policy.BreakerClosed || s.M() != 2 || st.MChanges != 0 {
+		t.Errorf("after %d PATH_REPORTs taken and %d refused: %d breaker trips, breaker %v, m %d, %d m changes",
+			st.PathReports, st.PathReportsRejected, st.BreakerTrips, s.BreakerState(), s.M(), st.MChanges)
+	}
+	t.Logf("%d PATH_REPORTs taken, %d refused (%d implausible), %d extra symbols", st.PathReports, st.PathReportsRejected, st.PathReportsImplausible, st.ExtraSent)
+	if st.PathReports == 0 || st.PathReportsImplausible == 0 {
+		t.Fatalf("the flood was not taken and refused both: %+v", st)
+	}
+	if s := run(true); s.Stats().BreakerTrips == 0 {
+		t.Error("20 percent loss in the LOSS_REPORTs did not open the breaker: the test shows nothing")
 	}
 }

@@ -285,8 +285,10 @@ func TestPathReporterChainSection4(t *testing.T) {
 			t.Errorf("%s: the proxy dropped %d, the script names %d", name, ps.Forward.DroppedLoss, r.scriptLen)
 		}
 		// Each drop is restored by B's CRF or sent again by the RDMA transport (when CREM is
-		// late on a loaded machine); the reporter's run restores nearly all of them.
-		if r.restored+s.Retransmissions < uint64(r.scriptLen) || report && r.restored < uint64(r.scriptLen)*3/4 {
+		// late on a loaded machine); the reporter's run restores nearly all of them, but under
+		// the race detector, slowed several times over, the RDMA transport's retransmission
+		// often comes first.
+		if r.restored+s.Retransmissions < uint64(r.scriptLen) || report && !testenv.Race && r.restored < uint64(r.scriptLen)*3/4 {
 			t.Errorf("%s: B's CRF restored %d of the %d dropped, the RDMA transport sent %d again", name, r.restored, r.scriptLen, s.Retransmissions)
 		}
 		if !report {
