@@ -3,6 +3,7 @@
 package xdp
 
 import (
+	"errors"
 	"net"
 	"net/netip"
 	"os"
@@ -57,6 +58,13 @@ func needLab(t testing.TB) {
 // frames registered for queue 0; the test's cleanup takes it down.
 func newVethLab(t testing.TB, frames int, mode AttachMode) *vethLab {
 	t.Helper()
+	return newVethLabMTU(t, frames, mode, 0)
+}
+
+// newVethLabMTU is newVethLab with both ends' MTU set to mtu (0: the default 1500) and, for an
+// mtu above 1500, a multi-buffer socket; it skips where the kernel has no multi-buffer AF_XDP.
+func newVethLabMTU(t testing.TB, frames int, mode AttachMode, mtu int) *vethLab {
+	t.Helper()
 	needLab(t)
 	netnslock.Take(t)
 	_ = rlimit.RemoveMemlock()
@@ -73,6 +81,9 @@ func newVethLab(t testing.TB, frames int, mode AttachMode) *vethLab {
 	for _, a := range [][]string{{l.A, "xa", "10.73.0.1/24", "fd73::1/64"}, {l.B, "xb", "10.73.0.2/24", "fd73::2/64"}} {
 		kdroplab.Sh(t, "ip", "-n", a[0], "addr", "add", a[2], "dev", a[1])
 		kdroplab.Sh(t, "ip", "-n", a[0], "addr", "add", a[3], "dev", a[1], "nodad")
+		if mtu > 0 {
+			kdroplab.Sh(t, "ip", "-n", a[0], "link", "set", a[1], "mtu", strconv.Itoa(mtu))
+		}
 		kdroplab.Sh(t, "ip", "-n", a[0], "link", "set", a[1], "up")
 		kdroplab.Sh(t, "ip", "-n", a[0], "link", "set", "lo", "up")
 	}
@@ -100,6 +111,7 @@ func newVethLab(t testing.TB, frames int, mode AttachMode) *vethLab {
 		}
 	}
 	kdroplab.InNetns(t, l.B, func() { l.CsumOff = setTxChecksum("xb", false) == nil })
+	var multiBufferMissing error
 	kdroplab.InNetns(t, l.A, func() {
 		ifi, err := net.InterfaceByName("xa")
 		if err != nil {
@@ -116,7 +128,11 @@ func newVethLab(t testing.TB, frames int, mode AttachMode) *vethLab {
 			t.Errorf("attaching: %v", err)
 			return
 		}
-		s, err := NewSocket(SocketConfig{Ifindex: ifi.Index, Queue: 0, Frames: frames})
+		s, err := NewSocket(SocketConfig{Ifindex: ifi.Index, Queue: 0, Frames: frames, MultiBuffer: mtu > 1500})
+		if err != nil && mtu > 1500 && (errors.Is(err, unix.EINVAL) || errors.Is(err, unix.EOPNOTSUPP)) {
+			multiBufferMissing = err
+			return
+		}
 		if err != nil {
 			t.Errorf("socket: %v", err)
 			return
@@ -130,6 +146,9 @@ func newVethLab(t testing.TB, frames int, mode AttachMode) *vethLab {
 	})
 	if t.Failed() {
 		t.FailNow()
+	}
+	if multiBufferMissing != nil {
+		t.Skipf("this kernel binds no multi-buffer AF_XDP socket (XDP_USE_SG, Linux 6.6): %v", multiBufferMissing)
 	}
 	return l
 }

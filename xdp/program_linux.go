@@ -10,6 +10,7 @@ import (
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/asm"
 	"github.com/cilium/ebpf/link"
+	"golang.org/x/sys/unix"
 )
 
 // XDP actions (enum xdp_action).
@@ -125,7 +126,11 @@ func instructions() asm.Instructions {
 }
 
 // collectionSpec is the program and its three maps.
-func collectionSpec() *ebpf.CollectionSpec {
+func collectionSpec(frags bool) *ebpf.CollectionSpec {
+	var flags uint32
+	if frags {
+		flags = unix.BPF_F_XDP_HAS_FRAGS
+	}
 	return &ebpf.CollectionSpec{
 		Maps: map[string]*ebpf.MapSpec{
 			"ports":    {Name: "crem_xdp_ports", Type: ebpf.Hash, KeySize: 2, ValueSize: 1, MaxEntries: MaxPorts},
@@ -133,7 +138,7 @@ func collectionSpec() *ebpf.CollectionSpec {
 			"counters": {Name: "crem_xdp_count", Type: ebpf.PerCPUArray, KeySize: 4, ValueSize: 8, MaxEntries: counterCount},
 		},
 		Programs: map[string]*ebpf.ProgramSpec{
-			"crem_xdp": {Name: "crem_xdp", Type: ebpf.XDP, License: "Dual MIT/GPL", Instructions: instructions()},
+			"crem_xdp": {Name: "crem_xdp", Type: ebpf.XDP, License: "Dual MIT/GPL", Instructions: instructions(), Flags: flags},
 		},
 	}
 }
@@ -147,6 +152,7 @@ type Program struct {
 	counters *ebpf.Map
 	link     link.Link
 	mode     string
+	frags    bool
 }
 
 // LoadProgram loads the program (it verifies in the kernel) with the UDP destination ports it
@@ -155,12 +161,20 @@ func LoadProgram(ports ...uint16) (*Program, error) {
 	if len(ports) == 0 || len(ports) > MaxPorts {
 		return nil, fmt.Errorf("xdp: %d ports, want 1 to %d", len(ports), MaxPorts)
 	}
-	coll, err := ebpf.NewCollection(collectionSpec())
+	// Frags-aware (BPF_F_XDP_HAS_FRAGS, Linux 5.18): a packet longer than a page reaches the
+	// program, and the AF_XDP socket, in several buffers instead of being linearized or
+	// refused; the program reads only the headers, which lie in the first. Kernels before take
+	// the program without the flag.
+	frags := true
+	coll, err := ebpf.NewCollection(collectionSpec(true))
 	if err != nil {
-		return nil, fmt.Errorf("xdp: loading the program: %w", err)
+		frags = false
+		if coll, err = ebpf.NewCollection(collectionSpec(false)); err != nil {
+			return nil, fmt.Errorf("xdp: loading the program: %w", err)
+		}
 	}
 	p := &Program{coll: coll, prog: coll.Programs["crem_xdp"], ports: coll.Maps["ports"],
-		xsks: coll.Maps["xsks"], counters: coll.Maps["counters"]}
+		xsks: coll.Maps["xsks"], counters: coll.Maps["counters"], frags: frags}
 	for _, port := range ports {
 		var key [2]byte
 		binary.BigEndian.PutUint16(key[:], port)
@@ -171,6 +185,9 @@ func LoadProgram(ports ...uint16) (*Program, error) {
 	}
 	return p, nil
 }
+
+// Frags reports whether the program was loaded frags-aware (multi-buffer packets reach it).
+func (p *Program) Frags() bool { return p.frags }
 
 // Attach attaches the program to the interface ifindex (of the calling thread's network
 // namespace). AttachAuto tries driver mode, then generic mode; AttachMode says which held.

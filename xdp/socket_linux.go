@@ -48,6 +48,7 @@ type Socket struct {
 	txFree     []uint64 // frames free for transmitting (a stack)
 	bind       string
 	needWakeup bool
+	sg         bool // bound with XDP_USE_SG
 	pfd        [1]unix.PollFd
 	st         Stats
 }
@@ -149,6 +150,10 @@ func newSocket(cfg SocketConfig, needWakeup bool) (_ *Socket, err error) {
 	if needWakeup {
 		flags |= unix.XDP_USE_NEED_WAKEUP
 	}
+	if cfg.MultiBuffer {
+		flags |= unix.XDP_USE_SG
+		s.sg = true
+	}
 	sa := &unix.SockaddrXDP{Flags: flags, Ifindex: uint32(cfg.Ifindex), QueueID: uint32(cfg.Queue)}
 	if err := unix.Bind(fd, sa); err != nil {
 		return nil, fmt.Errorf("xdp: binding to interface %d queue %d (flags %#x): %w", cfg.Ifindex, cfg.Queue, flags, err)
@@ -208,6 +213,10 @@ func (s *Socket) NeedWakeup() bool { return s.needWakeup }
 // FrameSize is the size of a UMEM frame, the longest packet Transmit takes.
 func (s *Socket) FrameSize() int { return int(s.frameSize) }
 
+// MultiBuffer reports whether the socket is bound with XDP_USE_SG: packets longer than a frame
+// arrive, and leave, in several.
+func (s *Socket) MultiBuffer() bool { return s.sg }
+
 // Receive takes up to len(frames) received packets off the RX ring into frames and returns
 // how many. The packets stay in place in the UMEM, owned by the caller until Release. It does
 // not block (Wait does).
@@ -226,9 +235,20 @@ func (s *Socket) Receive(frames []Frame) int {
 		}
 		return 0
 	}
+	end := uint32(0) // the frames up to the end of the last whole packet
 	for i := uint32(0); i < n; i++ {
 		d := s.rx.desc(s.rx.cons + i)
-		frames[i] = Frame{Addr: d.Addr, Data: s.umem[d.Addr : d.Addr+uint64(d.Len) : d.Addr+uint64(d.Len)]}
+		more := d.Options&unix.XDP_PKT_CONTD != 0
+		frames[i] = Frame{Addr: d.Addr, Data: s.umem[d.Addr : d.Addr+uint64(d.Len) : d.Addr+uint64(d.Len)], More: more}
+		if !more {
+			end = i + 1
+		}
+	}
+	// The kernel posts a packet's frames together: a batch ends inside one only where frames
+	// is too short for the rest; leave those for the next call, unless the packet alone
+	// outgrows frames.
+	if end > 0 {
+		n = end
 	}
 	s.rx.cons += n
 	atomic.StoreUint32(s.rx.consumer, s.rx.cons)
@@ -257,13 +277,21 @@ func (s *Socket) ReleaseAddr(addr uint64) {
 	atomic.StoreUint32(s.fill.producer, s.fill.prod)
 }
 
-// ErrFrameTooLong is Transmit's answer to a packet longer than a UMEM frame.
+// ErrFrameTooLong is Transmit's answer to a packet longer than a UMEM frame (on a multi-buffer
+// socket: longer than maxMultiBuffer).
 var ErrFrameTooLong = errors.New("xdp: packet longer than a UMEM frame")
+
+// maxMultiBuffer is the longest packet a multi-buffer socket transmits: the kernel takes at
+// most MAX_SKB_FRAGS (17) frames a packet in copy mode; 16 KiB in frames of 2 KiB stays well
+// within that, and within a jumbo frame.
+const maxMultiBuffer = 16 << 10
 
 // Transmit copies packets (whole Ethernet frames) into free UMEM frames, posts them on the TX
 // ring and kicks the kernel when it needs it. It returns how many it posted: fewer than
 // len(pkts) when the ring or the free frames run out (retry after completions), with
-// ErrFrameTooLong when the packet after them is too long. It first reclaims completed frames.
+// ErrFrameTooLong when the packet after them is too long. A packet longer than a frame goes in
+// several frames on a multi-buffer socket (each counted in Stats.TxFrames), and is refused on
+// another. It first reclaims completed frames.
 func (s *Socket) Transmit(pkts [][]byte) (int, error) { return s.TransmitJoined(nil, pkts) }
 
 // TransmitJoined is Transmit of packets given in two parts, heads[i] then bodies[i] (an
@@ -273,33 +301,50 @@ func (s *Socket) TransmitJoined(heads, bodies [][]byte) (int, error) {
 	s.Reclaim()
 	free := s.tx.size - (s.tx.prod - atomic.LoadUint32(s.tx.consumer))
 	var err error
-	n := 0
+	n, posted := 0, uint32(0)
 	for i, p := range bodies {
 		var h []byte
 		if heads != nil {
 			h = heads[i]
 		}
-		if len(h)+len(p) > int(s.frameSize) {
-			s.st.TxTooLong++
-			err = ErrFrameTooLong
-			break
+		l := len(h) + len(p)
+		parts := uint32(1)
+		if l > int(s.frameSize) {
+			if !s.sg || l > maxMultiBuffer {
+				s.st.TxTooLong++
+				err = ErrFrameTooLong
+				break
+			}
+			parts = uint32((uint64(l) + s.frameSize - 1) / s.frameSize)
 		}
-		if free == 0 || len(s.txFree) == 0 {
+		if free < parts || uint32(len(s.txFree)) < parts {
 			s.st.TxRingFull++
 			break
 		}
-		addr := s.txFree[len(s.txFree)-1]
-		s.txFree = s.txFree[:len(s.txFree)-1]
-		frame := s.umem[addr : addr+s.frameSize]
-		copy(frame[copy(frame, h):], p)
-		*s.tx.desc(s.tx.prod) = unix.XDPDesc{Addr: addr, Len: uint32(len(h) + len(p))}
-		s.tx.prod++
-		free--
+		// The packet, joined from h and p, in frames of frameSize octets; all but the last
+		// say that it goes on (XDP_PKT_CONTD).
+		for k := uint32(0); k < parts; k++ {
+			addr := s.txFree[len(s.txFree)-1]
+			s.txFree = s.txFree[:len(s.txFree)-1]
+			frame := s.umem[addr : addr+s.frameSize]
+			m := copy(frame, h)
+			h = h[m:]
+			c := copy(frame[m:], p)
+			p = p[c:]
+			d := unix.XDPDesc{Addr: addr, Len: uint32(m + c)}
+			if k+1 < parts {
+				d.Options = unix.XDP_PKT_CONTD
+			}
+			*s.tx.desc(s.tx.prod) = d
+			s.tx.prod++
+		}
+		free -= parts
+		posted += parts
 		n++
 	}
 	if n > 0 {
 		atomic.StoreUint32(s.tx.producer, s.tx.prod)
-		s.st.TxFrames += uint64(n)
+		s.st.TxFrames += uint64(posted)
 	}
 	// Kick even when nothing new was posted: a full ring whose last kick found the kernel busy
 	// would otherwise wait for a kick that never comes.

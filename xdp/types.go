@@ -46,6 +46,10 @@ type SocketConfig struct {
 	Bind BindMode
 	// NoNeedWakeup turns off XDP_USE_NEED_WAKEUP (then every transmit kicks the kernel).
 	NoNeedWakeup bool
+	// MultiBuffer binds with XDP_USE_SG (Linux 6.6): a packet longer than a frame arrives in
+	// several frames (Frame.More) and Transmit sends one across several. Binding fails with
+	// EINVAL on kernels without it (see MultiBuffer on Socket).
+	MultiBuffer bool
 }
 
 // Frame is one received packet, in place in the UMEM: Data is valid until the frame is given
@@ -53,6 +57,9 @@ type SocketConfig struct {
 type Frame struct {
 	Addr uint64 // the frame's UMEM address, as the RX descriptor gave it
 	Data []byte
+	// More: the packet goes on in the next frame (a multi-buffer socket's packet longer than
+	// a frame; XDP_PKT_CONTD). Receive never ends a batch inside a packet that fits it.
+	More bool
 }
 
 // Stats counts a socket's outcomes: its own (Rx... Wakeups) and the kernel's (from the
@@ -62,7 +69,9 @@ type Stats struct {
 	// FillEmpty counts receive calls that found the fill ring empty: every receive frame was
 	// held by the caller, so the kernel had nowhere to put a packet.
 	FillEmpty uint64
-	TxFrames  uint64
+	// TxFrames counts the frames posted for transmitting (a packet longer than a frame, on a
+	// multi-buffer socket, takes several).
+	TxFrames uint64
 	// TxRingFull counts transmit calls cut short for want of a TX ring slot or a free frame.
 	TxRingFull uint64
 	// TxTooLong counts packets refused for being longer than a frame.
