@@ -189,6 +189,7 @@ var gatewayHelp = map[string]string{
 	"xdp_other_frames":               "xdp data path: frames dropped that are not IPv4 (TUN-style mode carries IPv4 only)",
 	"xdp_too_long":                   "xdp data path: frames dropped as longer than a packet buffer",
 	"xdp_crem_refused":               "xdp data path: CREM datagrams to this host from neither the peer nor a reporter, dropped",
+	"xdp_joined":                     "xdp data path: packets received in several frames (multi-buffer AF_XDP, an MTU above 3,826 octets) and joined",
 	"xdp_rx_frames_lan":              "xdp data path: frames received on the LAN interface's AF_XDP socket",
 	"xdp_tx_frames_lan":              "xdp data path: frames posted on the LAN interface's TX ring",
 	"xdp_tx_ring_full_lan":           "xdp data path: frames dropped for a full LAN TX ring",

@@ -40,7 +40,7 @@ type xdpPath struct {
 	out    [256]*xdpOut // per shard, made on first use by the shard
 
 	toKernel, ttlExpired, notIPv4, tooLong atomic.Uint64
-	foreignCREM                            atomic.Uint64
+	foreignCREM, joined                    atomic.Uint64
 }
 
 const (
@@ -62,6 +62,9 @@ type xdpIf struct {
 	queue int
 
 	rxFrames, txFrames, ringFull atomic.Uint64
+
+	// joined is the reader's buffer for a packet received in several frames.
+	joined []byte
 
 	// frames are the packet headers of the received frames handed on in place, one per UMEM
 	// frame (by its address), so that handing one on allocates nothing.
@@ -117,9 +120,9 @@ func openXDP(r *resolved, cremPort uint16) (_ *xdpPath, err error) {
 		if err != nil {
 			return nil, fmt.Errorf("gateway: xdp: tun.%s %q: %w", xdpIfNames[i], name, err)
 		}
-		if ifc.MTU+14 > xdpMaxFrame {
-			return nil, fmt.Errorf("gateway: xdp: %s has MTU %d: an AF_XDP frame holds at most %d octets of IP packet; lower the MTU or set tun.datapath = \"tun\"",
-				name, ifc.MTU, xdpMaxFrame-14)
+		if ifc.MTU > bufSize {
+			return nil, fmt.Errorf("gateway: xdp: %s has MTU %d: a packet buffer holds at most %d octets; lower the MTU or set tun.datapath = \"tun\"",
+				name, ifc.MTU, bufSize)
 		}
 		f := &xdpIf{name: name, index: ifc.Index, mtu: ifc.MTU, frames: make([]xdpFrame, xdpFrames)}
 		for j := range f.frames {
@@ -133,8 +136,12 @@ func openXDP(r *resolved, cremPort uint16) (_ *xdpPath, err error) {
 		if err = f.prog.Attach(ifc.Index, mode); err != nil {
 			return nil, fmt.Errorf("gateway: xdp: attaching the program to %s (%s): %w (try tun.xdp_attach = \"generic\", or tun.datapath = \"tun\")", name, r.xdpAttach, err)
 		}
-		if f.s, err = xdp.NewSocket(xdp.SocketConfig{Ifindex: ifc.Index, Queue: 0, Frames: xdpFrames, FrameSize: xdpFrameSize}); err != nil {
+		if f.s, err = openXDPSocket(ifc.Index, ifc.MTU); err != nil {
 			return nil, fmt.Errorf("gateway: xdp: an AF_XDP socket on %s queue 0: %w (needs CAP_NET_RAW; another AF_XDP user may hold the queue; or set tun.datapath = \"tun\")", name, err)
+		}
+		if !f.s.MultiBuffer() && ifc.MTU+14 > xdpMaxFrame {
+			return nil, fmt.Errorf("gateway: xdp: %s has MTU %d: without multi-buffer AF_XDP (Linux 6.6) a frame holds at most %d octets of IP packet; lower the MTU or set tun.datapath = \"tun\"",
+				name, ifc.MTU, xdpMaxFrame-14)
 		}
 		if err = f.prog.Register(0, f.s); err != nil {
 			return nil, fmt.Errorf("gateway: xdp: registering the socket of %s: %w", name, err)
@@ -150,6 +157,22 @@ func openXDP(r *resolved, cremPort uint16) (_ *xdpPath, err error) {
 		}
 	}
 	return x, nil
+}
+
+// openXDPSocket binds an AF_XDP socket to queue 0 of interface index: multi-buffer
+// (XDP_USE_SG) where the MTU exceeds what one frame holds and the kernel has it, so that
+// packets of up to 9 KiB cross in several frames; else one frame a packet.
+func openXDPSocket(index, mtu int) (*xdp.Socket, error) {
+	cfg := xdp.SocketConfig{Ifindex: index, Queue: 0, Frames: xdpFrames, FrameSize: xdpFrameSize}
+	if mtu+14 > xdpMaxFrame {
+		cfg.MultiBuffer = true
+		s, err := xdp.NewSocket(cfg)
+		if err == nil || !errors.Is(err, unix.EINVAL) && !errors.Is(err, unix.EOPNOTSUPP) {
+			return s, err
+		}
+		cfg.MultiBuffer = false // a kernel before 6.6: the caller says what the MTU must be
+	}
+	return xdp.NewSocket(cfg)
 }
 
 // rxQueues is the number of receive queues of interface name (1 where sysfs does not say).
@@ -300,11 +323,37 @@ func (g *Gateway) xdpReceive(f *xdpIf, frames []xdp.Frame) int {
 	}
 	f.rxFrames.Add(uint64(n))
 	done := 0 // the frames given back here, the others handed on in place
-	for _, fr := range frames[:n] {
-		if !g.xdpTake(f, fr) {
-			frames[done] = fr
+	for i := 0; i < n; i++ {
+		fr := frames[i]
+		if !fr.More {
+			if !g.xdpTake(f, fr) {
+				frames[done] = fr
+				done++
+			}
+			continue
+		}
+		// A packet in several frames (multi-buffer): joined into the reader's buffer and
+		// handed on as a copy; its frames go back at once.
+		j, joined := i, f.joined[:0]
+		for ; j < n; j++ {
+			joined = append(joined, frames[j].Data...)
+			if !frames[j].More {
+				break
+			}
+		}
+		if j < n {
+			g.xdp.joined.Add(1)
+			g.xdpTake(f, xdp.Frame{Addr: noUMEMFrame, Data: joined})
+		} else {
+			j = n - 1 // cut off by the batch: the packet outgrew it (cannot happen below bufSize)
+			g.xdp.tooLong.Add(1)
+		}
+		f.joined = joined
+		for k := i; k <= j; k++ {
+			frames[done] = frames[k]
 			done++
 		}
+		i = j
 	}
 	f.mu.Lock()
 	if f.s != nil {
@@ -313,6 +362,10 @@ func (g *Gateway) xdpReceive(f *xdpIf, frames []xdp.Frame) int {
 	f.mu.Unlock()
 	return n
 }
+
+// noUMEMFrame is the Addr of a frame xdpTake gets that is not in the UMEM (a packet joined from
+// several): it hands on a copy.
+const noUMEMFrame = ^uint64(0)
 
 // xdpTake hands on the IP packet of one received frame of f: to the CREM handling (a copy) when
 // it is a CREM datagram addressed to this host, else, in place in its frame, to the shard of
@@ -343,7 +396,7 @@ func (g *Gateway) xdpTake(f *xdpIf, fr xdp.Frame) bool {
 	g.c.rxBytes[kindTun].Add(uint64(len(b)))
 	i := fr.Addr / xdpFrameSize
 	if i >= uint64(len(f.frames)) {
-		q := g.getPkt(len(b)) // not a frame of the UMEM: cannot happen, but copy rather than fail
+		q := g.getPkt(len(b)) // joined from several frames (noUMEMFrame): a copy
 		q.n = copy(q.buf, b)
 		g.tunDispatch(q)
 		return false
@@ -428,7 +481,7 @@ func (x *xdpPath) shardOut(idx int, t *tunPath) *xdpOut {
 		for i := range o.scratch {
 			o.scratch[i] = make([][]byte, tunBatch)
 			for j := range o.scratch[i] {
-				o.scratch[i][j] = make([]byte, xdpFrameSize)
+				o.scratch[i][j] = make([]byte, bufSize+64) // a CREM message framed, up to the MTU
 			}
 		}
 		x.out[idx] = o
@@ -768,6 +821,7 @@ func (x *xdpPath) addCounters(m map[string]uint64) {
 	m["xdp_other_frames"] = x.notIPv4.Load()
 	m["xdp_too_long"] = x.tooLong.Load()
 	m["xdp_crem_refused"] = x.foreignCREM.Load()
+	m["xdp_joined"] = x.joined.Load()
 	for i, n := range xdpIfNames {
 		var st xdp.Stats
 		var rx, tx, full uint64

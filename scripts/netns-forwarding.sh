@@ -5,9 +5,10 @@
 # runs cmd/crem.TestNetnsForwarding: a chain of four network namespaces (sender -> gateway A ->
 # WAN veth -> gateway B -> receiver) forwarding RoCEv2 RDMA WRITE packets, measured in turns
 # with the gateway hosts as plain kernel routers and as CREM gateways in TUN mode (k = 32, m = 4)
-# on the TUN device (write = raw, write = device) and on the xdp data path (tun.datapath = xdp;
-# then every configuration forwards 2 KiB packets over links of MTU 3000, which an AF_XDP frame
-# holds; CREM_NETNS_ONLY=crem-raw,crem-dev keeps the 4 KiB packets of before). It prints, per run
+# on the TUN device (write = raw, write = device) and on the xdp data path (tun.datapath = xdp:
+# the 4 KiB packets cross in two AF_XDP frames each, multi-buffer, on Linux 6.6 and later;
+# before, every configuration forwards 2 KiB packets over links of MTU 3000, which one frame
+# holds, and the log says so). It prints, per run
 # and as ranges, the packets per second delivered, the CPU per delivered packet (CPU time of the
 # chain's processes plus the machine's softirq time) and the ratio of CREM's packet rate to the
 # kernel's, and one line per data path:

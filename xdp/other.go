@@ -25,6 +25,9 @@ func (p *Program) Attach(ifindex int, mode AttachMode) error { return ErrNeedsLi
 // AttachMode is "".
 func (p *Program) AttachMode() string { return "" }
 
+// Frags is false.
+func (p *Program) Frags() bool { return false }
+
 // Register returns ErrNeedsLinux.
 func (p *Program) Register(queue int, s *Socket) error { return ErrNeedsLinux }
 
@@ -57,6 +60,9 @@ func (s *Socket) NeedWakeup() bool { return false }
 
 // FrameSize is 0.
 func (s *Socket) FrameSize() int { return 0 }
+
+// MultiBuffer is false.
+func (s *Socket) MultiBuffer() bool { return false }
 
 // Receive returns 0.
 func (s *Socket) Receive(frames []Frame) int { return 0 }

@@ -595,12 +595,18 @@ func TestNetnsForwarding(t *testing.T) {
 	}
 	var senderEnv []string
 	if slices.ContainsFunc(configs, func(c config) bool { return c.name == "xdp" }) {
-		// The xdp data path takes frames of one AF_XDP frame: every configuration of the run
-		// forwards packets of 2 KiB of payload over links of MTU 3000, with the endpoints'
-		// checksums computed (xdpChain).
-		c.xdpChain(0)
+		// With multi-buffer AF_XDP (Linux 6.6) the xdp data path takes the chain's 4 KiB
+		// RoCEv2 packets over MTU 9000, each in two frames; else packets of one frame: every
+		// configuration of the run then forwards 2 KiB of payload over links of MTU 3000. The
+		// endpoints' checksums are computed (xdpChain).
 		c.xdpUsable()
-		senderEnv = []string{"CREM_NETNS_PAYLOAD=" + xdpPayload}
+		if ok, why := c.xdpMultiBuffer(); ok {
+			c.xdpChain(0, xdpJumboMTU)
+		} else {
+			t.Logf("no multi-buffer AF_XDP (%s): packets of %s octets over MTU %s", why, xdpPayload, xdpMTU)
+			c.xdpChain(0, xdpMTU)
+			senderEnv = []string{"CREM_NETNS_PAYLOAD=" + xdpPayload}
+		}
 	}
 	results := map[string][]measurement{}
 	for run := range runs {

@@ -21,24 +21,31 @@ import (
 	"github.com/crem-project/crem/xdp"
 )
 
-// xdpMTU is the chain's MTU for the xdp data path: a frame of copy mode holds at most 3,840
-// octets (a 4 KiB UMEM frame less the kernel's headroom), and driver XDP on veth takes a
-// frame of one page.
+// xdpMTU is the chain's MTU for the xdp data path without multi-buffer AF_XDP: a frame of
+// copy mode holds at most 3,840 octets (a 4 KiB UMEM frame less the kernel's headroom), and
+// driver XDP on veth takes a frame of one page.
 const xdpMTU = "3000"
 
 // xdpPayload is the RDMA payload of the packets the sender sends through the xdp data path
-// (an RDMA MTU of 2048).
+// without multi-buffer AF_XDP (an RDMA MTU of 2048).
 const xdpPayload = "2048"
 
-// xdpChain turns the chain into the xdp data path's: every link at xdpMTU, and, with every
+// xdpJumboMTU and xdpJumboPayload are the chain's MTU and the RDMA payload with multi-buffer
+// AF_XDP (Linux 6.6): RoCEv2 packets of an RDMA MTU of 4096, each two AF_XDP frames.
+const (
+	xdpJumboMTU     = "9000"
+	xdpJumboPayload = "4096"
+)
+
+// xdpChain turns the chain into the xdp data path's: every link at mtu, and, with every
 // above zero, the WAN through a bridge in a fifth namespace whose port facing gateway A drops
 // every every-th frame longer than 1,000 octets (an XDP program of xdpDropper's, held by a
 // helper process): frames sent on an AF_XDP TX ring skip the sending interface's queueing
 // discipline, so the loss sits past gateway A's interface.
-func (c *netnsChain) xdpChain(every int) {
+func (c *netnsChain) xdpChain(every int, mtu string) {
 	t := c.t
 	for _, l := range []struct{ ns, dev string }{{c.s, "s0"}, {c.a, "a0"}, {c.a, "aw"}, {c.b, "bw"}, {c.b, "b1"}, {c.r, "r0"}} {
-		c.sh(l.ns, "ip", "link", "set", l.dev, "mtu", xdpMTU)
+		c.sh(l.ns, "ip", "link", "set", l.dev, "mtu", mtu)
 	}
 	// The endpoints' packets leave with their UDP checksums computed: a veth hands a peer a
 	// partial checksum (CHECKSUM_PARTIAL, the sum finished by whoever sends it on), which an
@@ -57,8 +64,8 @@ func (c *netnsChain) xdpChain(every int) {
 	}
 	t.Cleanup(func() { exec.Command("ip", "netns", "del", w).Run() })
 	c.sh(c.a, "ip", "link", "del", "aw") // its peer bw with it
-	c.sh("", "ip", "link", "add", "aw", "mtu", xdpMTU, "netns", c.a, "type", "veth", "peer", "name", "wa", "mtu", xdpMTU, "netns", w)
-	c.sh("", "ip", "link", "add", "bw", "mtu", xdpMTU, "netns", c.b, "type", "veth", "peer", "name", "wb", "mtu", xdpMTU, "netns", w)
+	c.sh("", "ip", "link", "add", "aw", "mtu", mtu, "netns", c.a, "type", "veth", "peer", "name", "wa", "mtu", mtu, "netns", w)
+	c.sh("", "ip", "link", "add", "bw", "mtu", mtu, "netns", c.b, "type", "veth", "peer", "name", "wb", "mtu", mtu, "netns", w)
 	c.sh(w, "ip", "link", "add", "br0", "type", "bridge")
 	for _, d := range []string{"wa", "wb"} {
 		c.sh(w, "ip", "link", "set", d, "master", "br0")
@@ -142,7 +149,18 @@ func (c *netnsChain) xdpUsable() {
 	}
 }
 
-// xdpCheck is the helper that tries the program and a socket on the chain's interface a0.
+// xdpMultiBuffer reports whether a multi-buffer AF_XDP socket (XDP_USE_SG, Linux 6.6) binds on
+// the chain's interface a0, and the error where it does not.
+func (c *netnsChain) xdpMultiBuffer() (bool, string) {
+	out, err := c.helper(c.a, "xdpcheck", "CREM_NETNS_SG=1").CombinedOutput()
+	if err != nil {
+		return false, fmt.Sprintf("%v: %s", err, out)
+	}
+	return true, ""
+}
+
+// xdpCheck is the helper that tries the program and a socket on the chain's interface a0
+// (multi-buffer with CREM_NETNS_SG=1).
 func xdpCheck() error {
 	p, err := xdp.LoadProgram(4791)
 	if err != nil {
@@ -156,7 +174,7 @@ func xdpCheck() error {
 	if err := p.Attach(ifc.Index, xdp.AttachAuto); err != nil {
 		return err
 	}
-	s, err := xdp.NewSocket(xdp.SocketConfig{Ifindex: ifc.Index, Queue: 0, Frames: 64})
+	s, err := xdp.NewSocket(xdp.SocketConfig{Ifindex: ifc.Index, Queue: 0, Frames: 64, MultiBuffer: os.Getenv("CREM_NETNS_SG") == "1"})
 	if err != nil {
 		return err
 	}
@@ -167,13 +185,27 @@ func xdpCheck() error {
 // xdp data path (tun.datapath = "xdp": the XDP program and an AF_XDP socket, copy mode on
 // veth, on each gateway's LAN and WAN interfaces; no TUN device, no policy routing). The
 // WAN drops every 100th long frame toward gateway B (an XDP program on a bridge between the
-// gateways). RoCEv2 WRITE packets of 2 KiB cross: every one arrives once, its ICRC valid
-// (every octet checked), gateway B restores some (its CRF's counter and the RoCEv2 frames its
-// sockets took), gateway A's REPAIRs leave, and both gateways' counters show the frames their
-// AF_XDP sockets received and their TX rings sent. Needs root, ip(8), tc and a kernel that
-// takes the XDP program; skips elsewhere. Under the race detector the sender sends 4,000
-// packets a second instead of 10,000.
+// gateways). RoCEv2 WRITE packets of 2 KiB cross links of MTU 3000: every one arrives once,
+// its ICRC valid (every octet checked), gateway B restores some (its CRF's counter and the
+// RoCEv2 frames its sockets took), gateway A's REPAIRs leave, and both gateways' counters show
+// the frames their AF_XDP sockets received and their TX rings sent. Needs root, ip(8), tc and
+// a kernel that takes the XDP program; skips elsewhere. Under the race detector the sender
+// sends 4,000 packets a second instead of 10,000.
 func TestGatewayXDPNetns(t *testing.T) {
+	testGatewayXDPChain(t, xdpMTU, xdpPayload, false)
+}
+
+// TestGatewayXDPJumboNetns is TestGatewayXDPNetns with RoCEv2 packets of an RDMA MTU of 4096
+// on links of MTU 9000: each packet is longer than an AF_XDP frame, so both gateways bind their
+// sockets multi-buffer (XDP_USE_SG) and join each received packet from two frames (their
+// crem_gateway_xdp_joined_total counters), and send each in two; every packet arrives once
+// with a valid ICRC and B restores some. Skips where the kernel has no multi-buffer AF_XDP
+// (before Linux 6.6).
+func TestGatewayXDPJumboNetns(t *testing.T) {
+	testGatewayXDPChain(t, xdpJumboMTU, xdpJumboPayload, true)
+}
+
+func testGatewayXDPChain(t *testing.T, mtu, payload string, jumbo bool) {
 	netnsRoot(t)
 	if _, err := exec.LookPath("tc"); err != nil {
 		t.Skip("needs tc (iproute2)")
@@ -186,17 +218,20 @@ func TestGatewayXDPNetns(t *testing.T) {
 	}
 	netnslock.Take(t)
 	c := newNetnsChain(t)
-	c.xdpChain(100)
+	c.xdpChain(100, mtu)
 	c.xdpUsable()
+	if ok, why := c.xdpMultiBuffer(); jumbo && !ok {
+		t.Skipf("the kernel binds no multi-buffer AF_XDP socket here (XDP_USE_SG, Linux 6.6): %s", why)
+	}
 	gws := c.startGateways("", "--tun-datapath", "xdp")
 	for _, g := range gws {
 		if !strings.Contains(g.logs.String(), "xdp data path") {
 			t.Fatalf("gateway in %s: no xdp data path in its log: %s", g.ns, g.logs.String())
 		}
 	}
-	c.blast("warm", time.Second, nil, "CREM_NETNS_PPS=5000", "CREM_NETNS_PAYLOAD="+xdpPayload)
+	c.blast("warm", time.Second, nil, "CREM_NETNS_PPS=5000", "CREM_NETNS_PAYLOAD="+payload)
 	before, beforeB := c.metrics(gws[0]), c.metrics(gws[1])
-	m := c.blast("xdp", 2*time.Second, gws[:], "CREM_NETNS_VERIFY=1", pps, "CREM_NETNS_PAYLOAD="+xdpPayload)
+	m := c.blast("xdp", 2*time.Second, gws[:], "CREM_NETNS_VERIFY=1", pps, "CREM_NETNS_PAYLOAD="+payload)
 	after, afterB := c.metrics(gws[0]), c.metrics(gws[1])
 	for _, g := range gws {
 		g.stop(t)
@@ -206,7 +241,7 @@ func TestGatewayXDPNetns(t *testing.T) {
 	for _, k := range []string{"crem_gateway_xdp_rx_frames_lan_total", "crem_gateway_xdp_rx_frames_wan_total",
 		"crem_gateway_xdp_tx_frames_lan_total", "crem_gateway_xdp_tx_frames_wan_total", "crem_gateway_xdp_to_kernel_total",
 		"crem_gateway_xdp_tx_ring_full_lan_total", "crem_gateway_xdp_tx_ring_full_wan_total", "crem_gateway_xdp_kernel_rx_dropped_wan_total",
-		"crem_csf_repair_sent_total", "crem_crf_flows_restored_total", "crem_gateway_shard_queue_full_total"} {
+		"crem_gateway_xdp_joined_total", "crem_csf_repair_sent_total", "crem_crf_flows_restored_total", "crem_gateway_shard_queue_full_total"} {
 		t.Logf("%s A %.0f B %.0f", k, d(after, before, k), d(afterB, beforeB, k))
 	}
 	t.Logf("drops: %s", c.drops())
@@ -233,6 +268,11 @@ func TestGatewayXDPNetns(t *testing.T) {
 		if x.m < 0.9*float64(m.res.Sent) {
 			t.Errorf("%s: %.0f frames for %d packets sent", x.name, x.m, m.res.Sent)
 		}
+	}
+	// Each packet longer than a frame was joined on receipt at both gateways; none without.
+	joinedA, joinedB := d(after, before, "crem_gateway_xdp_joined_total"), d(afterB, beforeB, "crem_gateway_xdp_joined_total")
+	if jumbo && (joinedA < 0.9*float64(m.res.Sent) || joinedB < 0.9*float64(m.res.Sent)) || !jumbo && joinedA+joinedB != 0 {
+		t.Errorf("packets joined from several frames: A %.0f, B %.0f, for %d sent of %s octets of payload", joinedA, joinedB, m.res.Sent, payload)
 	}
 }
 
