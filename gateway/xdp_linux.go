@@ -63,9 +63,6 @@ type xdpIf struct {
 
 	rxFrames, txFrames, ringFull atomic.Uint64
 
-	// joined is the reader's buffer for a packet received in several frames.
-	joined []byte
-
 	// frames are the packet headers of the received frames handed on in place, one per UMEM
 	// frame (by its address), so that handing one on allocates nothing.
 	frames []xdpFrame
@@ -332,23 +329,17 @@ func (g *Gateway) xdpReceive(f *xdpIf, frames []xdp.Frame) int {
 			}
 			continue
 		}
-		// A packet in several frames (multi-buffer): joined into the reader's buffer and
-		// handed on as a copy; its frames go back at once.
-		j, joined := i, f.joined[:0]
-		for ; j < n; j++ {
-			joined = append(joined, frames[j].Data...)
-			if !frames[j].More {
-				break
-			}
+		// A packet in several frames (multi-buffer): copied into a packet buffer of its own
+		// and handed on from there; its frames go back at once.
+		j := i
+		for j < n-1 && frames[j].More {
+			j++
 		}
-		if j < n {
-			g.xdp.joined.Add(1)
-			g.xdpTake(f, xdp.Frame{Addr: noUMEMFrame, Data: joined})
+		if !frames[j].More {
+			g.xdpTakeJoined(f, frames[i:j+1])
 		} else {
-			j = n - 1 // cut off by the batch: the packet outgrew it (cannot happen below bufSize)
-			g.xdp.tooLong.Add(1)
+			g.xdp.tooLong.Add(1) // cut off by the batch: the packet outgrew it (not below bufSize)
 		}
-		f.joined = joined
 		for k := i; k <= j; k++ {
 			frames[done] = frames[k]
 			done++
@@ -363,46 +354,84 @@ func (g *Gateway) xdpReceive(f *xdpIf, frames []xdp.Frame) int {
 	return n
 }
 
-// noUMEMFrame is the Addr of a frame xdpTake gets that is not in the UMEM (a packet joined from
-// several): it hands on a copy.
-const noUMEMFrame = ^uint64(0)
-
 // xdpTake hands on the IP packet of one received frame of f: to the CREM handling (a copy) when
 // it is a CREM datagram addressed to this host, else, in place in its frame, to the shard of
 // its address pair as a packet read from the TUN device would be. It reports whether the frame
 // went on with the packet (the shard gives it back); false: the caller gives it back.
 func (g *Gateway) xdpTake(f *xdpIf, fr xdp.Frame) bool {
-	x := g.xdp
 	frame := fr.Data
-	if len(frame) < 14+20 || binary.BigEndian.Uint16(frame[12:14]) != 0x0800 || frame[14]>>4 != 4 {
-		x.notIPv4.Add(1) // the program takes IPv6 too; TUN mode carries IPv4 only
+	if !xdpIPv4(frame) {
+		g.xdp.notIPv4.Add(1) // the program takes IPv6 too; TUN mode carries IPv4 only
 		return false
 	}
-	b := frame[14:]
+	return g.xdpIP(f, frame[14:], fr.Addr, nil)
+}
+
+// xdpTakeJoined hands on the IP packet of a frame received in several (multi-buffer), copied
+// into a packet buffer of its own; the caller gives the frames back.
+func (g *Gateway) xdpTakeJoined(f *xdpIf, frs []xdp.Frame) {
+	x := g.xdp
+	if !xdpIPv4(frs[0].Data) {
+		x.notIPv4.Add(1)
+		return
+	}
+	x.joined.Add(1)
+	p := g.getPkt(bufSize)
+	n := copy(p.buf, frs[0].Data[14:])
+	for _, fr := range frs[1:] {
+		if n+len(fr.Data) > len(p.buf) {
+			x.tooLong.Add(1)
+			g.putPkt(p)
+			return
+		}
+		n += copy(p.buf[n:], fr.Data)
+	}
+	g.xdpIP(f, p.buf[:n], 0, p)
+}
+
+// xdpIPv4 reports whether an Ethernet frame carries an IPv4 packet.
+func xdpIPv4(frame []byte) bool {
+	return len(frame) >= 14+20 && binary.BigEndian.Uint16(frame[12:14]) == 0x0800 && frame[14]>>4 == 4
+}
+
+// xdpIP hands on IP packet b received on f, in place in the UMEM frame at addr, or, own not
+// nil, at the start of own's buffer (then own goes on with it, or back to its pool). It reports
+// whether the frame went on with the packet.
+func (g *Gateway) xdpIP(f *xdpIf, b []byte, addr uint64, own *pkt) bool {
+	x := g.xdp
 	if tl := int(binary.BigEndian.Uint16(b[2:4])); tl >= 20 && tl < len(b) {
 		b = b[:tl] // Ethernet padding
 	}
-	if len(b) > bufSize {
-		x.tooLong.Add(1)
-		return false
-	}
 	ihl := int(b[0]&0x0f) * 4
-	dst := netip.AddrFrom4([4]byte(b[16:20]))
-	if ihl >= 20 && len(b) >= ihl+8 && b[9] == 17 && binary.BigEndian.Uint16(b[ihl+2:ihl+4]) == x.cremPt && x.local[dst] {
-		g.xdpCREM(b, ihl)
+	cremDst := ihl >= 20 && len(b) >= ihl+8 && b[9] == 17 && binary.BigEndian.Uint16(b[ihl+2:ihl+4]) == x.cremPt &&
+		x.local[netip.AddrFrom4([4]byte(b[16:20]))]
+	if len(b) > bufSize || cremDst {
+		if len(b) > bufSize {
+			x.tooLong.Add(1)
+		} else {
+			g.xdpCREM(b, ihl)
+		}
+		if own != nil {
+			g.putPkt(own)
+		}
 		return false
 	}
 	g.c.rx[kindTun].Add(1)
 	g.c.rxBytes[kindTun].Add(uint64(len(b)))
-	i := fr.Addr / xdpFrameSize
+	if own != nil {
+		own.n = len(b)
+		g.tunDispatch(own)
+		return false
+	}
+	i := addr / xdpFrameSize
 	if i >= uint64(len(f.frames)) {
-		q := g.getPkt(len(b)) // joined from several frames (noUMEMFrame): a copy
+		q := g.getPkt(len(b)) // not a frame of the UMEM: cannot happen, but copy rather than fail
 		q.n = copy(q.buf, b)
 		g.tunDispatch(q)
 		return false
 	}
 	xf := &f.frames[i]
-	xf.addr = fr.Addr
+	xf.addr = addr
 	xf.buf, xf.n = b, len(b)
 	g.tunDispatch(&xf.pkt)
 	return true
