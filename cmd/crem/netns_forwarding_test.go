@@ -25,6 +25,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/crem-project/crem/flow"
+	"github.com/crem-project/crem/internal/harness/netnslock"
 	"github.com/crem-project/crem/internal/testenv"
 	"github.com/crem-project/crem/psn"
 	"github.com/crem-project/crem/roce"
@@ -364,9 +365,12 @@ type blastResult struct {
 	// Packets counts distinct PSNs (Dups the copies beyond the first: a packet the CRF
 	// restored whose original came late).
 	Packets, Bytes, Bad, Dups int64
-	FirstNS, LastNS           int64
-	Sent                      int64 // the sender's
-	Next                      uint32
+	// Stale counts packets of an earlier blast (a PSN before this one's first) that a
+	// gateway or the kernel held until this receiver ran: not counted as delivered.
+	Stale           int64
+	FirstNS, LastNS int64
+	Sent            int64 // the sender's
+	Next            uint32
 }
 
 func (r blastResult) pps() float64 {
@@ -453,7 +457,9 @@ func (m measurement) cpuPerPkt() float64 {
 // blast sends for d seconds from the sender namespace to the receiver and measures.
 func (c *netnsChain) blast(name string, d time.Duration, gws []*nsGateway, senderEnv ...string) measurement {
 	t := c.t
-	recv := c.helper(c.r, "recv", "CREM_NETNS_IDLE=1s", fmt.Sprintf("CREM_NETNS_DEADLINE=%s", d+10*time.Second))
+	// The receiver takes the sender's settings too: CREM_NETNS_VERIFY=1 is the receiver's.
+	recv := c.helper(c.r, "recv", append([]string{"CREM_NETNS_IDLE=1s", fmt.Sprintf("CREM_NETNS_DEADLINE=%s", d+10*time.Second),
+		fmt.Sprintf("CREM_NETNS_PSN=%d", c.nextPSN)}, senderEnv...)...)
 	recvOut := &syncBuf{}
 	recv.Stdout, recv.Stderr = recvOut, recvOut
 	if err := recv.Start(); err != nil {
@@ -562,13 +568,33 @@ func parseResult(out string, r *blastResult) error {
 // with the flags CREM_NETNS_BASELINE_FLAGS (say "--tun-datapath xdp"),
 // CREM_NETNS_GATEWAY_FLAGS flags for this tree's gateways (e.g. --tun-offload off),
 // CREM_NETNS_ONLY the configurations to run beside the kernel (crem-raw, crem-dev, xdp,
-// baseline; with xdp among them every configuration forwards packets of 2 KiB of payload over
-// links of MTU 3000, which an AF_XDP frame holds),
+// baseline; with xdp among them and no multi-buffer AF_XDP every configuration forwards
+// packets of 2 KiB of payload over links of MTU 3000, which one AF_XDP frame holds),
 // CREM_NETNS_GRO=1 turns GRO on at the receiving interfaces (with UDP GRO of forwarded
 // traffic), CREM_NETNS_XDP_ATTACH = driver or generic the xdp data path's tun.xdp_attach
 // (auto, hence driver on veth, when unset). A benchmark, so run only with CREM_NETNS_BENCH=1 (root, iproute2, /dev/net/tun);
 // scripts/netns-forwarding.sh runs it. The goal it reports against: CREM delivers at least
 // half the kernel's packet rate.
+// TestNetnsReceiverCatchesBadICRC: the chain's receiver checks every packet's ICRC when a
+// blast asks it to (CREM_NETNS_VERIFY=1, as the gateways' tests do). Through kernel routers, a
+// sender that alters one packet in ten after sealing it has a tenth of them counted bad, and a
+// clean sender none: the check those tests rely on can fail.
+func TestNetnsReceiverCatchesBadICRC(t *testing.T) {
+	netnsRoot(t)
+	netnslock.Take(t)
+	c := newNetnsChain(t)
+	m := c.blast("corrupt", time.Second, nil, "CREM_NETNS_VERIFY=1", "CREM_NETNS_CORRUPT=10", "CREM_NETNS_PPS=5000")
+	t.Log(m.line())
+	if m.res.Packets == 0 || m.res.Bad*20 < m.res.Packets || m.res.Bad*5 > m.res.Packets {
+		t.Errorf("%d of %d packets counted bad, one in ten altered", m.res.Bad, m.res.Packets)
+	}
+	m = c.blast("clean", time.Second, nil, "CREM_NETNS_VERIFY=1", "CREM_NETNS_PPS=5000")
+	t.Log(m.line())
+	if m.res.Packets == 0 || m.res.Bad != 0 {
+		t.Errorf("%d of %d packets counted bad, none altered", m.res.Bad, m.res.Packets)
+	}
+}
+
 func TestNetnsForwarding(t *testing.T) {
 	if os.Getenv("CREM_NETNS_BENCH") != "1" {
 		t.Skip("a benchmark: run with CREM_NETNS_BENCH=1 (as root)")
@@ -677,6 +703,12 @@ func (m measurement) line() string {
 	s := fmt.Sprintf("%-8s sent %d delivered %d (+%d duplicates) (%.0f pps, %.2f Gbit/s) in %.1fs; CPU: chain processes %.2fs (gateways %.2fs) + softirq %.2fs (ksoftirqd %.2fs) = %.1f µs/packet; machine busy %.2fs",
 		m.name, m.res.Sent, m.res.Packets, m.res.Dups, m.res.pps(), m.res.pps()*float64(m.res.Bytes)/float64(max(m.res.Packets, 1))*8/1e9,
 		m.seconds, m.procCPU, m.gwCPU, m.softirq, m.ksoftirqd, m.cpuPerPkt(), m.machine)
+	if m.res.Bad > 0 {
+		s += fmt.Sprintf("; %d with a bad ICRC", m.res.Bad)
+	}
+	if m.res.Stale > 0 {
+		s += fmt.Sprintf("; %d packets of an earlier run, not counted", m.res.Stale)
+	}
 	if m.allocsPerPkt != -1 {
 		s += fmt.Sprintf("; gateways' allocations %.4f per packet; super-packets read A %.0f B %.0f; packets written coalesced A %.0f B %.0f",
 			m.allocsPerPkt, m.superRead[0], m.superRead[1], m.coalesced[0], m.coalesced[1])
@@ -980,7 +1012,9 @@ func writeShape(b []byte, i int, p psn.PSN, middleOnly bool, size int) ([]byte, 
 // netnsSend sends RoCEv2 WRITE packets (CREM_NETNS_PAYLOAD octets of payload, 4096 when
 // unset) to the receiver for CREM_NETNS_SECONDS, in sendmmsg
 // batches of 64 (or with CREM_NETNS_GSO = n, n packets per UDP_SEGMENT send), at most
-// CREM_NETNS_PPS packets a second when set.
+// CREM_NETNS_PPS packets a second when set. CREM_NETNS_CORRUPT=N alters one payload octet of
+// every N-th packet after its ICRC was computed (without GSO), for the receiver's check to
+// catch.
 func netnsSend() error {
 	secs, _ := strconv.ParseFloat(os.Getenv("CREM_NETNS_SECONDS"), 64)
 	gso, _ := strconv.Atoi(os.Getenv("CREM_NETNS_GSO"))
@@ -1036,12 +1070,16 @@ func netnsSend() error {
 	} else {
 		pc := ipv4.NewPacketConn(conn)
 		msgs := make([]ipv4.Message, batch)
+		corrupt := envInt("CREM_NETNS_CORRUPT", 0) // every corrupt-th packet's payload altered after sealing
 		i := 0
 		for time.Now().Before(deadline) {
 			for j := range msgs {
 				b, err := writeShape(bufs[j], i, next, false, size)
 				if err != nil {
 					return err
+				}
+				if corrupt > 0 && i%corrupt == 0 {
+					b[len(b)-roce.ICRCLen-1] ^= 0x10
 				}
 				i++
 				next = next.Add(1)
@@ -1080,6 +1118,7 @@ func netnsRecv() error {
 	idle, _ := time.ParseDuration(os.Getenv("CREM_NETNS_IDLE"))
 	dl, _ := time.ParseDuration(os.Getenv("CREM_NETNS_DEADLINE"))
 	verify := os.Getenv("CREM_NETNS_VERIFY") == "1"
+	first := psn.PSN(envInt("CREM_NETNS_PSN", 0)) // the blast's first PSN: those before are stale
 	conn, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.ParseIP(nsReceiverAddr), Port: roce.UDPPort})
 	if err != nil {
 		return err
@@ -1126,6 +1165,10 @@ func netnsRecv() error {
 				continue
 			}
 			p := binary.BigEndian.Uint32(b[8:12]) & 0xffffff
+			if first.Forward(psn.PSN(p)) >= 1<<23 {
+				r.Stale++
+				continue
+			}
 			if seen[p/64]&(1<<(p%64)) != 0 {
 				r.Dups++
 				continue
