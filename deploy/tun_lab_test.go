@@ -178,18 +178,16 @@ func TestTunLabRestoresAndVerifies(t *testing.T) {
 	}
 
 	// The gateways as RoCE NICs need them: every restoration fails its check, and the script
-	// says so. A token bucket a little slower than the sender and its repair, so that a transfer
-	// surely loses packets (a bucket just above the sender's rate lost none once the transport's
-	// timers stopped resending in bursts). A bucket that drops much also drops the handshake
-	// now and then, and a flow whose CSF never sent repair restores nothing to mismatch: such a
-	// run (gateway A's repair_sent 0) is run once more.
+	// says so. The lab's own path, one transfer: it loses a few percent, which the gateways'
+	// repair answers. A slower bucket loses a fifth and more, which trips CSF's circuit breaker
+	// (C11 f: above a tenth) before any repair goes out, so that nothing is restored to
+	// mismatch; a run that restores nothing all the same (its bucket lost little, or the
+	// handshake) is run again, up to three times.
 	var v []string
-	for try := 1; try <= 2; try++ {
-		out, code = labRun(t, crem, prefix, 90*time.Second, []string{"CREM_LAB_VERIFY=template", "CREM_LAB_RUNS=1",
-			"CREM_LAB_ITERS=8", "CREM_LAB_RATE=300Mbit", "CREM_LAB_WAN=rate 280mbit burst 20k limit 64k"})
+	for try := 1; try <= 3; try++ {
+		out, code = labRun(t, crem, prefix, 90*time.Second, []string{"CREM_LAB_VERIFY=template", "CREM_LAB_RUNS=1"})
 		t.Logf("with --tun-verify template, try %d (%.1f s in all):\n%s", try, time.Since(start).Seconds(), out)
-		v = labFail.FindStringSubmatch(out)
-		if !labNoRepairA.MatchString(out) || v != nil && v[2] != "0" {
+		if v = labFail.FindStringSubmatch(out); v != nil && v[2] != "0" {
 			break
 		}
 	}
@@ -200,9 +198,6 @@ func TestTunLabRestoresAndVerifies(t *testing.T) {
 		t.Errorf("namespaces left behind after a failed run: %v", left)
 	}
 }
-
-// labNoRepairA matches the script's counters of a gateway A that sent no repair.
-var labNoRepairA = regexp.MustCompile(`gateway A: csf_sources \d+ repair_sent 0 `)
 
 // TestTunLabInterruptTearsDown: Ctrl-C (SIGINT to the script's process group, as a terminal
 // sends it) while the transfers run ends the script with status 130 and removes every

