@@ -35,7 +35,8 @@
 #                      recovery takes that round trip, the gateways' repair only the WAN's
 #   CREM_LAB_WAN       the WAN router's token bucket toward site B, as tc-tbf takes it
 #                      ("rate 300mbit burst 32k limit 128k"): the sender's bursts and the
-#                      repair beside them overflow it now and then; "off" for none (then
+#                      repair beside them overflow it, 5 to 25 percent of a transfer's
+#                      packets in bursts; "off" for none (then
 #                      nothing is lost and nothing restored)
 #   CREM_LAB_PERF_FLAGS  more flags for `crem perf write`
 #   CREM_LAB_VERIFY    how the gateways check restored packets (--tun-verify): logical
