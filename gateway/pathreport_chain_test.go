@@ -34,6 +34,11 @@ type chainRun struct {
 	scriptLen int
 }
 
+// chainOneWay is the WAN's one-way delay between the gateways (the CREM messages take 1 ms
+// more). At 1 ms a loaded machine's scheduling delays were as long as the round trip, and the
+// RDMA transport's own recovery often came first in both runs.
+const chainOneWay = 5 * time.Millisecond
+
 // runChain moves a 256 KiB RDMA WRITE (the session established) and then an 8 MiB one from
 // endpoint A (logical address 10.0.0.1) to endpoint B (10.0.0.2) through two relay-mode
 // gateways whose WAN sockets (127.0.0.1 and 127.0.0.2) are joined, A to B, by `crem netem`'s
@@ -44,11 +49,6 @@ type chainRun struct {
 // With report, the proxy is a path reporter (method 3, its socket on 127.0.0.5, a configured
 // reporter of A) and reports those drops to the source it sees, A's WAN address, at the CREM
 // port; A's gateway maps the report to the flow (reportKey). Every byte is verified.
-// chainOneWay is the WAN's one-way delay between the gateways (the CREM messages take 1 ms
-// more). At 1 ms a loaded machine's scheduling delays were as long as the round trip, and the
-// RDMA transport's own recovery often came first in both runs.
-const chainOneWay = 5 * time.Millisecond
-
 func runChain(t *testing.T, report bool, seed uint64) chainRun {
 	t.Helper()
 	const (
